@@ -1,0 +1,79 @@
+# kinfer - build, test and tooling. `make help` lists the targets.
+CC      ?= gcc
+BUILD   ?= build/release
+OPT     ?= -O2
+CFLAGS_BASE := -std=c11 -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -g -fopenmp -fPIC \
+  -Wall -Wextra -Wshadow -Wvla -Wstrict-prototypes -Wmissing-prototypes \
+  -I/usr/include/x86_64-linux-gnu/openblas-openmp -I/usr/include/stb
+CFLAGS  ?= $(OPT) -DNDEBUG
+ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS) $(EXTRA_CFLAGS)
+LDLIBS  = -lstb -lopenblas -lm -fopenmp $(EXTRA_LDFLAGS)
+
+LIB_SRC := $(wildcard core/*.c) $(wildcard parser/*.c) $(wildcard layers/*.c)
+CLI_SRC := $(filter-out cli/main.c,$(wildcard cli/*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(wildcard tests/unit/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all test deps clean asan help format lint
+all: kinfer
+
+kinfer: $(BUILD)/kinfer
+	@if [ "$(BUILD)" = "build/release" ]; then cp $(BUILD)/kinfer kinfer; fi
+
+$(BUILD)/kinfer: $(BUILD)/cli/main.o $(BUILD)/libkinfer_cli.a $(BUILD)/libkinfer.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/libkinfer.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libkinfer_cli.a: $(CLI_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# ISA-specific kernels get their flags per file; everything else targets baseline x86-64.
+$(BUILD)/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -mavx2 -mfma -MMD -MP -c $< -o $@
+
+$(BUILD)/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libkinfer_cli.a $(BUILD)/libkinfer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -o $@ $^ -lcmocka $(LDLIBS)
+
+# Unit tests: every tests/unit/test_*.c is a cmocka program; the runner sums their results.
+test: $(BUILD)/kinfer $(TEST_BIN)
+	@BUILD=$(BUILD) sh tests/run_tests.sh $(TEST_BIN)
+
+asan:
+	$(MAKE) BUILD=build/asan OPT=-O1 CFLAGS="-O1 -fno-omit-frame-pointer" \
+	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
+	  EXTRA_LDFLAGS="-fsanitize=address,undefined" test
+
+deps:
+	@sh tests/deps.sh
+
+format:
+	clang-format -i $(LIB_SRC) $(wildcard core/*.h parser/*.h layers/*.h cli/*.[ch] tests/unit/*.c)
+
+clean:
+	rm -rf build kinfer
+
+help:
+	@echo "make            build ./kinfer"
+	@echo "make test       build and run the unit tests (cmocka)"
+	@echo "make asan       the same under AddressSanitizer + UBSan (build/asan)"
+	@echo "make deps       install missing Debian packages (root) or print the apt-get line"
+	@echo "make format     clang-format the sources"
+	@echo "BUILD=dir       build directory (default build/release)"
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

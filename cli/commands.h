@@ -1,0 +1,23 @@
+/* commands.h - the kinfer subcommands. Each takes argv with argv[0] = the command name and
+ * returns the process exit code: 0 success, 1 failure, 2 usage error. */
+#ifndef KI_COMMANDS_H
+#define KI_COMMANDS_H
+
+#define KI_EXIT_OK    0
+#define KI_EXIT_FAIL  1
+#define KI_EXIT_USAGE 2
+
+int ki_cli_run(int argc, char **argv);
+int ki_cli_dump_graph(int argc, char **argv);
+int ki_cli_ops(int argc, char **argv);
+int ki_cli_eval_expr(int argc, char **argv);
+
+/* Shared helpers (cli/util.c). */
+void ki_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Parses a whole decimal int in [lo, hi]; false otherwise. */
+int ki_cli_parse_int(const char *s, long lo, long hi, long *out);
+/* Sets the OpenMP team size and OpenBLAS's thread count for this process. */
+void ki_cli_set_threads(int n);
+int ki_cli_default_threads(void);
+
+#endif

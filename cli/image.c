@@ -1,0 +1,101 @@
+/* image.c - image decoding, channel conversion, bilinear resize, letterbox and normalisation. */
+#include "image.h"
+
+#include <math.h>
+#include <stb_image.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+bool ki_image_is_image_path(const char *path)
+{
+    static const char *const ext[] = { ".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga", ".pgm",
+                                       ".ppm", ".pnm", ".psd", ".hdr", ".pic" };
+    const char *dot = strrchr(path, '.');
+    for (size_t i = 0; dot && i < sizeof ext / sizeof ext[0]; i++) {
+        if (strcasecmp(dot, ext[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Bilinear sample of an 8-bit HWC image at (y, x) in source pixels (half-pixel centres). */
+static float sample(const unsigned char *img, int w, int h, int c, int ch, float y, float x)
+{
+    y = y < 0 ? 0 : (y > h - 1 ? (float)(h - 1) : y);
+    x = x < 0 ? 0 : (x > w - 1 ? (float)(w - 1) : x);
+    int y0 = (int)y, x0 = (int)x;
+    int y1 = y0 + 1 < h ? y0 + 1 : y0, x1 = x0 + 1 < w ? x0 + 1 : x0;
+    float fy = y - (float)y0, fx = x - (float)x0;
+    float a = img[((size_t)y0 * w + x0) * c + ch], b = img[((size_t)y0 * w + x1) * c + ch];
+    float p = img[((size_t)y1 * w + x0) * c + ch], q = img[((size_t)y1 * w + x1) * c + ch];
+    return (a * (1 - fx) + b * fx) * (1 - fy) + (p * (1 - fx) + q * fx) * fy;
+}
+
+static void resize_into(const unsigned char *img, int w, int h, const ki_image_prep *p, float *dst,
+                        ki_image_info *info)
+{
+    int c = p->channels;
+    float sx = (float)p->width / (float)w, sy = (float)p->height / (float)h;
+    int nw = p->width, nh = p->height;
+    float ox = 0, oy = 0;
+    if (p->letterbox) {
+        float s = sx < sy ? sx : sy;
+        sx = sy = s;
+        nw = (int)lroundf((float)w * s);
+        nh = (int)lroundf((float)h * s);
+        ox = (float)(p->width - nw) / 2.0f;
+        oy = (float)(p->height - nh) / 2.0f;
+    }
+    info->scale = sx;
+    info->pad_x = ox;
+    info->pad_y = oy;
+    int x0 = (int)floorf(ox), y0 = (int)floorf(oy);
+    for (int ch = 0; ch < c; ch++) {
+        float *plane = dst + (size_t)ch * p->height * p->width;
+        for (int y = 0; y < p->height; y++) {
+            for (int x = 0; x < p->width; x++) {
+                float v;
+                if (x < x0 || x >= x0 + nw || y < y0 || y >= y0 + nh) {
+                    v = 114.0f;
+                } else if (nw == w && nh == h) {
+                    v = img[((size_t)(y - y0) * w + (x - x0)) * c + ch];
+                } else {
+                    float syf = ((float)(y - y0) + 0.5f) * (float)h / (float)nh - 0.5f;
+                    float sxf = ((float)(x - x0) + 0.5f) * (float)w / (float)nw - 0.5f;
+                    v = sample(img, w, h, c, ch, syf, sxf);
+                }
+                plane[(size_t)y * p->width + x] = (v / 255.0f - p->mean[ch]) / p->std[ch];
+            }
+        }
+    }
+}
+
+ki_status ki_image_load(const char *path, const ki_image_prep *prep, float *dst,
+                        ki_image_info *info, ki_error *err)
+{
+    int w, h, comp;
+    if (!stbi_info(path, &w, &h, &comp)) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "%s: cannot decode image: %s", path,
+                       stbi_failure_reason() ? stbi_failure_reason() : "unknown format");
+    }
+    if (w <= 0 || h <= 0 || (int64_t)w * h > KI_IMAGE_MAX_PIXELS) {
+        return KI_FAIL(err, KI_ERR_LIMIT, "%s: %dx%d pixels is more than kinfer accepts (%lld)", path,
+                       w, h, (long long)KI_IMAGE_MAX_PIXELS);
+    }
+    if (prep->channels != 1 && prep->channels != 3) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "%s: the model input has %d channels; images give 1 or 3",
+                       path, prep->channels);
+    }
+    unsigned char *img = stbi_load(path, &w, &h, &comp, prep->channels);
+    if (!img) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "%s: cannot decode image: %s", path,
+                       stbi_failure_reason() ? stbi_failure_reason() : "unknown error");
+    }
+    info->orig_w = w;
+    info->orig_h = h;
+    resize_into(img, w, h, prep, dst, info);
+    stbi_image_free(img);
+    return KI_OK;
+}

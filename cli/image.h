@@ -1,0 +1,29 @@
+/* image.h - decoding images (stb_image) into normalised CHW float tensors. */
+#ifndef KI_IMAGE_H
+#define KI_IMAGE_H
+
+#include "../core/kinfer.h"
+
+#include <stdbool.h>
+
+#define KI_IMAGE_MAX_PIXELS ((int64_t)1 << 28)
+
+typedef struct ki_image_prep {
+    int channels;       /* 1 (gray) or 3 (RGB) */
+    int height, width;  /* network input size */
+    bool letterbox;     /* keep aspect ratio, pad with 114/255 */
+    float mean[3], std[3];
+} ki_image_prep;
+
+typedef struct ki_image_info {
+    int orig_w, orig_h;
+    float scale;       /* network pixels per original pixel */
+    float pad_x, pad_y; /* letterbox offsets in network pixels */
+} ki_image_info;
+
+/* Decodes path and writes channels*height*width floats to dst. */
+ki_status ki_image_load(const char *path, const ki_image_prep *prep, float *dst,
+                        ki_image_info *info, ki_error *err);
+bool ki_image_is_image_path(const char *path);
+
+#endif

@@ -1,0 +1,193 @@
+/* run_output.c - presenting the outputs of `kinfer run`. */
+#include "commands.h"
+#include "npy.h"
+#include "run_opts.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_LABELS      100000
+#define MAX_LABELS_FILE ((size_t)16 << 20)
+
+ki_status ki_labels_load(const char *path, labels *lb, ki_error *err)
+{
+    unsigned char *buf;
+    size_t len;
+    ki_status st = ki_file_read(path, MAX_LABELS_FILE, &buf, &len, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    lb->names = calloc(MAX_LABELS, sizeof *lb->names);
+    lb->n = 0;
+    size_t start = 0;
+    for (size_t i = 0; lb->names && i <= len && lb->n < MAX_LABELS; i++) {
+        if (i == len || buf[i] == '\n') {
+            size_t end = i;
+            if (end > start && buf[end - 1] == '\r') {
+                end--;
+            }
+            if (i == len && end == start) {
+                break;
+            }
+            lb->names[lb->n] = strndup((const char *)buf + start, end - start);
+            if (!lb->names[lb->n]) {
+                break;
+            }
+            lb->n++;
+            start = i + 1;
+        }
+    }
+    free(buf);
+    if (!lb->names) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    return KI_OK;
+}
+
+void ki_labels_free(labels *lb)
+{
+    for (int i = 0; lb->names && i < lb->n; i++) {
+        free(lb->names[i]);
+    }
+    free(lb->names);
+    lb->names = NULL;
+    lb->n = 0;
+}
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            printf("\\%c", c);
+        } else if (c < 0x20) {
+            printf("\\u%04x", c);
+        } else {
+            putchar(c);
+        }
+    }
+    putchar('"');
+}
+
+static bool is_classifier(const run_opts *o, const ki_session *s, const ki_model *m)
+{
+    if (o->task && strcmp(o->task, "classify") == 0) {
+        return true;
+    }
+    if (o->task && strcmp(o->task, "raw") == 0) {
+        return false;
+    }
+    ki_tensor t = ki_session_output(s, 0);
+    return ki_model_n_outputs(m) == 1 && t.shape.ndim == 2 && t.shape.d[1] > 1;
+}
+
+/* Top-k of one row with softmax probabilities (stable: max subtracted). */
+static void print_row_topk(const run_opts *o, const float *row, int64_t k, const labels *lb,
+                           const char *src, int idx, bool last)
+{
+    float mx = row[0];
+    for (int64_t j = 1; j < k; j++) {
+        mx = row[j] > mx ? row[j] : mx;
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < k; j++) {
+        sum += exp((double)(row[j] - mx));
+    }
+    int top = o->topk < k ? o->topk : (int)k;
+    int *best = calloc((size_t)top, sizeof *best);
+    for (int t = 0; best && t < top; t++) {
+        int64_t b = -1;
+        for (int64_t j = 0; j < k; j++) {
+            bool used = false;
+            for (int u = 0; u < t && !used; u++) {
+                used = best[u] == j;
+            }
+            if (!used && (b < 0 || row[j] > row[b])) {
+                b = j;
+            }
+        }
+        best[t] = (int)b;
+    }
+    if (o->json) {
+        printf("    {\"input\": ");
+        json_string(src);
+        printf(", \"index\": %d, \"top\": [", idx);
+    } else {
+        printf("%s:\n", src);
+    }
+    for (int t = 0; best && t < top; t++) {
+        double p = exp((double)(row[best[t]] - mx)) / sum;
+        const char *name = (lb->names && best[t] < lb->n) ? lb->names[best[t]] : NULL;
+        if (o->json) {
+            printf("%s{\"class\": %d, \"score\": %.6f, \"logit\": %.6g", t ? ", " : "", best[t], p, row[best[t]]);
+            if (name) {
+                printf(", \"label\": ");
+                json_string(name);
+            }
+            printf("}");
+        } else {
+            printf("  %d. class %-5d %6.2f%%  %s\n", t + 1, best[t], 100.0 * p, name ? name : "");
+        }
+    }
+    if (o->json) {
+        printf("]}%s\n", last ? "" : ",");
+    }
+    free(best);
+}
+
+static void print_stats(const run_opts *o, const ki_model *m, const ki_session *s)
+{
+    char buf[128];
+    for (int i = 0; i < ki_model_n_outputs(m); i++) {
+        ki_tensor t = ki_session_output(s, i);
+        int64_t n = ki_shape_count(&t.shape);
+        double mn = INFINITY, mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < n; j++) {
+            mn = t.data[j] < mn ? t.data[j] : mn;
+            mx = t.data[j] > mx ? t.data[j] : mx;
+            sum += t.data[j];
+        }
+        double mean = n ? sum / (double)n : 0;
+        if (o->json) {
+            printf("    {\"output\": %d, \"name\": ", i);
+            json_string(ki_model_output_name(m, i));
+            printf(", \"shape\": [");
+            for (int d = 0; d < t.shape.ndim; d++) {
+                printf("%s%lld", d ? ", " : "", (long long)t.shape.d[d]);
+            }
+            printf("], \"min\": %.6g, \"max\": %.6g, \"mean\": %.6g}%s\n", mn, mx, mean,
+                   i + 1 < ki_model_n_outputs(m) ? "," : "");
+        } else {
+            printf("out%d  %-10s shape %-20s min %-12.6g max %-12.6g mean %.6g\n", i,
+                   ki_model_output_name(m, i), ki_shape_str(&t.shape, buf, sizeof buf), mn, mx, mean);
+        }
+    }
+}
+
+void ki_run_print(const run_opts *o, const ki_model *m, const ki_session *s, const labels *lb,
+                  const char *const *sources, int n_sources)
+{
+    bool cls = is_classifier(o, s, m);
+    if (o->json) {
+        printf("{\n  \"model\": ");
+        json_string(o->param);
+        printf(",\n  \"task\": \"%s\",\n  \"results\": [\n", cls ? "classify" : "raw");
+    }
+    if (cls) {
+        ki_tensor t = ki_session_output(s, 0);
+        int64_t rows = t.shape.ndim == 2 ? t.shape.d[0] : 1;
+        int64_t k = ki_shape_count(&t.shape) / (rows ? rows : 1);
+        for (int64_t r = 0; r < rows; r++) {
+            const char *src = r < n_sources ? sources[r] : sources[0];
+            print_row_topk(o, t.data + r * k, k, lb, src, (int)r, r + 1 == rows);
+        }
+    } else {
+        print_stats(o, m, s);
+    }
+    if (o->json) {
+        printf("  ]\n}\n");
+    }
+}

@@ -1,0 +1,201 @@
+/* model.c - loading: param text -> graph -> weights -> one layer per operator. */
+#include "model_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_tuple_to_output(const ki_graph *g, const ki_node *nd)
+{
+    if (strcmp(nd->desc.type, "prim::TupleConstruct") != 0 &&
+        strcmp(nd->desc.type, "prim::ListConstruct") != 0) {
+        return false;
+    }
+    /* only when every consumer is a pnnx.Output: the tuple then just groups model outputs */
+    int o = nd->out[0];
+    for (int n = 0; n < g->n_nodes; n++) {
+        const ki_node *c = &g->nodes[n];
+        for (int i = 0; i < c->desc.n_inputs; i++) {
+            if (c->in[i] == o && strcmp(c->desc.type, "pnnx.Output") != 0) {
+                return false;
+            }
+        }
+    }
+    return nd->desc.n_outputs == 1;
+}
+
+/* One message listing every unsupported type with its count, in order of first use. */
+static ki_status check_supported(ki_model *m, ki_error *err)
+{
+    const ki_graph *g = m->g;
+    char list[768] = "";
+    size_t len = 0;
+    int n_types = 0, n_ops = 0;
+    for (int k = 0; k < g->n_nodes; k++) {
+        const ki_node *nd = &g->nodes[g->order[k]];
+        if (m->layer[g->order[k]] || is_tuple_to_output(g, nd)) {
+            continue;
+        }
+        n_ops++;
+        bool seen = false;
+        for (int j = 0; j < k && !seen; j++) {
+            const ki_node *p = &g->nodes[g->order[j]];
+            seen = !m->layer[g->order[j]] && strcmp(p->desc.type, nd->desc.type) == 0;
+        }
+        if (seen) {
+            continue;
+        }
+        int count = 0;
+        for (int j = k; j < g->n_nodes; j++) {
+            count += strcmp(g->nodes[g->order[j]].desc.type, nd->desc.type) == 0;
+        }
+        n_types++;
+        if (len < sizeof list - 1) {
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s x%d", n_types > 1 ? ", " : "",
+                                    nd->desc.type, count);
+        }
+    }
+    if (n_types > 0) {
+        return KI_FAIL(err, KI_ERR_UNSUPPORTED, "%s: %d operator%s of %d unsupported type%s: %s",
+                       g->path, n_ops, n_ops == 1 ? "" : "s", n_types, n_types == 1 ? "" : "s", list);
+    }
+    return KI_OK;
+}
+
+static ki_status create_layers(ki_model *m, ki_error *err)
+{
+    ki_graph *g = m->g;
+    m->layer = calloc((size_t)g->n_nodes + 1, sizeof *m->layer);
+    m->state = calloc((size_t)g->n_nodes + 1, sizeof *m->state);
+    m->exec = calloc((size_t)g->n_nodes + 1, sizeof *m->exec);
+    if (!m->layer || !m->state || !m->exec) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    for (int n = 0; n < g->n_nodes; n++) {
+        m->layer[n] = ki_registry_find(g->nodes[n].desc.type);
+    }
+    ki_status st = check_supported(m, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    for (int k = 0; k < g->n_nodes; k++) {
+        int n = g->order[k];
+        const ki_layer_ops *l = m->layer[n];
+        const ki_op_desc *d = &g->nodes[n].desc;
+        if (!l || (l->flags & KI_LAYER_GRAPH)) {
+            continue; /* pnnx.Input/Output and tuples feeding outputs are wiring */
+        }
+        if (l->create && (st = l->create(d, &m->state[n], err)) != KI_OK) {
+            ki_error_prefix(err, "%s:%d: op '%s' (%s)", g->path, d->line, d->name, d->type);
+            return st;
+        }
+        m->exec[m->n_exec++] = n;
+    }
+    return KI_OK;
+}
+
+ki_status ki_model_load(const char *param_path, const char *bin_path, const ki_load_options *opt,
+                        ki_model **out, ki_error *err)
+{
+    ki_load_options o = { false, false };
+    if (opt) {
+        o = *opt;
+    }
+    ki_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    ki_status st = ki_param_load(param_path, &m->g, err);
+    if (st == KI_OK) {
+        st = ki_graph_build(m->g, err);
+    }
+    if (st == KI_OK && bin_path) {
+        st = ki_zip_open(bin_path, &m->zip, err);
+        if (st == KI_OK) {
+            st = ki_weights_attach(m, o.verify_crc, err);
+        }
+    }
+    if (st == KI_OK && !o.graph_only) {
+        for (int n = 0; n < m->g->n_nodes && !bin_path && st == KI_OK; n++) {
+            if (m->g->nodes[n].desc.n_attrs > 0) {
+                st = KI_FAIL(err, KI_ERR_FORMAT, "%s:%d: op '%s' has attributes: a .bin file is needed",
+                             param_path, m->g->nodes[n].desc.line, m->g->nodes[n].desc.name);
+            }
+        }
+        if (st == KI_OK) {
+            st = create_layers(m, err);
+        }
+    }
+    if (st != KI_OK) {
+        ki_model_destroy(m);
+        return st;
+    }
+    *out = m;
+    return KI_OK;
+}
+
+void ki_model_destroy(ki_model *m)
+{
+    if (!m) {
+        return;
+    }
+    if (m->layer && m->state) {
+        for (int n = 0; n < m->g->n_nodes; n++) {
+            if (m->layer[n] && m->layer[n]->destroy && m->state[n]) {
+                m->layer[n]->destroy(m->state[n]);
+            }
+        }
+    }
+    free(m->layer);
+    free(m->state);
+    free(m->exec);
+    free(m->weights);
+    ki_zip_close(m->zip);
+    ki_graph_destroy(m->g);
+    free(m);
+}
+
+int ki_model_n_ops(const ki_model *m)
+{
+    return m->g->n_nodes;
+}
+
+const ki_op_desc *ki_model_op(const ki_model *m, int i)
+{
+    return (i >= 0 && i < m->g->n_nodes) ? &m->g->nodes[m->g->order[i]].desc : NULL;
+}
+
+int ki_model_n_inputs(const ki_model *m)
+{
+    return m->g->n_inputs;
+}
+
+const char *ki_model_input_name(const ki_model *m, int i)
+{
+    return m->g->operands[m->g->inputs[i]].name;
+}
+
+ki_shape ki_model_input_decl(const ki_model *m, int i)
+{
+    return m->g->operands[m->g->inputs[i]].decl;
+}
+
+int ki_model_n_outputs(const ki_model *m)
+{
+    return m->g->n_outputs;
+}
+
+const char *ki_model_output_name(const ki_model *m, int i)
+{
+    return m->g->operands[m->g->outputs[i]].name;
+}
+
+ki_shape ki_model_output_decl(const ki_model *m, int i)
+{
+    return m->g->operands[m->g->outputs[i]].decl;
+}
+
+size_t ki_model_weight_bytes(const ki_model *m)
+{
+    return m->weight_bytes;
+}

@@ -1,0 +1,139 @@
+/* plan.c - best-fit offset assignment by lifetime. */
+#include "plan.h"
+
+#include "ckd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct block {
+    size_t off, size;
+} block;
+
+typedef struct free_list {
+    block *b;
+    int n, cap;
+    size_t end; /* high-water mark */
+} free_list;
+
+typedef struct key_idx {
+    int key, idx;
+} key_idx;
+
+static int by_key(const void *a, const void *b)
+{
+    const key_idx *x = a, *y = b;
+    if (x->key != y->key) {
+        return x->key < y->key ? -1 : 1;
+    }
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static bool fl_insert(free_list *fl, size_t off, size_t size)
+{
+    int i = 0;
+    while (i < fl->n && fl->b[i].off < off) {
+        i++;
+    }
+    if (fl->n == fl->cap) {
+        int cap = fl->cap ? fl->cap * 2 : 16;
+        block *nb = realloc(fl->b, (size_t)cap * sizeof *nb);
+        if (!nb) {
+            return false;
+        }
+        fl->b = nb;
+        fl->cap = cap;
+    }
+    memmove(&fl->b[i + 1], &fl->b[i], (size_t)(fl->n - i) * sizeof *fl->b);
+    fl->b[i] = (block){ off, size };
+    fl->n++;
+    /* merge with the right neighbour, then the left one */
+    if (i + 1 < fl->n && fl->b[i].off + fl->b[i].size == fl->b[i + 1].off) {
+        fl->b[i].size += fl->b[i + 1].size;
+        memmove(&fl->b[i + 1], &fl->b[i + 2], (size_t)(fl->n - i - 2) * sizeof *fl->b);
+        fl->n--;
+    }
+    if (i > 0 && fl->b[i - 1].off + fl->b[i - 1].size == fl->b[i].off) {
+        fl->b[i - 1].size += fl->b[i].size;
+        memmove(&fl->b[i], &fl->b[i + 1], (size_t)(fl->n - i - 1) * sizeof *fl->b);
+        fl->n--;
+    }
+    return true;
+}
+
+static bool fl_alloc(free_list *fl, size_t size, size_t *off)
+{
+    int best = -1;
+    for (int i = 0; i < fl->n; i++) {
+        if (fl->b[i].size >= size && (best < 0 || fl->b[i].size < fl->b[best].size)) {
+            best = i;
+        }
+    }
+    if (best >= 0) {
+        *off = fl->b[best].off;
+        fl->b[best].off += size;
+        fl->b[best].size -= size;
+        if (fl->b[best].size == 0) {
+            memmove(&fl->b[best], &fl->b[best + 1], (size_t)(fl->n - best - 1) * sizeof *fl->b);
+            fl->n--;
+        }
+        return true;
+    }
+    /* grow the arena, reusing a free block that touches its end */
+    size_t start = fl->end;
+    if (fl->n > 0 && fl->b[fl->n - 1].off + fl->b[fl->n - 1].size == fl->end) {
+        start = fl->b[fl->n - 1].off;
+        fl->n--;
+    }
+    if (!ki_ckd_add(&fl->end, start, size)) {
+        return false;
+    }
+    *off = start;
+    return true;
+}
+
+ki_status ki_plan_offsets(ki_plan_buf *bufs, int n, size_t align, size_t *total, ki_error *err)
+{
+    key_idx *by_f = malloc(((size_t)n + 1) * sizeof *by_f);
+    key_idx *by_l = malloc(((size_t)n + 1) * sizeof *by_l);
+    free_list fl = { NULL, 0, 0, 0 };
+    ki_status st = KI_OK;
+    if (!by_f || !by_l) {
+        st = KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        by_f[i] = (key_idx){ bufs[i].first, i };
+        by_l[i] = (key_idx){ bufs[i].last, i };
+        if (!ki_ckd_add(&bufs[i].size, bufs[i].size, align - 1)) {
+            st = KI_FAIL(err, KI_ERR_LIMIT, "buffer %d is too large", i);
+            goto done;
+        }
+        bufs[i].size &= ~(align - 1);
+    }
+    qsort(by_f, (size_t)n, sizeof *by_f, by_key);
+    qsort(by_l, (size_t)n, sizeof *by_l, by_key);
+    int li = 0;
+    for (int fi = 0; fi < n; fi++) {
+        ki_plan_buf *b = &bufs[by_f[fi].idx];
+        /* release everything whose last use is before this buffer's first step */
+        while (li < n && bufs[by_l[li].idx].last < b->first) {
+            const ki_plan_buf *d = &bufs[by_l[li++].idx];
+            if (d->size > 0 && !fl_insert(&fl, d->offset, d->size)) {
+                st = KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+        }
+        b->offset = 0;
+        if (b->size > 0 && !fl_alloc(&fl, b->size, &b->offset)) {
+            st = KI_FAIL(err, KI_ERR_LIMIT, "the tensor arena would overflow");
+            goto done;
+        }
+    }
+    *total = fl.end;
+done:
+    free(by_f);
+    free(by_l);
+    free(fl.b);
+    return st;
+}

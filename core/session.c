@@ -1,0 +1,363 @@
+/* session.c - shape inference, memory planning and execution for one set of input shapes. */
+#include "ckd.h"
+#include "model_internal.h"
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ki_session {
+    const ki_model *m;
+    int n_threads;
+    ki_shape *shape;  /* per operand */
+    size_t *offset;   /* per operand, bytes into arena */
+    bool *has_buf;    /* per operand: produced by an executed op or an input */
+    char *arena;
+    size_t arena_bytes;
+    char *ws;
+    size_t ws_per_thread;
+    ki_tensor *tin, *tout; /* per step, packed; step k starts at tin_at[k] / tout_at[k] */
+    int *tin_at, *tout_at;
+};
+
+#define ALIGN 64
+
+static size_t round_up(size_t n)
+{
+    return (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+}
+
+static ki_status check_input(const ki_model *m, int i, const ki_shape *in, ki_error *err)
+{
+    char got[128], want[128];
+    ki_status st = ki_shape_check(in, err);
+    if (st != KI_OK) {
+        ki_error_prefix(err, "input %d ('%s')", i, ki_model_input_name(m, i));
+        return st;
+    }
+    ki_shape decl = ki_model_input_decl(m, i);
+    if (decl.ndim < 0) {
+        return KI_OK;
+    }
+    bool ok = decl.ndim == in->ndim;
+    /* dim 0 is the batch: a model exported with batch 1 runs with batch N */
+    for (int k = 1; ok && k < in->ndim; k++) {
+        ok = decl.d[k] < 0 || decl.d[k] == in->d[k];
+    }
+    if (!ok) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "input %d ('%s') has shape %s, the model expects %s", i,
+                       ki_model_input_name(m, i), ki_shape_str(in, got, sizeof got),
+                       ki_shape_str(&decl, want, sizeof want));
+    }
+    return KI_OK;
+}
+
+static ki_status infer_shapes(ki_session *s, ki_shape *tmp_in, ki_shape *tmp_out, size_t *ws,
+                              ki_error *err)
+{
+    const ki_model *m = s->m;
+    const ki_graph *g = m->g;
+    *ws = 0;
+    for (int k = 0; k < m->n_exec; k++) {
+        int n = m->exec[k];
+        const ki_node *nd = &g->nodes[n];
+        const ki_layer_ops *l = m->layer[n];
+        for (int i = 0; i < nd->desc.n_inputs; i++) {
+            tmp_in[i] = s->shape[nd->in[i]];
+        }
+        memset(tmp_out, 0, (size_t)(nd->desc.n_outputs + 1) * sizeof *tmp_out);
+        ki_status st = l->shape(m->state[n], tmp_in, nd->desc.n_inputs, tmp_out, nd->desc.n_outputs, err);
+        for (int i = 0; st == KI_OK && i < nd->desc.n_outputs; i++) {
+            st = ki_shape_check(&tmp_out[i], err);
+            s->shape[nd->out[i]] = tmp_out[i];
+            s->has_buf[nd->out[i]] = true;
+        }
+        if (st != KI_OK) {
+            ki_error_prefix(err, "%s:%d: op '%s' (%s)", g->path, nd->desc.line, nd->desc.name,
+                            nd->desc.type);
+            return st;
+        }
+        if (l->workspace) {
+            size_t w = l->workspace(m->state[n], tmp_in, nd->desc.n_inputs, tmp_out,
+                                    nd->desc.n_outputs, s->n_threads);
+            *ws = w > *ws ? w : *ws;
+        }
+    }
+    return KI_OK;
+}
+
+static size_t operand_bytes(const ki_shape *sh)
+{
+    return (size_t)ki_shape_count(sh) * sizeof(float); /* checked by ki_shape_check */
+}
+
+static int find_root(int *root, int o)
+{
+    while (root[o] != o) {
+        root[o] = root[root[o]];
+        o = root[o];
+    }
+    return o;
+}
+
+/* Lifetimes and aliasing: views share their source's buffer; an in-place op reuses its input's
+ * buffer when that input dies at this step. Inputs and outputs of the model are pinned. */
+static ki_status plan_memory(ki_session *s, ki_error *err)
+{
+    const ki_model *m = s->m;
+    const ki_graph *g = m->g;
+    int no = g->n_operands, steps = m->n_exec;
+    int *root = malloc(((size_t)no + 1) * sizeof *root);
+    int *first = malloc(((size_t)no + 1) * sizeof *first);
+    int *last = malloc(((size_t)no + 1) * sizeof *last);
+    ki_plan_buf *bufs = calloc((size_t)no + 1, sizeof *bufs);
+    int *buf_of = malloc(((size_t)no + 1) * sizeof *buf_of);
+    ki_status st = KI_OK;
+    if (!root || !first || !last || !bufs || !buf_of) {
+        st = KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int o = 0; o < no; o++) {
+        root[o] = o;
+        first[o] = -1;
+        last[o] = -1;
+    }
+    for (int k = 0; k < steps; k++) {
+        const ki_node *nd = &g->nodes[m->exec[k]];
+        for (int i = 0; i < nd->desc.n_inputs; i++) {
+            last[nd->in[i]] = k;
+        }
+        for (int i = 0; i < nd->desc.n_outputs; i++) {
+            first[nd->out[i]] = k;
+            last[nd->out[i]] = last[nd->out[i]] > k ? last[nd->out[i]] : k;
+        }
+    }
+    for (int i = 0; i < g->n_outputs; i++) {
+        last[g->outputs[i]] = steps;
+    }
+    for (int i = 0; i < g->n_inputs; i++) {
+        first[g->inputs[i]] = -1;
+        last[g->inputs[i]] = steps; /* pinned: the caller's input stays intact */
+    }
+    /* views first: a view's class lives as long as any member */
+    for (int k = 0; k < steps; k++) {
+        int n = m->exec[k];
+        const ki_node *nd = &g->nodes[n];
+        if ((m->layer[n]->flags & KI_LAYER_VIEW) && nd->desc.n_inputs > 0 && nd->desc.n_outputs > 0 &&
+            operand_bytes(&s->shape[nd->in[0]]) == operand_bytes(&s->shape[nd->out[0]])) {
+            int r = find_root(root, nd->in[0]), o = nd->out[0];
+            root[o] = r;
+            last[r] = last[r] > last[o] ? last[r] : last[o];
+        }
+    }
+    for (int o = 0; o < no; o++) {
+        int r = find_root(root, o);
+        last[r] = last[r] > last[o] ? last[r] : last[o];
+    }
+    for (int k = 0; k < steps; k++) {
+        int n = m->exec[k];
+        const ki_node *nd = &g->nodes[n];
+        if (!(m->layer[n]->flags & KI_LAYER_INPLACE) || nd->desc.n_inputs == 0 || nd->desc.n_outputs == 0) {
+            continue;
+        }
+        int r = find_root(root, nd->in[0]), o = nd->out[0];
+        if (last[r] == k && first[r] >= 0 && root[o] == o &&
+            operand_bytes(&s->shape[r]) == operand_bytes(&s->shape[o])) {
+            root[o] = r;
+            last[r] = last[o];
+        }
+    }
+    int nb = 0;
+    for (int o = 0; o < no; o++) {
+        if (s->has_buf[o] && find_root(root, o) == o) {
+            bufs[nb] = (ki_plan_buf){ operand_bytes(&s->shape[o]), first[o], last[o] < first[o] ? first[o] : last[o], 0 };
+            buf_of[o] = nb++;
+        }
+    }
+    st = ki_plan_offsets(bufs, nb, ALIGN, &s->arena_bytes, err);
+    for (int o = 0; st == KI_OK && o < no; o++) {
+        if (s->has_buf[o]) {
+            s->offset[o] = bufs[buf_of[find_root(root, o)]].offset;
+        }
+    }
+done:
+    free(root), free(first), free(last), free(bufs), free(buf_of);
+    return st;
+}
+
+static ki_status bind_tensors(ki_session *s, ki_error *err)
+{
+    const ki_model *m = s->m;
+    const ki_graph *g = m->g;
+    size_t n_in = 0, n_out = 0;
+    for (int k = 0; k < m->n_exec; k++) {
+        n_in += (size_t)g->nodes[m->exec[k]].desc.n_inputs;
+        n_out += (size_t)g->nodes[m->exec[k]].desc.n_outputs;
+    }
+    s->tin = calloc(n_in + 1, sizeof *s->tin);
+    s->tout = calloc(n_out + 1, sizeof *s->tout);
+    s->tin_at = calloc((size_t)m->n_exec + 1, sizeof *s->tin_at);
+    s->tout_at = calloc((size_t)m->n_exec + 1, sizeof *s->tout_at);
+    if (!s->tin || !s->tout || !s->tin_at || !s->tout_at) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    int pi = 0, po = 0;
+    for (int k = 0; k < m->n_exec; k++) {
+        const ki_node *nd = &g->nodes[m->exec[k]];
+        s->tin_at[k] = pi;
+        s->tout_at[k] = po;
+        for (int i = 0; i < nd->desc.n_inputs; i++, pi++) {
+            s->tin[pi] = (ki_tensor){ s->shape[nd->in[i]], (float *)(s->arena + s->offset[nd->in[i]]) };
+        }
+        for (int i = 0; i < nd->desc.n_outputs; i++, po++) {
+            s->tout[po] = (ki_tensor){ s->shape[nd->out[i]], (float *)(s->arena + s->offset[nd->out[i]]) };
+        }
+    }
+    return KI_OK;
+}
+
+static ki_status session_alloc(ki_session *s, const ki_session_options *opt, ki_error *err)
+{
+    size_t ws_total, total;
+    s->ws_per_thread = round_up(s->ws_per_thread);
+    if (!ki_ckd_mul(&ws_total, s->ws_per_thread, (size_t)s->n_threads) ||
+        !ki_ckd_add(&total, round_up(s->arena_bytes), ws_total)) {
+        return KI_FAIL(err, KI_ERR_LIMIT, "planned memory overflows");
+    }
+    if (opt && opt->memory_limit && total > opt->memory_limit) {
+        return KI_FAIL(err, KI_ERR_LIMIT,
+                       "the model needs %zu MiB of tensor memory for these input shapes, more than the %zu MiB available",
+                       total >> 20, opt->memory_limit >> 20);
+    }
+    s->arena = aligned_alloc(ALIGN, round_up(s->arena_bytes) + ALIGN);
+    s->ws = ws_total ? aligned_alloc(ALIGN, ws_total) : NULL;
+    if (!s->arena || (ws_total && !s->ws)) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory for %zu bytes of tensors", total);
+    }
+    memset(s->arena, 0, round_up(s->arena_bytes));
+    return KI_OK;
+}
+
+ki_status ki_session_create(const ki_model *m, const ki_shape *input_shapes, int n_inputs,
+                            const ki_session_options *opt, ki_session **out, ki_error *err)
+{
+    const ki_graph *g = m->g;
+    if (!m->layer) {
+        return KI_FAIL(err, KI_ERR_INTERNAL, "the model was loaded graph-only");
+    }
+    if (n_inputs != g->n_inputs) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "the model has %d input%s, %d given", g->n_inputs,
+                       g->n_inputs == 1 ? "" : "s", n_inputs);
+    }
+    ki_session *s = calloc(1, sizeof *s);
+    int max_args = 1;
+    for (int n = 0; n < g->n_nodes; n++) {
+        int a = g->nodes[n].desc.n_inputs > g->nodes[n].desc.n_outputs ? g->nodes[n].desc.n_inputs
+                                                                         : g->nodes[n].desc.n_outputs;
+        max_args = a > max_args ? a : max_args;
+    }
+    ki_shape *tmp_in = calloc((size_t)max_args + 1, sizeof *tmp_in);
+    ki_shape *tmp_out = calloc((size_t)max_args + 1, sizeof *tmp_out);
+    ki_status st = KI_OK;
+    if (!s || !tmp_in || !tmp_out || !(s->shape = calloc((size_t)g->n_operands + 1, sizeof *s->shape)) ||
+        !(s->offset = calloc((size_t)g->n_operands + 1, sizeof *s->offset)) ||
+        !(s->has_buf = calloc((size_t)g->n_operands + 1, sizeof *s->has_buf))) {
+        st = KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    s->m = m;
+    s->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : 1;
+    for (int i = 0; i < n_inputs && st == KI_OK; i++) {
+        st = check_input(m, i, &input_shapes[i], err);
+        s->shape[g->inputs[i]] = input_shapes[i];
+        s->shape[g->inputs[i]].kind = KI_KIND_TENSOR;
+        s->has_buf[g->inputs[i]] = true;
+    }
+    if (st == KI_OK) {
+        st = infer_shapes(s, tmp_in, tmp_out, &s->ws_per_thread, err);
+    }
+    if (st == KI_OK) {
+        st = plan_memory(s, err);
+    }
+    if (st == KI_OK) {
+        st = session_alloc(s, opt, err);
+    }
+    if (st == KI_OK) {
+        st = bind_tensors(s, err);
+    }
+    if (st != KI_OK) {
+        goto fail;
+    }
+    free(tmp_in);
+    free(tmp_out);
+    *out = s;
+    return KI_OK;
+fail:
+    free(tmp_in);
+    free(tmp_out);
+    ki_session_destroy(s);
+    return st;
+}
+
+void ki_session_destroy(ki_session *s)
+{
+    if (!s) {
+        return;
+    }
+    free(s->shape);
+    free(s->offset);
+    free(s->has_buf);
+    free(s->arena);
+    free(s->ws);
+    free(s->tin);
+    free(s->tout);
+    free(s->tin_at);
+    free(s->tout_at);
+    free(s);
+}
+
+ki_tensor ki_session_input(const ki_session *s, int i)
+{
+    int o = s->m->g->inputs[i];
+    return (ki_tensor){ s->shape[o], (float *)(s->arena + s->offset[o]) };
+}
+
+ki_tensor ki_session_output(const ki_session *s, int i)
+{
+    int o = s->m->g->outputs[i];
+    return (ki_tensor){ s->shape[o], (float *)(s->arena + s->offset[o]) };
+}
+
+ki_status ki_session_run(ki_session *s, ki_error *err)
+{
+    const ki_model *m = s->m;
+    ki_exec ex = { s->n_threads, s->ws, s->ws_per_thread };
+    for (int k = 0; k < m->n_exec; k++) {
+        int n = m->exec[k];
+        const ki_node *nd = &m->g->nodes[n];
+        ki_status st = m->layer[n]->forward(m->state[n], &s->tin[s->tin_at[k]], nd->desc.n_inputs,
+                                            &s->tout[s->tout_at[k]], nd->desc.n_outputs, &ex);
+        if (st != KI_OK) {
+            ki_error_prefix(err, "%s:%d: op '%s' (%s)", m->g->path, nd->desc.line, nd->desc.name,
+                            nd->desc.type);
+            return st;
+        }
+    }
+    return KI_OK;
+}
+
+size_t ki_session_planned_bytes(const ki_session *s)
+{
+    return round_up(s->arena_bytes) + s->ws_per_thread * (size_t)s->n_threads;
+}
+
+bool ki_session_operand_shape(const ki_session *s, const char *name, ki_shape *out)
+{
+    for (int o = 0; o < s->m->g->n_operands; o++) {
+        if (strcmp(s->m->g->operands[o].name, name) == 0 && s->has_buf[o]) {
+            *out = s->shape[o];
+            return true;
+        }
+    }
+    return false;
+}

@@ -1,0 +1,139 @@
+/* basic.c - the wiring operators (pnnx.Input, pnnx.Output), ReLU, the no-ops Dropout and
+ * Identity, and torch.flatten. */
+#include "../core/ckd.h"
+#include "../core/layer.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- pnnx.Input / pnnx.Output: handled by the graph ---- */
+const ki_layer_ops ki_layer_input = { .type = "pnnx.Input", .flags = KI_LAYER_GRAPH };
+const ki_layer_ops ki_layer_output = { .type = "pnnx.Output", .flags = KI_LAYER_GRAPH };
+
+/* ---- shape = input shape, one input, one output ---- */
+static ki_status same_shape(const void *st, const ki_shape *in, int n_in, ki_shape *out, int n_out,
+                            ki_error *err)
+{
+    (void)st;
+    if (n_in != 1 || n_out != 1) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "expected 1 input and 1 output, got %d and %d", n_in, n_out);
+    }
+    if (in[0].kind != KI_KIND_TENSOR) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "input is not a tensor");
+    }
+    out[0] = in[0];
+    return KI_OK;
+}
+
+static ki_status copy_forward(const void *st, const ki_tensor *in, int n_in, ki_tensor *out,
+                              int n_out, const ki_exec *ex)
+{
+    (void)st, (void)n_in, (void)n_out, (void)ex;
+    if (out[0].data != in[0].data) {
+        memcpy(out[0].data, in[0].data, (size_t)ki_shape_count(&in[0].shape) * sizeof(float));
+    }
+    return KI_OK;
+}
+
+/* ---- ReLU ---- */
+static ki_status relu_forward(const void *st, const ki_tensor *in, int n_in, ki_tensor *out,
+                              int n_out, const ki_exec *ex)
+{
+    (void)st, (void)n_in, (void)n_out;
+    const float *x = in[0].data;
+    float *y = out[0].data;
+    int64_t n = ki_shape_count(&in[0].shape);
+#pragma omp parallel for num_threads(ex->n_threads) schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    }
+    return KI_OK;
+}
+
+const ki_layer_ops ki_layer_relu = { .type = "nn.ReLU",
+                                     .flags = KI_LAYER_INPLACE,
+                                     .shape = same_shape,
+                                     .forward = relu_forward };
+const ki_layer_ops ki_layer_f_relu = { .type = "F.relu",
+                                       .flags = KI_LAYER_INPLACE,
+                                       .shape = same_shape,
+                                       .forward = relu_forward };
+
+/* ---- no-ops at inference ---- */
+const ki_layer_ops ki_layer_dropout = { .type = "nn.Dropout",
+                                        .flags = KI_LAYER_VIEW,
+                                        .shape = same_shape,
+                                        .forward = copy_forward };
+const ki_layer_ops ki_layer_dropout2d = { .type = "nn.Dropout2d",
+                                          .flags = KI_LAYER_VIEW,
+                                          .shape = same_shape,
+                                          .forward = copy_forward };
+const ki_layer_ops ki_layer_f_dropout = { .type = "F.dropout",
+                                          .flags = KI_LAYER_VIEW,
+                                          .shape = same_shape,
+                                          .forward = copy_forward };
+const ki_layer_ops ki_layer_identity = { .type = "nn.Identity",
+                                         .flags = KI_LAYER_VIEW,
+                                         .shape = same_shape,
+                                         .forward = copy_forward };
+
+/* ---- torch.flatten(input, start_dim, end_dim) ---- */
+typedef struct flatten_state {
+    int64_t start, end;
+} flatten_state;
+
+static ki_status flatten_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    flatten_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    ki_status st = ki_op_get_int(op, "start_dim", 0, &s->start, err);
+    if (st == KI_OK) {
+        st = ki_op_get_int(op, "end_dim", -1, &s->end, err);
+    }
+    if (st != KI_OK) {
+        free(s);
+        return st;
+    }
+    *state = s;
+    return KI_OK;
+}
+
+static ki_status flatten_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
+                               int n_out, ki_error *err)
+{
+    const flatten_state *s = state;
+    ki_status st = same_shape(state, in, n_in, out, n_out, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    int nd = in[0].ndim > 0 ? in[0].ndim : 1, a, b;
+    if (!ki_axis_norm(s->start, nd, &a) || !ki_axis_norm(s->end, nd, &b) || a > b) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "start_dim=%lld end_dim=%lld do not fit rank %d",
+                       (long long)s->start, (long long)s->end, in[0].ndim);
+    }
+    if (in[0].ndim == 0) {
+        out[0].ndim = 1;
+        out[0].d[0] = 1;
+        return KI_OK;
+    }
+    int64_t merged = 1;
+    for (int i = a; i <= b; i++) {
+        merged *= in[0].d[i]; /* the input's element count is already checked */
+    }
+    out[0].ndim = in[0].ndim - (b - a);
+    out[0].d[a] = merged;
+    for (int i = b + 1; i < in[0].ndim; i++) {
+        out[0].d[i - (b - a)] = in[0].d[i];
+    }
+    return KI_OK;
+}
+
+const ki_layer_ops ki_layer_flatten = { .type = "torch.flatten",
+                                        .flags = KI_LAYER_VIEW,
+                                        .create = flatten_create,
+                                        .shape = flatten_shape,
+                                        .forward = copy_forward,
+                                        .destroy = free };
