@@ -16,7 +16,7 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test deps clean asan help format lint
+.PHONY: all test deps clean asan help format lint fuzz
 all: kinfer
 
 kinfer: $(BUILD)/kinfer
@@ -73,7 +73,13 @@ help:
 	@echo "make test       build and run the unit tests (cmocka)"
 	@echo "make asan       the same under AddressSanitizer + UBSan (build/asan)"
 	@echo "make deps       install missing Debian packages (root) or print the apt-get line"
+	@echo "make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 60) each"
 	@echo "make format     clang-format the sources"
 	@echo "BUILD=dir       build directory (default build/release)"
+
+include tests/fuzz/fuzz.mk
+
+# All libFuzzer targets, FUZZ_SECONDS each.
+fuzz: fuzz-expr
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

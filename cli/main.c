@@ -56,11 +56,3 @@ int main(int argc, char **argv)
     ki_cli_error("unknown command '%s' (see 'kinfer --help')", cmd);
     return KI_EXIT_USAGE;
 }
-
-/* Placeholder until cli/cmd_eval_expr.c lands (same session); the strong definition there wins. */
-__attribute__((weak)) int ki_cli_eval_expr(int argc, char **argv)
-{
-    (void)argc, (void)argv;
-    ki_cli_error("eval-expr is not built into this binary");
-    return KI_EXIT_FAIL;
-}
