@@ -1,0 +1,373 @@
+/* conv2d.c - nn.Conv2d: parameters, shapes, kernel choice and the scalar reference kernel.
+ * The fast kernels are in conv2d_gemm.c. */
+#include "conv2d.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static ki_status check_range(const char *key, const int64_t *v, int n, int64_t lo, ki_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        if (v[i] < lo || v[i] > KI_CV_MAX_PARAM) {
+            return KI_FAIL(err, KI_ERR_FORMAT, "parameter %s has an out-of-range entry %lld", key,
+                           (long long)v[i]);
+        }
+    }
+    return KI_OK;
+}
+
+static ki_status parse_pad_mode(const ki_op_desc *op, ki_conv2d *c, ki_error *err)
+{
+    static const char *const names[] = { "zeros", "reflect", "replicate", "circular" };
+    const char *s;
+    ki_status st = ki_op_get_string(op, "padding_mode", "zeros", &s, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            c->pad_mode = (ki_conv_pad_mode)i;
+            return KI_OK;
+        }
+    }
+    return KI_FAIL(err, KI_ERR_UNSUPPORTED, "padding_mode=%s is not supported", s);
+}
+
+/* padding: (h,w), one int, 4 ints (left,right,top,bottom) or the strings same/valid. PyTorch's
+ * 'same' puts total = d*(k-1) with the odd element at the end (bottom/right). */
+static ki_status parse_padding(const ki_op_desc *op, ki_conv2d *c, ki_error *err)
+{
+    const ki_param *p = ki_op_param(op, "padding");
+    int64_t v[4];
+    int n;
+    if (p && p->kind == KI_PARAM_STRING) {
+        if (strcmp(p->s, "valid") == 0) {
+            return KI_OK;
+        }
+        if (strcmp(p->s, "same") != 0) {
+            return KI_FAIL(err, KI_ERR_FORMAT, "padding=%s is not same, valid or numbers", p->s);
+        }
+        if (c->sh != 1 || c->sw != 1) {
+            return KI_FAIL(err, KI_ERR_UNSUPPORTED, "padding=same needs stride 1");
+        }
+        c->pt = c->dh * (c->kh - 1) / 2;
+        c->pb = c->dh * (c->kh - 1) - c->pt;
+        c->pl = c->dw * (c->kw - 1) / 2;
+        c->pr = c->dw * (c->kw - 1) - c->pl;
+        return KI_OK;
+    }
+    ki_status st = ki_op_get_int_list(op, "padding", 4, v, &n, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    if (n == 1 || n == 2) {
+        c->pt = c->pb = v[0];
+        c->pl = c->pr = v[n - 1];
+    } else if (n == 4) {
+        c->pl = v[0], c->pr = v[1], c->pt = v[2], c->pb = v[3];
+    } else if (n != -1) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "padding=%s needs 1, 2 or 4 entries", p->raw);
+    }
+    int64_t all[4] = { c->pt, c->pb, c->pl, c->pr };
+    return check_range("padding", all, 4, 0, err);
+}
+
+static ki_status parse_weights(const ki_op_desc *op, ki_conv2d *c, ki_error *err)
+{
+    static const int64_t any4[4] = { -1, -1, -1, -1 };
+    const ki_attr *w, *b;
+    bool has_bias;
+    ki_status st = ki_op_require_attr(op, "weight", 4, any4, &w, err);
+    if (st == KI_OK) {
+        st = ki_op_get_int(op, "groups", 1, &c->groups, err);
+    }
+    if (st != KI_OK) {
+        return st;
+    }
+    if (c->groups < 1 || w->shape.d[0] % c->groups != 0) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "groups=%lld does not divide out_channels=%lld",
+                       (long long)c->groups, (long long)w->shape.d[0]);
+    }
+    if (w->shape.d[1] < 1 || !ki_ckd_mul_i64(&c->in_ch, w->shape.d[1], c->groups) ||
+        c->in_ch > KI_MAX_DIM) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "@weight has %lld input channels per group",
+                       (long long)w->shape.d[1]);
+    }
+    c->out_ch = w->shape.d[0];
+    c->weight = w->data;
+    int64_t k[2] = { w->shape.d[2], w->shape.d[3] };
+    st = ki_op_get_ints(op, "kernel_size", 2, &w->shape.d[2], k, err);
+    if (st == KI_OK && (k[0] != w->shape.d[2] || k[1] != w->shape.d[3])) {
+        st = KI_FAIL(err, KI_ERR_SHAPE, "kernel_size does not match @weight");
+    }
+    if (st == KI_OK) {
+        st = ki_cv_check_count(op, "in_channels", c->in_ch, err);
+    }
+    if (st == KI_OK) {
+        st = ki_cv_check_count(op, "out_channels", c->out_ch, err);
+    }
+    if (st == KI_OK) {
+        st = ki_op_get_bool(op, "bias", ki_op_attr(op, "bias") != NULL, &has_bias, err);
+    }
+    if (st == KI_OK && has_bias) {
+        st = ki_op_require_attr(op, "bias", 1, &c->out_ch, &b, err);
+        c->ep.bias = st == KI_OK ? b->data : NULL;
+    }
+    c->kh = k[0], c->kw = k[1];
+    return st;
+}
+
+static ki_status parse(const ki_op_desc *op, ki_conv2d *c, ki_error *err)
+{
+    static const int64_t ones[2] = { 1, 1 };
+    int64_t s[2], d[2];
+    ki_status st = ki_cv_check_io(op, 1, 1, err);
+    if (st == KI_OK) {
+        st = parse_weights(op, c, err);
+    }
+    if (st == KI_OK) {
+        int64_t k[2] = { c->kh, c->kw };
+        st = check_range("kernel_size", k, 2, 1, err);
+    }
+    if (st == KI_OK) {
+        st = ki_op_get_ints(op, "stride", 2, ones, s, err);
+    }
+    if (st == KI_OK) {
+        st = check_range("stride", s, 2, 1, err);
+    }
+    if (st == KI_OK) {
+        st = ki_op_get_ints(op, "dilation", 2, ones, d, err);
+    }
+    if (st == KI_OK) {
+        st = check_range("dilation", d, 2, 1, err);
+    }
+    if (st != KI_OK) {
+        return st;
+    }
+    c->sh = s[0], c->sw = s[1], c->dh = d[0], c->dw = d[1];
+    st = parse_padding(op, c, err);
+    return st == KI_OK ? parse_pad_mode(op, c, err) : st;
+}
+
+static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    ki_conv2d *c = calloc(1, sizeof *c);
+    if (!c) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    ki_status st = parse(op, c, err);
+    if (st != KI_OK) {
+        free(c);
+        return st;
+    }
+    *state = c;
+    return KI_OK;
+}
+
+/* One spatial dimension: padding rules of the mode, then PyTorch's output size. */
+static ki_status out_dim(const ki_conv2d *c, int64_t in, int64_t k, int64_t s, int64_t d,
+                         const int64_t pad[2], int64_t *out, ki_error *err)
+{
+    int64_t eff = d * (k - 1) + 1, padded = in + pad[0] + pad[1];
+    bool pads = pad[0] > 0 || pad[1] > 0;
+    if (pads && c->pad_mode == KI_CONV_PAD_REFLECT && (pad[0] >= in || pad[1] >= in)) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "reflect padding must be smaller than the input (%lld)",
+                       (long long)in);
+    }
+    if (pads && c->pad_mode != KI_CONV_PAD_ZEROS && (pad[0] > in || pad[1] > in || in == 0)) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "padding is larger than the input (%lld)", (long long)in);
+    }
+    if (padded < eff) {
+        return KI_FAIL(err, KI_ERR_SHAPE,
+                       "padded input size %lld is smaller than the dilated kernel %lld",
+                       (long long)padded, (long long)eff);
+    }
+    *out = (padded - eff) / s + 1;
+    return KI_OK;
+}
+
+ki_status ki_conv2d_geom_make(const ki_conv2d *c, const ki_shape *in, ki_conv2d_geom *g,
+                              ki_error *err)
+{
+    int64_t ph[2] = { c->pt, c->pb }, pw[2] = { c->pl, c->pr };
+    size_t col;
+    ki_status st = ki_cv_nchw_get(in, &g->in, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    if (g->in.c != c->in_ch) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "input has %lld channels, expected %lld",
+                       (long long)g->in.c, (long long)c->in_ch);
+    }
+    st = out_dim(c, g->in.h, c->kh, c->sh, c->dh, ph, &g->oh, err);
+    if (st == KI_OK) {
+        st = out_dim(c, g->in.w, c->kw, c->sw, c->dw, pw, &g->ow, err);
+    }
+    if (st != KI_OK) {
+        return st;
+    }
+    ki_shape o = ki_cv_nchw_shape(g->in.batched, g->in.n, c->out_ch, g->oh, g->ow);
+    st = ki_shape_check(&o, err);
+    int64_t k = c->in_ch / c->groups * c->kh * c->kw;
+    if (st == KI_OK && (!ki_cv_floats3(&col, k, g->oh, g->ow) || !ki_cv_blas_ok(k) ||
+                        !ki_cv_blas_ok(g->oh * g->ow) || col > (size_t)KI_MAX_NUMEL * 4)) {
+        st = KI_FAIL(err, KI_ERR_LIMIT, "convolution too large");
+    }
+    return st;
+}
+
+static ki_status conv_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
+                            int n_out, ki_error *err)
+{
+    const ki_conv2d *c = state;
+    ki_conv2d_geom g;
+    if (n_in != 1 || n_out != 1) {
+        return KI_FAIL(err, KI_ERR_INTERNAL, "wrong input/output count");
+    }
+    ki_status st = ki_conv2d_geom_make(c, &in[0], &g, err);
+    if (st == KI_OK) {
+        out[0] = ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch, g.oh, g.ow);
+    }
+    return st;
+}
+
+bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p)
+{
+    (void)g;
+    switch (p) {
+    case KI_CONV2D_REF:
+    case KI_CONV2D_GEMM:
+        return true;
+    case KI_CONV2D_GEMM1:
+        return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->pt == 0 && c->pb == 0 &&
+               c->pl == 0 && c->pr == 0;
+    case KI_CONV2D_DW:
+        return c->groups == c->in_ch && c->groups == c->out_ch && c->pad_mode == KI_CONV_PAD_ZEROS;
+    }
+    return false;
+}
+
+/* The one place that chooses a kernel. */
+ki_conv2d_path ki_conv2d_pick(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    if (ki_conv2d_path_ok(c, g, KI_CONV2D_DW)) {
+        return KI_CONV2D_DW;
+    }
+    if (ki_conv2d_path_ok(c, g, KI_CONV2D_GEMM1)) {
+        return KI_CONV2D_GEMM1;
+    }
+    return KI_CONV2D_GEMM;
+}
+
+/* The im2col buffer is one matrix filled by all threads (row-split) and read by one cblas call,
+ * so it spans the per-thread slices, which are contiguous: each thread asks for 1/n of it. */
+size_t ki_conv2d_workspace_for(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p,
+                               int n_threads)
+{
+    size_t col = 0;
+    if (p != KI_CONV2D_GEMM ||
+        !ki_cv_floats3(&col, c->in_ch / c->groups * c->kh * c->kw, g->oh, g->ow)) {
+        return 0;
+    }
+    size_t nt = n_threads > 0 ? (size_t)n_threads : 1;
+    return ((col + nt - 1) / nt + 63) / 64 * 64;
+}
+
+void ki_conv2d_run(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p, const float *in,
+                   float *out, const ki_exec *ex)
+{
+    switch (p) {
+    case KI_CONV2D_REF:
+        ki_conv2d_forward_ref(c, g, in, out);
+        break;
+    case KI_CONV2D_GEMM:
+    case KI_CONV2D_GEMM1:
+        ki_conv2d_forward_gemm(c, g, p == KI_CONV2D_GEMM, in, out, ex);
+        break;
+    case KI_CONV2D_DW:
+        ki_conv2d_forward_dw(c, g, in, out, ex);
+        break;
+    }
+}
+
+static size_t conv_workspace(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
+                             int n_out, int n_threads)
+{
+    const ki_conv2d *c = state;
+    ki_conv2d_geom g;
+    (void)n_in, (void)out, (void)n_out;
+    if (ki_conv2d_geom_make(c, &in[0], &g, NULL) != KI_OK) {
+        return 0;
+    }
+    return ki_conv2d_workspace_for(c, &g, ki_conv2d_pick(c, &g), n_threads);
+}
+
+static ki_status conv_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
+                              int n_out, const ki_exec *ex)
+{
+    const ki_conv2d *c = state;
+    ki_conv2d_geom g;
+    (void)n_in, (void)n_out;
+    if (ki_conv2d_geom_make(c, &in[0].shape, &g, NULL) != KI_OK) {
+        return KI_ERR_SHAPE;
+    }
+    ki_conv2d_path p = ki_conv2d_pick(c, &g);
+    size_t need = ki_conv2d_workspace_for(c, &g, p, ex->n_threads);
+    if (need > ex->ws_per_thread) {
+        return KI_ERR_INTERNAL;
+    }
+    ki_conv2d_run(c, &g, p, in[0].data, out[0].data, ex);
+    return KI_OK;
+}
+
+/* One output value: the sum over the group's input channels and the kernel window. */
+static float conv_point(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, const float *w,
+                        int64_t oy, int64_t ox)
+{
+    int64_t cig = c->in_ch / c->groups, hw = g->in.h * g->in.w;
+    float acc = 0.0f;
+    for (int64_t ic = 0; ic < cig; ic++) {
+        for (int64_t ky = 0; ky < c->kh; ky++) {
+            int64_t iy = ki_conv_pad_index(oy * c->sh - c->pt + ky * c->dh, g->in.h, c->pad_mode);
+            for (int64_t kx = 0; kx < c->kw && iy >= 0; kx++) {
+                int64_t ix =
+                    ki_conv_pad_index(ox * c->sw - c->pl + kx * c->dw, g->in.w, c->pad_mode);
+                float v = ix >= 0 ? x[ic * hw + iy * g->in.w + ix] : 0.0f;
+                acc += v * w[(ic * c->kh + ky) * c->kw + kx];
+            }
+        }
+    }
+    return acc;
+}
+
+void ki_conv2d_forward_ref(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                           float *restrict out)
+{
+    int64_t cig = c->in_ch / c->groups, cog = c->out_ch / c->groups;
+    int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
+    for (int64_t n = 0; n < g->in.n; n++) {
+        for (int64_t oc = 0; oc < c->out_ch; oc++) {
+            const float *x = in + (n * c->in_ch + oc / cog * cig) * hw;
+            const float *w = c->weight + oc * cig * c->kh * c->kw;
+            float *o = out + (n * c->out_ch + oc) * ohw;
+            for (int64_t i = 0; i < ohw; i++) {
+                o[i] = conv_point(c, g, x, w, i / g->ow, i % g->ow);
+            }
+            ki_cv_epilogue_plane(&c->ep, oc, o, (size_t)ohw);
+        }
+    }
+}
+
+static void conv_destroy(void *state)
+{
+    free(state);
+}
+
+const ki_layer_ops ki_layer_conv2d = {
+    .type = "nn.Conv2d",
+    .create = conv_create,
+    .shape = conv_shape,
+    .workspace = conv_workspace,
+    .forward = conv_forward,
+    .destroy = conv_destroy,
+};

@@ -1,0 +1,136 @@
+/* conv_common.h - helpers shared by the convolution family only (conv2d, deconv2d, linear,
+ * matmul, pooling): reading NCHW inputs, the output epilogue, padding index maps and size
+ * checks. Only static inline functions and types; no state, thread-safe. */
+#ifndef KI_CONV_COMMON_H
+#define KI_CONV_COMMON_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/ckd.h"
+#include "../core/layer.h"
+
+/* Kernel sizes, strides, dilations and paddings above this are rejected, so that size formulas
+ * over dims up to KI_MAX_DIM stay far from int64 overflow. */
+#define KI_CV_MAX_PARAM ((int64_t)1 << 20)
+
+/* A spatial input: 4-D (N,C,H,W), or 3-D (C,H,W) unbatched as PyTorch allows (then n = 1). */
+typedef struct ki_cv_nchw {
+    int64_t n, c, h, w;
+    bool batched;
+} ki_cv_nchw;
+
+static inline ki_status ki_cv_nchw_get(const ki_shape *s, ki_cv_nchw *o, ki_error *err)
+{
+    char buf[96];
+    if (s->kind != KI_KIND_TENSOR || (s->ndim != 3 && s->ndim != 4)) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "input %s is not a 3-D (C,H,W) or 4-D (N,C,H,W) tensor",
+                       ki_shape_str(s, buf, sizeof buf));
+    }
+    o->batched = s->ndim == 4;
+    o->n = o->batched ? s->d[0] : 1;
+    o->c = s->d[s->ndim - 3];
+    o->h = s->d[s->ndim - 2];
+    o->w = s->d[s->ndim - 1];
+    return KI_OK;
+}
+
+/* The output shape in the same batched/unbatched form as the input. */
+static inline ki_shape ki_cv_nchw_shape(bool batched, int64_t n, int64_t c, int64_t h, int64_t w)
+{
+    int64_t d[4] = { n, c, h, w };
+    return batched ? ki_shape_make(4, d) : ki_shape_make(3, d + 1);
+}
+
+/* What the output loop of a kernel does to each finished value: add the channel's bias, then an
+ * optional activation. Every conv/deconv kernel ends in ki_cv_epilogue_plane, so a fusion pass
+ * that folds a following activation into the layer only has to set `act`. */
+typedef enum ki_cv_act {
+    KI_CV_ACT_NONE = 0,
+    KI_CV_ACT_RELU,
+    KI_CV_ACT_CLAMP /* min(max(x, lo), hi): ReLU6, Hardtanh */
+} ki_cv_act;
+
+typedef struct ki_cv_epilogue {
+    const float *bias; /* one per output channel, or NULL */
+    ki_cv_act act;
+    float lo, hi;
+} ki_cv_epilogue;
+
+static inline void ki_cv_epilogue_plane(const ki_cv_epilogue *ep, int64_t ch, float *restrict p,
+                                        size_t n)
+{
+    float b = ep->bias ? ep->bias[ch] : 0.0f;
+    switch (ep->act) {
+    case KI_CV_ACT_NONE:
+        for (size_t i = 0; i < n; i++) {
+            p[i] += b;
+        }
+        break;
+    case KI_CV_ACT_RELU:
+        for (size_t i = 0; i < n; i++) {
+            float v = p[i] + b;
+            p[i] = v > 0.0f ? v : 0.0f;
+        }
+        break;
+    case KI_CV_ACT_CLAMP:
+        for (size_t i = 0; i < n; i++) {
+            float v = p[i] + b;
+            v = v < ep->lo ? ep->lo : v;
+            p[i] = v > ep->hi ? ep->hi : v;
+        }
+        break;
+    }
+}
+
+/* Reads an optional count parameter (in_channels, out_features...) and checks that it agrees
+ * with the value the weight implies. */
+static inline ki_status ki_cv_check_count(const ki_op_desc *op, const char *key, int64_t have,
+                                          ki_error *err)
+{
+    int64_t v;
+    ki_status st = ki_op_get_int(op, key, have, &v, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    if (v != have) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "%s=%lld does not match the weight (%lld)", key,
+                       (long long)v, (long long)have);
+    }
+    return KI_OK;
+}
+
+/* Fails unless the op has exactly n_in inputs and n_out outputs. */
+static inline ki_status ki_cv_check_io(const ki_op_desc *op, int n_in, int n_out, ki_error *err)
+{
+    if (op->n_inputs != n_in || op->n_outputs != n_out) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "has %d inputs and %d outputs, expected %d and %d",
+                       op->n_inputs, op->n_outputs, n_in, n_out);
+    }
+    return KI_OK;
+}
+
+/* OpenBLAS (LP64) takes int sizes and leading dimensions. */
+static inline bool ki_cv_blas_ok(int64_t v)
+{
+    return v >= 0 && v <= INT_MAX;
+}
+
+/* Bytes of a float buffer of a*b*c elements; false on overflow. */
+static inline bool ki_cv_floats3(size_t *out, int64_t a, int64_t b, int64_t c)
+{
+    int64_t n;
+    return ki_ckd_mul_i64(&n, a, b) && ki_ckd_mul_i64(&n, n, c) &&
+           ki_ckd_mul(out, (size_t)n, sizeof(float));
+}
+
+/* Python floor division for a positive divisor. */
+static inline int64_t ki_cv_floordiv(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+#endif

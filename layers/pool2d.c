@@ -1,0 +1,256 @@
+/* pool2d.c - nn.MaxPool2d / F.max_pool2d and nn.AvgPool2d / F.avg_pool2d, with PyTorch's
+ * window, padding, dilation, ceil_mode, count_include_pad and divisor_override rules. The
+ * kernels are direct loops (the reference), one plane per iteration of a parallel loop.
+ * With return_indices the second output holds each maximum's flat index h*W+w in its plane,
+ * stored as float. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv_common.h"
+
+typedef struct pool2d {
+    bool is_max, ceil_mode, count_include_pad, return_indices;
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t divisor; /* divisor_override, 0 when None */
+} pool2d;
+
+static ki_status check_pairs(const pool2d *p, ki_error *err)
+{
+    const int64_t v[8] = { p->kh, p->kw, p->sh, p->sw, p->dh, p->dw, p->ph + 1, p->pw + 1 };
+    for (int i = 0; i < 8; i++) {
+        if (v[i] < 1 || v[i] > KI_CV_MAX_PARAM) {
+            return KI_FAIL(err, KI_ERR_FORMAT,
+                           "kernel_size, stride, dilation or padding out of "
+                           "range");
+        }
+    }
+    /* PyTorch: pad should be at most half of the effective kernel size. */
+    if (p->ph > ((p->kh - 1) * p->dh + 1) / 2 || p->pw > ((p->kw - 1) * p->dw + 1) / 2) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "padding must be at most half of the kernel size");
+    }
+    return KI_OK;
+}
+
+static ki_status parse_windows(const ki_op_desc *op, pool2d *p, ki_error *err)
+{
+    static const int64_t zero[2] = { 0, 0 }, one[2] = { 1, 1 };
+    int64_t k[2], s[2], pad[2], d[2];
+    ki_status st = ki_op_get_ints(op, "kernel_size", 2, NULL, k, err);
+    if (st == KI_OK) { /* stride None (or an empty list) means the kernel size */
+        st = ki_op_get_ints(op, "stride", 2, k, s, err);
+    }
+    if (st == KI_OK) {
+        st = ki_op_get_ints(op, "padding", 2, zero, pad, err);
+    }
+    if (st == KI_OK) {
+        st = ki_op_get_ints(op, "dilation", 2, one, d, err);
+    }
+    if (st != KI_OK) {
+        return st;
+    }
+    if (!p->is_max && (d[0] != 1 || d[1] != 1)) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "average pooling has no dilation");
+    }
+    p->kh = k[0], p->kw = k[1], p->sh = s[0], p->sw = s[1];
+    p->ph = pad[0], p->pw = pad[1], p->dh = d[0], p->dw = d[1];
+    return check_pairs(p, err);
+}
+
+static ki_status parse_flags(const ki_op_desc *op, pool2d *p, ki_error *err)
+{
+    ki_status st = ki_op_get_bool(op, "ceil_mode", false, &p->ceil_mode, err);
+    if (st == KI_OK && p->is_max) {
+        st = ki_op_get_bool(op, "return_indices", false, &p->return_indices, err);
+    }
+    if (st == KI_OK && !p->is_max) {
+        st = ki_op_get_bool(op, "count_include_pad", true, &p->count_include_pad, err);
+    }
+    if (st == KI_OK && !p->is_max) {
+        st = ki_op_get_int(op, "divisor_override", 0, &p->divisor, err);
+        if (st == KI_OK && ki_op_has(op, "divisor_override") && p->divisor == 0) {
+            st = KI_FAIL(err, KI_ERR_FORMAT, "divisor_override must not be zero");
+        }
+    }
+    if (st == KI_OK) {
+        st = ki_cv_check_io(op, 1, p->return_indices ? 2 : 1, err);
+    }
+    return st;
+}
+
+static ki_status pool_create(const ki_op_desc *op, bool is_max, void **state, ki_error *err)
+{
+    pool2d *p = calloc(1, sizeof *p);
+    if (!p) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    p->is_max = is_max;
+    ki_status st = parse_windows(op, p, err);
+    if (st == KI_OK) {
+        st = parse_flags(op, p, err);
+    }
+    if (st != KI_OK) {
+        free(p);
+        return st;
+    }
+    *state = p;
+    return KI_OK;
+}
+
+static ki_status max_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    return pool_create(op, true, state, err);
+}
+
+static ki_status avg_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    return pool_create(op, false, state, err);
+}
+
+/* PyTorch's pooling_output_shape: with ceil_mode the last window must start inside the input
+ * or the left padding. */
+static int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode)
+{
+    int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+    int64_t o = ki_cv_floordiv(num, s) + 1;
+    if (ceil_mode && (o - 1) * s >= in + pad) {
+        o--;
+    }
+    return o;
+}
+
+static ki_status pool_geom(const pool2d *p, const ki_shape *in, ki_cv_nchw *x, int64_t *oh,
+                           int64_t *ow, ki_error *err)
+{
+    ki_status st = ki_cv_nchw_get(in, x, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    *oh = pool_out(x->h, p->kh, p->ph, p->sh, p->dh, p->ceil_mode);
+    *ow = pool_out(x->w, p->kw, p->pw, p->sw, p->dw, p->ceil_mode);
+    if (*oh < 1 || *ow < 1) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "input %lldx%lld is too small: output %lldx%lld",
+                       (long long)x->h, (long long)x->w, (long long)*oh, (long long)*ow);
+    }
+    return KI_OK;
+}
+
+static ki_status pool_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
+                            int n_out, ki_error *err)
+{
+    const pool2d *p = state;
+    ki_cv_nchw x;
+    int64_t oh, ow;
+    if (n_in != 1 || n_out != (p->return_indices ? 2 : 1)) {
+        return KI_FAIL(err, KI_ERR_INTERNAL, "wrong input/output count");
+    }
+    ki_status st = pool_geom(p, &in[0], &x, &oh, &ow, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    for (int i = 0; i < n_out; i++) {
+        out[i] = ki_cv_nchw_shape(x.batched, x.n, x.c, oh, ow);
+    }
+    return ki_shape_check(&out[0], err);
+}
+
+/* Max over one window; PyTorch keeps the first maximum and lets any NaN win. */
+static void max_window(const pool2d *p, const float *x, int64_t h, int64_t w, int64_t oy,
+                       int64_t ox, float *val, float *idx)
+{
+    int64_t y0 = oy * p->sh - p->ph, x0 = ox * p->sw - p->pw;
+    int64_t y1 = y0 + (p->kh - 1) * p->dh + 1, x1 = x0 + (p->kw - 1) * p->dw + 1;
+    y1 = y1 < h ? y1 : h, x1 = x1 < w ? x1 : w;
+    while (y0 < 0) {
+        y0 += p->dh;
+    }
+    while (x0 < 0) {
+        x0 += p->dw;
+    }
+    float best = -INFINITY;
+    int64_t at = y0 * w + x0;
+    for (int64_t y = y0; y < y1; y += p->dh) {
+        for (int64_t xx = x0; xx < x1; xx += p->dw) {
+            float v = x[y * w + xx];
+            if (v > best || isnan(v)) {
+                best = v, at = y * w + xx;
+            }
+        }
+    }
+    *val = best, *idx = (float)at;
+}
+
+/* PyTorch's average: the divisor counts padding up to the padded edge unless
+ * count_include_pad is off; a window entirely in the padding gives 0. */
+static float avg_window(const pool2d *p, const float *x, int64_t h, int64_t w, int64_t oy,
+                        int64_t ox)
+{
+    int64_t y0 = oy * p->sh - p->ph, x0 = ox * p->sw - p->pw;
+    int64_t y1 = y0 + p->kh, x1 = x0 + p->kw;
+    y1 = y1 < h + p->ph ? y1 : h + p->ph, x1 = x1 < w + p->pw ? x1 : w + p->pw;
+    int64_t pool_size = (y1 - y0) * (x1 - x0);
+    y0 = y0 > 0 ? y0 : 0, x0 = x0 > 0 ? x0 : 0;
+    y1 = y1 < h ? y1 : h, x1 = x1 < w ? x1 : w;
+    if (y0 >= y1 || x0 >= x1) {
+        return 0.0f;
+    }
+    float sum = 0.0f;
+    for (int64_t y = y0; y < y1; y++) {
+        for (int64_t xx = x0; xx < x1; xx++) {
+            sum += x[y * w + xx];
+        }
+    }
+    int64_t div =
+        p->divisor ? p->divisor : (p->count_include_pad ? pool_size : (y1 - y0) * (x1 - x0));
+    return sum / (float)div;
+}
+
+static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
+                              int n_out, const ki_exec *ex)
+{
+    const pool2d *p = state;
+    ki_cv_nchw x;
+    int64_t oh, ow;
+    (void)n_in;
+    if (pool_geom(p, &in[0].shape, &x, &oh, &ow, NULL) != KI_OK) {
+        return KI_ERR_SHAPE;
+    }
+    int64_t planes = x.n * x.c, hw = x.h * x.w, ohw = oh * ow;
+    const float *src = in[0].data;
+    float *dst = out[0].data, *ind = n_out > 1 ? out[1].data : NULL;
+#pragma omp parallel for num_threads(ex->n_threads) schedule(static)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        for (int64_t i = 0; i < ohw; i++) {
+            float v, at;
+            if (p->is_max) {
+                max_window(p, src + pl * hw, x.h, x.w, i / ow, i % ow, &v, &at);
+            } else {
+                v = avg_window(p, src + pl * hw, x.h, x.w, i / ow, i % ow), at = 0;
+            }
+            dst[pl * ohw + i] = v;
+            if (ind) {
+                ind[pl * ohw + i] = at;
+            }
+        }
+    }
+    return KI_OK;
+}
+
+static void pool_destroy(void *state)
+{
+    free(state);
+}
+
+#define POOL_OPS(sym, name, create_fn)                                                             \
+    const ki_layer_ops sym = {                                                                     \
+        .type = name,                                                                              \
+        .create = create_fn,                                                                       \
+        .shape = pool_shape,                                                                       \
+        .forward = pool_forward,                                                                   \
+        .destroy = pool_destroy,                                                                   \
+    }
+
+POOL_OPS(ki_layer_max_pool2d, "nn.MaxPool2d", max_create);
+POOL_OPS(ki_layer_f_max_pool2d, "F.max_pool2d", max_create);
+POOL_OPS(ki_layer_avg_pool2d, "nn.AvgPool2d", avg_create);
+POOL_OPS(ki_layer_f_avg_pool2d, "F.avg_pool2d", avg_create);

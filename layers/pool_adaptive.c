@@ -1,0 +1,193 @@
+/* pool_adaptive.c - nn.AdaptiveAvgPool2d / F.adaptive_avg_pool2d and nn.AdaptiveMaxPool2d /
+ * F.adaptive_max_pool2d. Output cell i covers [floor(i*H/oh), ceil((i+1)*H/oh)), as PyTorch;
+ * an output size of 0 or None keeps the input size. Direct loops, parallel over planes. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv_common.h"
+
+typedef struct apool {
+    bool is_max, return_indices;
+    int64_t oh, ow; /* 0 = the input's size */
+} apool;
+
+/* One entry of output_size: an int, or None (a string entry in a mixed list like (None,7)). */
+static ki_status size_entry(const ki_param *p, int i, int64_t *out, ki_error *err)
+{
+    if (p->kind == KI_PARAM_INTS) {
+        *out = p->ints[i];
+    } else if (p->kind == KI_PARAM_STRINGS && strcmp(p->strs[i], "None") == 0) {
+        *out = 0;
+    } else if (p->kind == KI_PARAM_STRINGS) {
+        char *end;
+        *out = strtoll(p->strs[i], &end, 10);
+        if (end == p->strs[i] || *end != '\0') {
+            return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is not a size", p->raw);
+        }
+    } else {
+        return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is not a size", p->raw);
+    }
+    if (*out < 0 || *out > KI_MAX_DIM) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is out of range", p->raw);
+    }
+    return KI_OK;
+}
+
+static ki_status parse_size(const ki_op_desc *op, apool *a, ki_error *err)
+{
+    const ki_param *p = ki_op_param(op, "output_size");
+    if (!p || p->kind == KI_PARAM_NONE) {
+        return KI_OK;
+    }
+    if (p->kind == KI_PARAM_INT) {
+        a->oh = a->ow = p->i;
+        return p->i >= 0 && p->i <= KI_MAX_DIM
+                   ? KI_OK
+                   : KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is out of range", p->raw);
+    }
+    if ((p->kind != KI_PARAM_INTS && p->kind != KI_PARAM_STRINGS) || p->n < 1 || p->n > 2) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is not one or two sizes", p->raw);
+    }
+    ki_status st = size_entry(p, 0, &a->oh, err);
+    if (st == KI_OK) {
+        st = size_entry(p, p->n - 1, &a->ow, err);
+    }
+    return st;
+}
+
+static ki_status apool_create(const ki_op_desc *op, bool is_max, void **state, ki_error *err)
+{
+    apool *a = calloc(1, sizeof *a);
+    if (!a) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    a->is_max = is_max;
+    ki_status st = parse_size(op, a, err);
+    if (st == KI_OK && is_max) {
+        st = ki_op_get_bool(op, "return_indices", false, &a->return_indices, err);
+    }
+    if (st == KI_OK) {
+        st = ki_cv_check_io(op, 1, a->return_indices ? 2 : 1, err);
+    }
+    if (st != KI_OK) {
+        free(a);
+        return st;
+    }
+    *state = a;
+    return KI_OK;
+}
+
+static ki_status amax_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    return apool_create(op, true, state, err);
+}
+
+static ki_status aavg_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    return apool_create(op, false, state, err);
+}
+
+static ki_status apool_geom(const apool *a, const ki_shape *in, ki_cv_nchw *x, int64_t *oh,
+                            int64_t *ow, ki_error *err)
+{
+    ki_status st = ki_cv_nchw_get(in, x, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    if (x->h < 1 || x->w < 1) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "input %lldx%lld is empty", (long long)x->h,
+                       (long long)x->w);
+    }
+    *oh = a->oh ? a->oh : x->h;
+    *ow = a->ow ? a->ow : x->w;
+    return KI_OK;
+}
+
+static ki_status apool_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
+                             int n_out, ki_error *err)
+{
+    const apool *a = state;
+    ki_cv_nchw x;
+    int64_t oh, ow;
+    if (n_in != 1 || n_out != (a->return_indices ? 2 : 1)) {
+        return KI_FAIL(err, KI_ERR_INTERNAL, "wrong input/output count");
+    }
+    ki_status st = apool_geom(a, &in[0], &x, &oh, &ow, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    for (int i = 0; i < n_out; i++) {
+        out[i] = ki_cv_nchw_shape(x.batched, x.n, x.c, oh, ow);
+    }
+    return ki_shape_check(&out[0], err);
+}
+
+/* One output cell over [y0,y1) x [x0,x1): the mean, or the first maximum (any NaN wins) and
+ * its flat index, as PyTorch. */
+static void cell(bool is_max, const float *x, int64_t w, const int64_t r[4], float *val, float *idx)
+{
+    float acc = is_max ? -INFINITY : 0.0f;
+    int64_t at = r[0] * w + r[2];
+    for (int64_t y = r[0]; y < r[1]; y++) {
+        for (int64_t xx = r[2]; xx < r[3]; xx++) {
+            float v = x[y * w + xx];
+            if (!is_max) {
+                acc += v;
+            } else if (v > acc || isnan(v)) {
+                acc = v, at = y * w + xx;
+            }
+        }
+    }
+    *val = is_max ? acc : acc / (float)((r[1] - r[0]) * (r[3] - r[2]));
+    *idx = (float)at;
+}
+
+static ki_status apool_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
+                               int n_out, const ki_exec *ex)
+{
+    const apool *a = state;
+    ki_cv_nchw x;
+    int64_t oh, ow;
+    (void)n_in;
+    if (apool_geom(a, &in[0].shape, &x, &oh, &ow, NULL) != KI_OK) {
+        return KI_ERR_SHAPE;
+    }
+    int64_t planes = x.n * x.c, hw = x.h * x.w, ohw = oh * ow;
+    const float *src = in[0].data;
+    float *dst = out[0].data, *ind = n_out > 1 ? out[1].data : NULL;
+#pragma omp parallel for num_threads(ex->n_threads) schedule(static)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        for (int64_t i = 0; i < ohw; i++) {
+            int64_t oy = i / ow, ox = i % ow;
+            int64_t r[4] = { oy * x.h / oh, ((oy + 1) * x.h + oh - 1) / oh, ox * x.w / ow,
+                             ((ox + 1) * x.w + ow - 1) / ow };
+            float v, at;
+            cell(a->is_max, src + pl * hw, x.w, r, &v, &at);
+            dst[pl * ohw + i] = v;
+            if (ind) {
+                ind[pl * ohw + i] = at;
+            }
+        }
+    }
+    return KI_OK;
+}
+
+static void apool_destroy(void *state)
+{
+    free(state);
+}
+
+#define APOOL_OPS(sym, name, create_fn)                                                            \
+    const ki_layer_ops sym = {                                                                     \
+        .type = name,                                                                              \
+        .create = create_fn,                                                                       \
+        .shape = apool_shape,                                                                      \
+        .forward = apool_forward,                                                                  \
+        .destroy = apool_destroy,                                                                  \
+    }
+
+APOOL_OPS(ki_layer_adaptive_avg_pool2d, "nn.AdaptiveAvgPool2d", aavg_create);
+APOOL_OPS(ki_layer_f_adaptive_avg_pool2d, "F.adaptive_avg_pool2d", aavg_create);
+APOOL_OPS(ki_layer_adaptive_max_pool2d, "nn.AdaptiveMaxPool2d", amax_create);
+APOOL_OPS(ki_layer_f_adaptive_max_pool2d, "F.adaptive_max_pool2d", amax_create);

@@ -1,0 +1,313 @@
+/* test_conv2d.c - nn.Conv2d: hand-computed cases, parameter errors, and every fast path against
+ * the scalar reference on random shapes at 1 and 2 threads. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "../../layers/conv2d.h"
+#include "test_conv_util.h"
+
+/* Builds an nn.Conv2d op with default stride, padding and dilation. */
+static void conv_op(top *t, int64_t in, int64_t out, int64_t kh, int64_t kw, int64_t groups,
+                    const float *w, const float *b)
+{
+    int64_t wd[4] = { out, in / groups, kh, kw };
+    top_init(t, "nn.Conv2d", 1, 1);
+    top_int(t, "in_channels", in);
+    top_int(t, "out_channels", out);
+    top_ints2(t, "kernel_size", kh, kw);
+    top_int(t, "groups", groups);
+    top_bool(t, "bias", b != NULL);
+    top_attr(t, "weight", 4, wd, w);
+    if (b) {
+        top_attr(t, "bias", 1, &out, b);
+    }
+}
+
+/* Runs op t on one input of shape d (ndim dims) and checks the output against want. */
+static void run_expect(const top *t, int ndim, const int64_t *d, const float *x, const float *want,
+                       size_t n_want)
+{
+    const ki_layer_ops *ops;
+    void *st = NULL;
+    ki_error err = { 0 };
+    ki_tensor in = { ki_shape_make(ndim, d), (float *)x }, out;
+    assert_int_equal(top_create(t, &ops, &st, &err), KI_OK);
+    for (int threads = 1; threads <= 2; threads++) {
+        ki_status s = top_run(ops, st, &in, 1, &out, 1, threads, &err);
+        if (s != KI_OK) {
+            fail_msg("%s", err.msg);
+        }
+        assert_int_equal(ki_shape_count(&out.shape), (int64_t)n_want);
+        for (size_t i = 0; i < n_want; i++) {
+            assert_float_equal(out.data[i], want[i], 1e-5);
+        }
+        free(out.data);
+    }
+    ops->destroy(st);
+}
+
+static void test_basic_3x3(void **unused)
+{
+    (void)unused;
+    static const float x[9] = { 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+    static const float w[4] = { 1, 1, 1, 1 }, b[1] = { 1 };
+    static const float want[4] = { 13, 17, 25, 29 };
+    static const float w9[9] = { 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+    static const float want_pad[9] = { 12, 21, 16, 27, 45, 33, 24, 39, 28 };
+    int64_t d[4] = { 1, 1, 3, 3 };
+    top t;
+    conv_op(&t, 1, 1, 2, 2, 1, w, b);
+    run_expect(&t, 4, d, x, want, 4);
+    conv_op(&t, 1, 1, 3, 3, 1, w9, NULL);
+    top_ints2(&t, "padding", 1, 1);
+    run_expect(&t, 4, d, x, want_pad, 9);
+    /* unbatched (C,H,W) */
+    run_expect(&t, 3, d + 1, x, want_pad, 9);
+    /* stride 2 over the padded input picks the corners */
+    static const float want_s2[4] = { 12, 16, 24, 28 };
+    top_ints2(&t, "stride", 2, 2);
+    run_expect(&t, 4, d, x, want_s2, 4);
+}
+
+static void test_pad_modes(void **unused)
+{
+    (void)unused;
+    static const float x[3] = { 1, 2, 3 }, w[3] = { 1, 1, 1 };
+    static const char *const modes[4] = { "zeros", "reflect", "replicate", "circular" };
+    static const float want[4][3] = { { 3, 6, 5 }, { 5, 6, 7 }, { 4, 6, 8 }, { 6, 6, 6 } };
+    int64_t d[4] = { 1, 1, 1, 3 };
+    for (int m = 0; m < 4; m++) {
+        top t;
+        conv_op(&t, 1, 1, 1, 3, 1, w, NULL);
+        top_ints2(&t, "padding", 0, 1);
+        top_str(&t, "padding_mode", modes[m]);
+        run_expect(&t, 4, d, x, want[m], 3);
+    }
+}
+
+static void test_same_valid_groups(void **unused)
+{
+    (void)unused;
+    static const float x[4] = { 1, 2, 3, 4 }, w[2] = { 1, 10 };
+    static const float want_same[4] = { 21, 32, 43, 4 }, want_valid[3] = { 21, 32, 43 };
+    int64_t d[4] = { 1, 1, 1, 4 };
+    top t;
+    conv_op(&t, 1, 1, 1, 2, 1, w, NULL);
+    top_str(&t, "padding", "same");
+    run_expect(&t, 4, d, x, want_same, 4);
+    conv_op(&t, 1, 1, 1, 2, 1, w, NULL);
+    top_str(&t, "padding", "valid");
+    run_expect(&t, 4, d, x, want_valid, 3);
+    /* groups=2, 1x1: each output channel scales its own input channel */
+    static const float wg[2] = { 2, 3 }, bg[2] = { 0.5f, -1 };
+    int64_t dg[4] = { 1, 2, 2, 1 };
+    conv_op(&t, 2, 2, 1, 1, 2, wg, bg);
+    static const float xg[4] = { 1, 2, 1, 2 };
+    static const float want_g2[4] = { 2.5f, 4.5f, 2, 5 };
+    run_expect(&t, 4, dg, xg, want_g2, 4);
+    /* dilation 2 along w: taps 0 and 2 */
+    static const float xd[5] = { 1, 2, 3, 4, 5 }, wd[2] = { 1, 100 };
+    static const float want_d[3] = { 301, 402, 503 };
+    int64_t dd[4] = { 1, 1, 1, 5 };
+    conv_op(&t, 1, 1, 1, 2, 1, wd, NULL);
+    top_ints2(&t, "dilation", 1, 2);
+    run_expect(&t, 4, dd, xd, want_d, 3);
+}
+
+static void expect_create_fail(const top *t, ki_status code, const char *needle)
+{
+    const ki_layer_ops *ops;
+    void *st = NULL;
+    ki_error err = { 0 };
+    assert_int_equal(top_create(t, &ops, &st, &err), code);
+    if (!strstr(err.msg, needle)) {
+        fail_msg("message '%s' lacks '%s'", err.msg, needle);
+    }
+}
+
+static void test_errors(void **unused)
+{
+    (void)unused;
+    static const float w[8] = { 0 };
+    top t;
+    conv_op(&t, 2, 2, 2, 2, 1, w, NULL);
+    t.params[2].ints = (const int64_t[]){ 3, 3 }; /* kernel_size disagrees with @weight */
+    expect_create_fail(&t, KI_ERR_SHAPE, "kernel_size");
+    conv_op(&t, 2, 2, 2, 2, 1, w, NULL);
+    t.params[0].i = 4;
+    expect_create_fail(&t, KI_ERR_SHAPE, "in_channels");
+    conv_op(&t, 2, 2, 1, 1, 1, w, NULL);
+    t.params[3].i = 3;
+    expect_create_fail(&t, KI_ERR_SHAPE, "groups");
+    conv_op(&t, 2, 2, 1, 1, 1, w, NULL);
+    top_str(&t, "padding", "same");
+    top_ints2(&t, "stride", 2, 2);
+    expect_create_fail(&t, KI_ERR_UNSUPPORTED, "stride");
+    conv_op(&t, 2, 2, 1, 1, 1, w, NULL);
+    top_str(&t, "padding_mode", "mirror");
+    expect_create_fail(&t, KI_ERR_UNSUPPORTED, "mirror");
+    conv_op(&t, 2, 2, 1, 1, 1, w, NULL);
+    t.d.n_attrs = 0;
+    expect_create_fail(&t, KI_ERR_FORMAT, "@weight");
+    conv_op(&t, 2, 2, 1, 1, 1, w, NULL);
+    t.params[4].i = 1;
+    expect_create_fail(&t, KI_ERR_FORMAT, "@bias");
+
+    /* shape errors: channel count, reflect padding too large, kernel larger than input */
+    const ki_layer_ops *ops;
+    void *st;
+    ki_error err = { 0 };
+    ki_shape out;
+    conv_op(&t, 2, 2, 2, 2, 1, w, NULL);
+    top_ints2(&t, "padding", 2, 2);
+    top_str(&t, "padding_mode", "reflect");
+    assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+    ki_shape in = ki_shape_make(4, (const int64_t[]){ 1, 3, 5, 5 });
+    assert_int_equal(ops->shape(st, &in, 1, &out, 1, &err), KI_ERR_SHAPE);
+    in = ki_shape_make(4, (const int64_t[]){ 1, 2, 2, 5 });
+    assert_int_equal(ops->shape(st, &in, 1, &out, 1, &err), KI_ERR_SHAPE);
+    in = ki_shape_make(2, (const int64_t[]){ 2, 5 });
+    assert_int_equal(ops->shape(st, &in, 1, &out, 1, &err), KI_ERR_SHAPE);
+    in = ki_shape_make(4, (const int64_t[]){ 3, 2, 3, 4 });
+    assert_int_equal(ops->shape(st, &in, 1, &out, 1, &err), KI_OK);
+    assert_int_equal(out.d[0], 3);
+    assert_int_equal(out.d[2], 6);
+    assert_int_equal(out.d[3], 7);
+    ops->destroy(st);
+}
+
+/* A random conv configuration, created through the registry so parsing is exercised too. */
+typedef struct rconf {
+    int64_t n, in, out, groups, h, w, kh, kw, sh, sw, dh, dw, p[4];
+    int mode;
+    bool bias, dw_shape;
+} rconf;
+
+static void rconf_draw(uint64_t *s, rconf *r)
+{
+    r->groups = trng_int(s, 1, 3);
+    r->dw_shape = trng_int(s, 0, 3) == 0;
+    r->in = r->groups * trng_int(s, 1, 3);
+    r->out = r->dw_shape ? r->in : r->groups * trng_int(s, 1, 3);
+    r->groups = r->dw_shape ? r->in : r->groups;
+    r->n = trng_int(s, 1, 2);
+    r->kh = trng_int(s, 1, 4), r->kw = trng_int(s, 1, 4);
+    r->sh = trng_int(s, 1, 3), r->sw = trng_int(s, 1, 3);
+    r->dh = trng_int(s, 1, 2), r->dw = trng_int(s, 1, 2);
+    r->h = trng_int(s, 3, 13), r->w = trng_int(s, 3, 17);
+    r->mode = (int)trng_int(s, 0, 5) % 4; /* zeros twice as often */
+    for (int i = 0; i < 4; i++) {
+        r->p[i] = trng_int(s, 0, 2);
+    }
+    r->bias = trng_int(s, 0, 1);
+    if (trng_int(s, 0, 4) == 0) { /* 1x1 stride 1 unpadded: the no-im2col path */
+        r->kh = r->kw = r->sh = r->sw = 1;
+        r->p[0] = r->p[1] = r->p[2] = r->p[3] = 0;
+    }
+}
+
+static int path_runs[KI_CONV2D_DW + 1];
+
+static void check_paths(const rconf *r, uint64_t seed, const ki_conv2d *c, const float *x)
+{
+    ki_conv2d_geom g;
+    ki_error err = { 0 };
+    ki_shape in = ki_shape_make(4, (const int64_t[]){ r->n, r->in, r->h, r->w });
+    if (ki_conv2d_geom_make(c, &in, &g, &err) != KI_OK) {
+        return; /* kernel larger than the padded input: a valid rejection */
+    }
+    size_t n_out = (size_t)(r->n * r->out * g.oh * g.ow);
+    float *ref = malloc(n_out * sizeof *ref + 4), *fast = malloc(n_out * sizeof *ref + 4);
+    float *first = malloc(n_out * sizeof *ref + 4);
+    ki_conv2d_forward_ref(c, &g, x, ref);
+    for (int p = KI_CONV2D_GEMM; p <= KI_CONV2D_DW; p++) {
+        for (int th = 1; th <= 2 && ki_conv2d_path_ok(c, &g, p); th++) {
+            size_t ws = ki_conv2d_workspace_for(c, &g, p, th);
+            ki_exec ex = { th, ws ? malloc(ws * (size_t)th) : NULL, ws };
+            omp_set_num_threads(th);
+            ki_conv2d_run(c, &g, p, x, fast, &ex);
+            path_runs[p]++;
+            free(ex.workspace);
+            long bad = tclose(fast, ref, n_out, 1e-5f, 1e-4f);
+            if (bad >= 0) {
+                fail_msg("seed %llu path %d threads %d: out[%ld] %g vs ref %g",
+                         (unsigned long long)seed, p, th, bad, fast[bad], ref[bad]);
+            }
+            if (th == 1) {
+                memcpy(first, fast, n_out * sizeof *fast);
+            } else if (memcmp(first, fast, n_out * sizeof *fast) != 0) {
+                fail_msg("seed %llu path %d: 1 and 2 threads differ", (unsigned long long)seed, p);
+            }
+        }
+    }
+    free(ref), free(fast), free(first);
+}
+
+static void test_random_vs_ref(void **unused)
+{
+    (void)unused;
+    static const char *const modes[4] = { "zeros", "reflect", "replicate", "circular" };
+    for (uint64_t seed = 1; seed <= 300; seed++) {
+        uint64_t s = seed * 0x9E3779B97F4A7C15ull;
+        rconf r;
+        rconf_draw(&s, &r);
+        size_t nw = (size_t)(r.out * (r.in / r.groups) * r.kh * r.kw);
+        size_t nx = (size_t)(r.n * r.in * r.h * r.w);
+        float *w = malloc(nw * sizeof *w), *b = malloc((size_t)r.out * sizeof *b);
+        float *x = malloc(nx * sizeof *x);
+        trng_fill(&s, w, nw), trng_fill(&s, b, (size_t)r.out), trng_fill(&s, x, nx);
+        top t;
+        conv_op(&t, r.in, r.out, r.kh, r.kw, r.groups, w, r.bias ? b : NULL);
+        top_ints2(&t, "stride", r.sh, r.sw);
+        top_ints2(&t, "dilation", r.dh, r.dw);
+        top_ints(&t, "padding", 4, r.p);
+        top_str(&t, "padding_mode", modes[r.mode]);
+        const ki_layer_ops *ops;
+        void *st;
+        ki_error err = { 0 };
+        if (top_create(&t, &ops, &st, &err) != KI_OK) {
+            fail_msg("seed %llu: %s", (unsigned long long)seed, err.msg);
+        }
+        const ki_conv2d *c = st;
+        int64_t m[4] = { r.p[2], r.p[3], r.p[0], r.p[1] };
+        assert_memory_equal(&c->pt, m, sizeof m); /* (l,r,t,b) read as documented */
+        check_paths(&r, seed, c, x);
+        ops->destroy(st);
+        free(w), free(b), free(x);
+    }
+    for (int p = KI_CONV2D_GEMM; p <= KI_CONV2D_DW; p++) {
+        if (path_runs[p] < 20) {
+            fail_msg("path %d ran only %d times", p, path_runs[p]);
+        }
+    }
+}
+
+/* The epilogue is shared: activation hooks apply after the bias on every path. */
+static void test_epilogue_act(void **unused)
+{
+    (void)unused;
+    ki_cv_epilogue ep = { (const float[]){ 1.0f }, KI_CV_ACT_RELU, 0, 0 };
+    float p[3] = { -3, 0, 2 };
+    ki_cv_epilogue_plane(&ep, 0, p, 3);
+    assert_float_equal(p[0], 0, 0);
+    assert_float_equal(p[1], 1, 0);
+    assert_float_equal(p[2], 3, 0);
+    ep.act = KI_CV_ACT_CLAMP, ep.lo = 0, ep.hi = 3.5f;
+    ki_cv_epilogue_plane(&ep, 0, p, 3);
+    assert_float_equal(p[2], 3.5f, 0);
+    assert_float_equal(p[1], 2, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_basic_3x3),         cmocka_unit_test(test_pad_modes),
+        cmocka_unit_test(test_same_valid_groups), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_random_vs_ref),     cmocka_unit_test(test_epilogue_act),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

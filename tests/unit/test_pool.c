@@ -1,0 +1,293 @@
+/* test_pool.c - max/avg pooling and the adaptive pools: hand-computed cases, PyTorch's
+ * ceil_mode / count_include_pad / divisor_override / index rules, errors, and random shapes
+ * against naive per-tap loops at 1 and 2 threads. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "test_conv_util.h"
+
+static const float grid4[16] = { 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3 };
+
+/* Runs t on x (shape d) and checks outputs 0 (and 1 when want1) at 1 and 2 threads. */
+static void run_expect(const top *t, int ndim, const int64_t *d, const float *x, const int64_t *od,
+                       const float *want0, const float *want1)
+{
+    const ki_layer_ops *ops;
+    void *st = NULL;
+    ki_error err = { 0 };
+    ki_tensor in = { ki_shape_make(ndim, d), (float *)x }, out[2];
+    if (top_create(t, &ops, &st, &err) != KI_OK) {
+        fail_msg("create: %s", err.msg);
+    }
+    int n_out = t->d.n_outputs;
+    for (int th = 1; th <= 2; th++) {
+        if (top_run(ops, st, &in, 1, out, n_out, th, &err) != KI_OK) {
+            fail_msg("%s", err.msg);
+        }
+        assert_memory_equal(out[0].shape.d, od, (size_t)ndim * sizeof *od);
+        for (int64_t i = 0; i < ki_shape_count(&out[0].shape); i++) {
+            if (isnan(want0[i])) {
+                assert_true(isnan(out[0].data[i]));
+            } else {
+                assert_float_equal(out[0].data[i], want0[i], 1e-5);
+            }
+            if (want1) {
+                assert_float_equal(out[1].data[i], want1[i], 0);
+            }
+        }
+        for (int i = 0; i < n_out; i++) {
+            free(out[i].data);
+        }
+    }
+    ops->destroy(st);
+}
+
+static void pool_op(top *t, const char *type, int n_out, int64_t kh, int64_t kw)
+{
+    top_init(t, type, 1, n_out);
+    top_ints2(t, "kernel_size", kh, kw);
+}
+
+static void test_max_hand(void **unused)
+{
+    (void)unused;
+    int64_t d[4] = { 1, 1, 4, 4 };
+    top t;
+    pool_op(&t, "F.max_pool2d", 2, 2, 2);
+    top_none(&t, "stride");
+    top_bool(&t, "return_indices", 1);
+    run_expect(&t, 4, d, grid4, (const int64_t[]){ 1, 1, 2, 2 }, (const float[]){ 9, 6, 9, 9 },
+               (const float[]){ 5, 7, 12, 14 });
+    /* 3x3, stride 2, padding 1: windows clipped at the border; unbatched input */
+    pool_op(&t, "nn.MaxPool2d", 2, 3, 3);
+    top_ints2(&t, "stride", 2, 2);
+    top_ints2(&t, "padding", 1, 1);
+    top_bool(&t, "return_indices", 1);
+    run_expect(&t, 3, d + 1, grid4, (const int64_t[]){ 1, 2, 2 }, (const float[]){ 9, 9, 9, 9 },
+               (const float[]){ 5, 5, 5, 5 });
+    /* dilation 2: taps 0 and 2 of each row and column */
+    pool_op(&t, "nn.MaxPool2d", 1, 2, 2);
+    top_ints2(&t, "stride", 1, 1);
+    top_ints2(&t, "dilation", 2, 2);
+    run_expect(&t, 4, d, grid4, (const int64_t[]){ 1, 1, 2, 2 }, (const float[]){ 5, 8, 9, 9 },
+               NULL);
+    /* a NaN always wins */
+    float xn[4] = { 1, NAN, 3, 2 };
+    pool_op(&t, "nn.MaxPool2d", 2, 2, 2);
+    top_bool(&t, "return_indices", 1);
+    run_expect(&t, 4, (const int64_t[]){ 1, 1, 2, 2 }, xn, (const int64_t[]){ 1, 1, 1, 1 },
+               (const float[]){ NAN }, (const float[]){ 1 });
+}
+
+static void test_ceil_mode(void **unused)
+{
+    (void)unused;
+    const ki_layer_ops *ops;
+    void *st;
+    ki_error err = { 0 };
+    ki_shape out[1];
+    top t;
+    /* {H, k, s, pad, ceil, expected}: the zoo's cases and the "last window starts in the right
+     * padding" rule (H=1, k=2, s=2, p=1 gives 1, not 2). */
+    static const int64_t cases[][6] = { { 15, 3, 2, 1, 0, 8 }, { 15, 3, 2, 0, 1, 7 },
+                                        { 16, 3, 2, 0, 1, 8 }, { 16, 3, 2, 1, 1, 9 },
+                                        { 1, 2, 2, 1, 1, 1 },  { 1, 2, 2, 1, 0, 1 },
+                                        { 5, 2, 2, 0, 1, 3 },  { 5, 2, 2, 0, 0, 2 } };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int64_t *c = cases[i];
+        pool_op(&t, "nn.MaxPool2d", 1, c[1], c[1]);
+        top_ints2(&t, "stride", c[2], c[2]);
+        top_ints2(&t, "padding", c[3], c[3]);
+        top_bool(&t, "ceil_mode", (int)c[4]);
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        ki_shape in = ki_shape_make(4, (const int64_t[]){ 2, 3, c[0], c[0] });
+        assert_int_equal(ops->shape(st, &in, 1, out, 1, &err), KI_OK);
+        if (out[0].d[2] != c[5]) {
+            fail_msg("case %zu: output %lld, expected %lld", i, (long long)out[0].d[2],
+                     (long long)c[5]);
+        }
+        ops->destroy(st);
+    }
+}
+
+static void test_avg_hand(void **unused)
+{
+    (void)unused;
+    static const float x[9] = { 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+    int64_t d[4] = { 1, 1, 3, 3 }, o22[4] = { 1, 1, 2, 2 };
+    top t;
+    pool_op(&t, "nn.AvgPool2d", 1, 2, 2);
+    top_ints2(&t, "stride", 1, 1);
+    run_expect(&t, 4, d, x, o22, (const float[]){ 3, 4, 6, 7 }, NULL);
+    pool_op(&t, "F.avg_pool2d", 1, 2, 2);
+    top_ints2(&t, "padding", 1, 1);
+    run_expect(&t, 4, d, x, o22, (const float[]){ 0.25f, 1.25f, 2.75f, 7 }, NULL);
+    top_bool(&t, "count_include_pad", 0);
+    run_expect(&t, 4, d, x, o22, (const float[]){ 1, 2.5f, 5.5f, 7 }, NULL);
+    top_int(&t, "divisor_override", 2);
+    run_expect(&t, 4, d, x, o22, (const float[]){ 0.5f, 2.5f, 5.5f, 14 }, NULL);
+    /* ceil_mode: the last window is cut at the input's edge and divides by what it covers */
+    pool_op(&t, "nn.AvgPool2d", 1, 1, 2);
+    top_ints2(&t, "stride", 1, 2);
+    top_bool(&t, "ceil_mode", 1);
+    run_expect(&t, 4, (const int64_t[]){ 1, 1, 1, 3 }, x, (const int64_t[]){ 1, 1, 1, 2 },
+               (const float[]){ 1.5f, 3 }, NULL);
+}
+
+static void test_adaptive_hand(void **unused)
+{
+    (void)unused;
+    static const float x[5] = { 1, 2, 3, 4, 5 };
+    int64_t d[4] = { 1, 1, 1, 5 }, o[4] = { 1, 1, 1, 3 };
+    top t;
+    top_init(&t, "nn.AdaptiveAvgPool2d", 1, 1);
+    top_ints2(&t, "output_size", 1, 3);
+    run_expect(&t, 4, d, x, o, (const float[]){ 1.5f, 3, 4.5f }, NULL);
+    top_init(&t, "F.adaptive_max_pool2d", 1, 2);
+    top_ints2(&t, "output_size", 1, 3);
+    top_bool(&t, "return_indices", 1);
+    run_expect(&t, 4, d, x, o, (const float[]){ 2, 4, 5 }, (const float[]){ 1, 3, 4 });
+    /* (None,3): the None keeps the input height; a single int applies to both */
+    static const char *const none3[2] = { "None", "3" };
+    top_init(&t, "F.adaptive_avg_pool2d", 1, 1);
+    ki_param *p = top_param(&t, "output_size", "(None,3)", KI_PARAM_STRINGS);
+    p->n = 2, p->strs = none3;
+    run_expect(&t, 3, d + 1, x, o + 1, (const float[]){ 1.5f, 3, 4.5f }, NULL);
+    top_init(&t, "nn.AdaptiveMaxPool2d", 1, 1);
+    top_int(&t, "output_size", 1);
+    run_expect(&t, 4, (const int64_t[]){ 1, 1, 4, 4 }, grid4, (const int64_t[]){ 1, 1, 1, 1 },
+               (const float[]){ 9 }, NULL);
+}
+
+static void expect_fail(const top *t, ki_status code)
+{
+    const ki_layer_ops *ops;
+    void *st = NULL;
+    ki_error err = { 0 };
+    assert_int_equal(top_create(t, &ops, &st, &err), code);
+    assert_true(err.msg[0] != '\0');
+}
+
+static void test_errors(void **unused)
+{
+    (void)unused;
+    top t;
+    pool_op(&t, "nn.MaxPool2d", 1, 2, 2);
+    top_ints2(&t, "padding", 2, 2);
+    expect_fail(&t, KI_ERR_SHAPE);
+    pool_op(&t, "nn.AvgPool2d", 1, 2, 2);
+    top_ints2(&t, "dilation", 2, 2);
+    expect_fail(&t, KI_ERR_FORMAT);
+    pool_op(&t, "nn.MaxPool2d", 1, 2, 2);
+    top_bool(&t, "return_indices", 1); /* but only one output */
+    expect_fail(&t, KI_ERR_FORMAT);
+    pool_op(&t, "nn.AvgPool2d", 1, 2, 2);
+    top_int(&t, "divisor_override", 0);
+    expect_fail(&t, KI_ERR_FORMAT);
+    top_init(&t, "nn.MaxPool2d", 1, 1); /* no kernel_size */
+    expect_fail(&t, KI_ERR_FORMAT);
+    top_init(&t, "nn.AdaptiveAvgPool2d", 1, 1);
+    top_str(&t, "output_size", "big");
+    expect_fail(&t, KI_ERR_FORMAT);
+
+    const ki_layer_ops *ops;
+    void *st;
+    ki_error err = { 0 };
+    ki_shape out;
+    pool_op(&t, "nn.MaxPool2d", 1, 3, 3);
+    assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+    ki_shape in = ki_shape_make(4, (const int64_t[]){ 1, 1, 2, 5 });
+    assert_int_equal(ops->shape(st, &in, 1, &out, 1, &err), KI_ERR_SHAPE);
+    in = ki_shape_make(2, (const int64_t[]){ 5, 5 });
+    assert_int_equal(ops->shape(st, &in, 1, &out, 1, &err), KI_ERR_SHAPE);
+    ops->destroy(st);
+}
+
+/* Naive max/avg over every kernel tap of a padded window, written independently of the layer. */
+static void naive_pool(bool is_max, const int64_t *p, const float *x, int64_t h, int64_t w,
+                       int64_t oh, int64_t ow, float *out)
+{
+    /* p: kh kw sh sw ph pw dh dw */
+    for (int64_t oy = 0; oy < oh; oy++) {
+        for (int64_t ox = 0; ox < ow; ox++) {
+            double acc = is_max ? -INFINITY : 0;
+            int64_t cnt = 0;
+            for (int64_t t = 0; t < p[0] * p[1]; t++) {
+                int64_t y = oy * p[2] - p[4] + t / p[1] * p[6];
+                int64_t xx = ox * p[3] - p[5] + t % p[1] * p[7];
+                cnt += y < h + p[4] && xx < w + p[5]; /* inside the padded extent */
+                if (y >= 0 && y < h && xx >= 0 && xx < w) {
+                    double v = x[y * w + xx];
+                    acc = is_max ? (v > acc ? v : acc) : acc + v;
+                }
+            }
+            out[oy * ow + ox] = (float)(is_max ? acc : acc / (double)cnt);
+        }
+    }
+}
+
+static void test_random_vs_naive(void **unused)
+{
+    (void)unused;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        uint64_t s = seed * 0x9E3779B97F4A7C15ull;
+        bool is_max = seed % 2;
+        int64_t p[8] = { trng_int(&s, 1, 4),
+                         trng_int(&s, 1, 4),
+                         trng_int(&s, 1, 3),
+                         trng_int(&s, 1, 3),
+                         0,
+                         0,
+                         is_max ? trng_int(&s, 1, 2) : 1,
+                         1 };
+        p[7] = is_max ? trng_int(&s, 1, 2) : 1;
+        p[4] = trng_int(&s, 0, ((p[0] - 1) * p[6] + 1) / 2);
+        p[5] = trng_int(&s, 0, ((p[1] - 1) * p[7] + 1) / 2);
+        int64_t d[4] = { trng_int(&s, 1, 2), trng_int(&s, 1, 3), trng_int(&s, 1, 11),
+                         trng_int(&s, 1, 12) };
+        size_t nx = (size_t)(d[0] * d[1] * d[2] * d[3]);
+        float *x = malloc(nx * 4);
+        trng_fill(&s, x, nx);
+        top t;
+        pool_op(&t, is_max ? "nn.MaxPool2d" : "nn.AvgPool2d", 1, p[0], p[1]);
+        top_ints2(&t, "stride", p[2], p[3]);
+        top_ints2(&t, "padding", p[4], p[5]);
+        top_ints2(&t, "dilation", p[6], p[7]);
+        top_bool(&t, "ceil_mode", (int)trng_int(&s, 0, 1));
+        const ki_layer_ops *ops;
+        void *st;
+        ki_error err = { 0 };
+        ki_tensor in = { ki_shape_make(4, d), x }, out;
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        if (top_run(ops, st, &in, 1, &out, 1, (int)(seed % 2) + 1, &err) == KI_OK) {
+            int64_t oh = out.shape.d[2], ow = out.shape.d[3];
+            float *want = malloc((size_t)(oh * ow) * 4);
+            for (int64_t pl = 0; pl < d[0] * d[1]; pl++) {
+                naive_pool(is_max, p, x + pl * d[2] * d[3], d[2], d[3], oh, ow, want);
+                long bad = tclose(out.data + pl * oh * ow, want, (size_t)(oh * ow), 1e-6f, 1e-5f);
+                if (bad >= 0) {
+                    fail_msg("seed %llu plane %lld: out[%ld]", (unsigned long long)seed,
+                             (long long)pl, bad);
+                }
+            }
+            free(want);
+            free(out.data);
+        }
+        ops->destroy(st);
+        free(x);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_max_hand), cmocka_unit_test(test_ceil_mode),
+        cmocka_unit_test(test_avg_hand), cmocka_unit_test(test_adaptive_hand),
+        cmocka_unit_test(test_errors),   cmocka_unit_test(test_random_vs_naive),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
