@@ -378,7 +378,11 @@ ki_status ki_param_parse(const char *path, const char *text, size_t len, ki_grap
         const char *s = "";
         size_t n = 0;
         c.line++;
-        next_line(text, len, &pos, &s, &n);
+        if (!next_line(text, len, &pos, &s, &n)) {
+            st = line_fail(&c, err, KI_ERR_FORMAT, "file ends after %d of %d operators",
+                           g->n_nodes, n_ops);
+            goto fail;
+        }
         if ((st = tokenize(&c, s, n, err)) != KI_OK) {
             goto fail;
         }
@@ -389,11 +393,6 @@ ki_status ki_param_parse(const char *path, const char *text, size_t len, ki_grap
             goto fail;
         }
         g->n_nodes++;
-        if (pos >= len && g->n_nodes < n_ops) {
-            st = line_fail(&c, err, KI_ERR_FORMAT, "file ends after %d of %d operators",
-                           g->n_nodes, n_ops);
-            goto fail;
-        }
     }
     g->n_operands = n_operands; /* checked against the real count in ki_graph_build */
     g->state = KI_GRAPH_NEED_BUILD;
