@@ -54,6 +54,14 @@ ki_status ki_session_run(ki_session *s, ki_error *err);
 ki_tensor ki_session_output(const ki_session *s, int i);
 /* Bytes of the planned tensor arena plus workspace. */
 size_t ki_session_planned_bytes(const ki_session *s);
+/* Profiling: when on, ki_session_run records each step's wall time (omp_get_wtime). */
+void ki_session_set_profiling(ki_session *s, bool on);
+/* Steps are the executed operators in order (pnnx.Input/Output and output tuples excluded). */
+int ki_session_n_steps(const ki_session *s);
+/* Step k's operator, its bound input/output tensors and its last recorded time in seconds. */
+const ki_op_desc *ki_session_step(const ki_session *s, int k, const ki_tensor **in,
+                                  const ki_tensor **out, double *seconds);
+
 /* Concrete shape of an operand by name for this session; false if there is no such operand. */
 bool ki_session_operand_shape(const ki_session *s, const char *name, ki_shape *out);
 

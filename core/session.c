@@ -3,6 +3,7 @@
 #include "model_internal.h"
 #include "plan.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,8 @@ struct ki_session {
     size_t ws_per_thread;
     ki_tensor *tin, *tout; /* per step, packed; step k starts at tin_at[k] / tout_at[k] */
     int *tin_at, *tout_at;
+    bool profiling;
+    double *step_time; /* per step, seconds of the last profiled run */
 };
 
 #define ALIGN 64
@@ -198,7 +201,8 @@ static ki_status bind_tensors(ki_session *s, ki_error *err)
     s->tout = calloc(n_out + 1, sizeof *s->tout);
     s->tin_at = calloc((size_t)m->n_exec + 1, sizeof *s->tin_at);
     s->tout_at = calloc((size_t)m->n_exec + 1, sizeof *s->tout_at);
-    if (!s->tin || !s->tout || !s->tin_at || !s->tout_at) {
+    s->step_time = calloc((size_t)m->n_exec + 1, sizeof *s->step_time);
+    if (!s->tin || !s->tout || !s->tin_at || !s->tout_at || !s->step_time) {
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
     int pi = 0, po = 0;
@@ -313,6 +317,7 @@ void ki_session_destroy(ki_session *s)
     free(s->tout);
     free(s->tin_at);
     free(s->tout_at);
+    free(s->step_time);
     free(s);
 }
 
@@ -335,8 +340,12 @@ ki_status ki_session_run(ki_session *s, ki_error *err)
     for (int k = 0; k < m->n_exec; k++) {
         int n = m->exec[k];
         const ki_node *nd = &m->g->nodes[n];
+        double t0 = s->profiling ? omp_get_wtime() : 0.0;
         ki_status st = m->layer[n]->forward(m->state[n], &s->tin[s->tin_at[k]], nd->desc.n_inputs,
                                             &s->tout[s->tout_at[k]], nd->desc.n_outputs, &ex);
+        if (s->profiling) {
+            s->step_time[k] = omp_get_wtime() - t0;
+        }
         if (st != KI_OK) {
             ki_error_prefix(err, "%s:%d: op '%s' (%s)", m->g->path, nd->desc.line, nd->desc.name,
                             nd->desc.type);
@@ -360,4 +369,32 @@ bool ki_session_operand_shape(const ki_session *s, const char *name, ki_shape *o
         }
     }
     return false;
+}
+
+void ki_session_set_profiling(ki_session *s, bool on)
+{
+    s->profiling = on;
+}
+
+int ki_session_n_steps(const ki_session *s)
+{
+    return s->m->n_exec;
+}
+
+const ki_op_desc *ki_session_step(const ki_session *s, int k, const ki_tensor **in,
+                                  const ki_tensor **out, double *seconds)
+{
+    if (k < 0 || k >= s->m->n_exec) {
+        return NULL;
+    }
+    if (in) {
+        *in = &s->tin[s->tin_at[k]];
+    }
+    if (out) {
+        *out = &s->tout[s->tout_at[k]];
+    }
+    if (seconds) {
+        *seconds = s->step_time[k];
+    }
+    return &s->m->g->nodes[s->m->exec[k]].desc;
 }
