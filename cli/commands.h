@@ -11,6 +11,7 @@ int ki_cli_run(int argc, char **argv);
 int ki_cli_dump_graph(int argc, char **argv);
 int ki_cli_ops(int argc, char **argv);
 int ki_cli_eval_expr(int argc, char **argv);
+int ki_cli_bench(int argc, char **argv);
 
 /* Shared helpers (cli/util.c). */
 void ki_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -16,6 +16,7 @@ static void usage(FILE *f)
             "  run MODEL.pnnx.param MODEL.pnnx.bin INPUT...   run a model on images or .npy tensors\n"
             "  dump-graph MODEL.pnnx.param [MODEL.pnnx.bin]   print the operators in execution order\n"
             "  eval-expr EXPR [VALUES...]                    tokenize, parse and evaluate a pnnx expression\n"
+            "  bench MODEL.pnnx.param [MODEL.pnnx.bin]       time forward passes (generated weights without a .bin)\n"
             "  ops                                           list the supported operator types\n"
             "\n"
             "options:\n"
@@ -49,6 +50,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "eval-expr") == 0) {
         return ki_cli_eval_expr(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "bench") == 0) {
+        return ki_cli_bench(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "ops") == 0) {
         return ki_cli_ops(argc - 1, argv + 1);

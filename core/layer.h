@@ -120,6 +120,11 @@ typedef struct ki_layer_ops {
     ki_status (*forward)(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
                          int n_out, const ki_exec *ex);
     void (*destroy)(void *state); /* NULL: nothing to free (state must then be NULL) */
+    /* Optional: absorb `next`, the only consumer of this op's single output, into this layer
+     * (e.g. an activation into a convolution's epilogue). Called after create() of both.
+     * Return true when absorbed and exact: the loader then drops `next`, and this op writes
+     * next's output operand. */
+    bool (*fuse)(void *state, const ki_op_desc *next);
 } ki_layer_ops;
 
 /* ---- reading an operator's parameters (core/opdesc.c) ----
