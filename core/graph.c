@@ -330,6 +330,9 @@ ki_status ki_graph_build(ki_graph *g, ki_error *err)
                      g->path, declared, g->n_operands);
     }
     if (st == KI_OK) {
+        st = ki_graph_fold(g, err);
+    }
+    if (st == KI_OK) {
         st = topo_sort(g, err);
     }
     if (st == KI_OK) {

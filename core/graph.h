@@ -62,6 +62,8 @@ ki_status ki_param_parse(const char *path, const char *text, size_t len, ki_grap
 ki_status ki_param_load(const char *path, ki_graph **out, ki_error *err);
 ki_status ki_graph_build(ki_graph *g, ki_error *err);
 void ki_graph_destroy(ki_graph *g);
+/* Folds list/string-carrying TorchScript leftovers (fold.c); called by ki_graph_build. */
+ki_status ki_graph_fold(ki_graph *g, ki_error *err);
 
 /* Classifies one parameter value as pnnx does (pnnx-format.md §1.5), into p (arena memory). */
 ki_status ki_param_value_parse(ki_arena *a, const char *text, size_t len, ki_param *p,

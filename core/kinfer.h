@@ -21,6 +21,7 @@ typedef struct ki_session ki_session;
 typedef struct ki_load_options {
     bool graph_only; /* parse and sort only: no weights needed, no layers created */
     bool verify_crc; /* check each weight entry's CRC-32 */
+    bool no_fusion;  /* run every operator on its own (for testing fused kernels) */
 } ki_load_options;
 
 /* bin_path may be NULL when the graph has no attributes or with graph_only. */

@@ -94,10 +94,69 @@ static ki_status create_layers(ki_model *m, ki_error *err)
     return KI_OK;
 }
 
+static bool is_graph_output(const ki_graph *g, int o)
+{
+    for (int i = 0; i < g->n_outputs; i++) {
+        if (g->outputs[i] == o) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Lets a layer absorb its only consumer (an activation after a convolution): the consumer is
+ * dropped from the run and the producer writes the consumer's output operand directly. */
+static ki_status fuse_layers(ki_model *m, ki_error *err)
+{
+    ki_graph *g = m->g;
+    int *consumer = malloc(((size_t)g->n_operands + 1) * sizeof *consumer);
+    bool *dropped = calloc((size_t)g->n_nodes + 1, sizeof *dropped);
+    if (!consumer || !dropped) {
+        free(consumer), free(dropped);
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    for (int o = 0; o < g->n_operands; o++) {
+        consumer[o] = -1;
+    }
+    for (int n = 0; n < g->n_nodes; n++) {
+        for (int i = 0; i < g->nodes[n].desc.n_inputs; i++) {
+            consumer[g->nodes[n].in[i]] = n;
+        }
+    }
+    for (int k = 0; k < m->n_exec; k++) {
+        int n = m->exec[k];
+        ki_node *nd = &g->nodes[n];
+        if (dropped[n] || !m->layer[n]->fuse || nd->desc.n_outputs != 1) {
+            continue;
+        }
+        int o = nd->out[0], c = consumer[o];
+        if (c < 0 || g->operands[o].n_consumers != 1 || is_graph_output(g, o) || !m->layer[c] ||
+            (m->layer[c]->flags & KI_LAYER_GRAPH) || g->nodes[c].desc.n_inputs != 1 ||
+            g->nodes[c].desc.n_outputs != 1 || !m->layer[n]->fuse(m->state[n], &g->nodes[c].desc)) {
+            continue;
+        }
+        int out = g->nodes[c].out[0];
+        nd->out[0] = out;
+        g->operands[out].producer = n;
+        dropped[c] = true;
+        k--; /* the same op may absorb the next one too */
+    }
+    int w = 0;
+    for (int k = 0; k < m->n_exec; k++) {
+        if (!dropped[m->exec[k]]) {
+            m->exec[w++] = m->exec[k];
+        }
+    }
+    m->n_exec = w;
+    free(consumer);
+    free(dropped);
+    return KI_OK;
+}
+
 ki_status ki_model_load(const char *param_path, const char *bin_path, const ki_load_options *opt,
                         ki_model **out, ki_error *err)
 {
-    ki_load_options o = { false, false };
+    ki_load_options o = { false, false, false };
     if (opt) {
         o = *opt;
     }
@@ -124,6 +183,9 @@ ki_status ki_model_load(const char *param_path, const char *bin_path, const ki_l
         }
         if (st == KI_OK) {
             st = create_layers(m, err);
+        }
+        if (st == KI_OK && !o.no_fusion) {
+            st = fuse_layers(m, err);
         }
     }
     if (st != KI_OK) {
