@@ -16,7 +16,7 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test deps clean asan help format lint fuzz
+.PHONY: all test test-run demo deps clean asan help format lint fuzz
 all: kinfer
 
 kinfer: $(BUILD)/kinfer
@@ -51,13 +51,22 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libkinfer_cli.a $(BUILD)/libkinfer.a
 	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -o $@ $^ -lcmocka $(LDLIBS)
 
 # Unit tests: every tests/unit/test_*.c is a cmocka program; the runner sums their results.
-test: $(BUILD)/kinfer $(TEST_BIN)
+test: deps
+	@$(MAKE) --no-print-directory BUILD=$(BUILD) test-run
+
+test-run: $(BUILD)/kinfer $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run_tests.sh $(TEST_BIN)
 
-asan:
+# The README's first command: install what is missing, build, classify the bundled digits.
+demo: deps
+	@$(MAKE) --no-print-directory kinfer
+	./kinfer run samples/mnist_cnn/model.pnnx.param samples/mnist_cnn/model.pnnx.bin samples/digits \
+	  --labels samples/mnist_cnn/labels.txt --topk 1
+
+asan: deps
 	$(MAKE) BUILD=build/asan OPT=-O1 CFLAGS="-O1 -fno-omit-frame-pointer" \
 	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
-	  EXTRA_LDFLAGS="-fsanitize=address,undefined" test
+	  EXTRA_LDFLAGS="-fsanitize=address,undefined" test-run
 
 deps:
 	@sh tests/deps.sh
@@ -70,7 +79,8 @@ clean:
 
 help:
 	@echo "make            build ./kinfer"
-	@echo "make test       build and run the unit tests (cmocka)"
+	@echo "make demo       install missing packages, build, classify the bundled MNIST digits"
+	@echo "make test       install missing packages, build and run the unit tests (cmocka)"
 	@echo "make asan       the same under AddressSanitizer + UBSan (build/asan)"
 	@echo "make deps       install missing Debian packages (root) or print the apt-get line"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 60) each"
