@@ -173,6 +173,9 @@ ki_status ki_model_load(const char *param_path, const char *bin_path, const ki_l
         if (st == KI_OK) {
             st = ki_weights_attach(m, o.verify_crc, err);
         }
+        /* every attribute now lives in m->weights: unmap the file so it leaves resident memory */
+        ki_zip_close(m->zip);
+        m->zip = NULL;
     }
     if (st == KI_OK && !o.graph_only) {
         for (int n = 0; n < m->g->n_nodes && !bin_path && st == KI_OK; n++) {
