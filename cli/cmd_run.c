@@ -30,8 +30,13 @@ static void run_usage(FILE *f)
             "  --mean a,b,c       per-channel mean subtracted after scaling (default 0)\n"
             "  --std a,b,c        per-channel divisor (default 1)\n"
             "  --imagenet         --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225\n"
-            "  --letterbox        keep the aspect ratio, pad with 114/255\n"
-            "  --task T           classify | raw: how to present outputs (default: automatic)\n"
+            "  --letterbox        keep the aspect ratio, pad with 114/255 (on for detectors)\n"
+            "  --task T           classify | detect | raw: how to present outputs (default:\n"
+            "                     automatic; an output (N, >=100 boxes, 5+classes) is a detector)\n"
+            "  --conf C           detector: keep boxes with objectness x class score >= C (0.25)\n"
+            "  --iou T            detector: class-aware NMS IoU threshold (default 0.45)\n"
+            "  --draw OUT.jpg     detector: write the image with boxes (.png/.bmp/.tga/JPEG;\n"
+            "                     several images give OUT_0.jpg, OUT_1.jpg, ...)\n"
             "  --json             machine-readable results on stdout\n"
             "  --verbose          report planned tensor memory and timings on stderr\n",
             ki_cli_default_threads());
@@ -55,13 +60,59 @@ static int parse_floats3(const char *s, float *out)
     return 1;
 }
 
+static int parse_unit(const char *s, float *out)
+{
+    char *end;
+    float v = strtof(s, &end);
+    if (end == s || *end != '\0' || !(v >= 0.0f && v <= 1.0f)) {
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* An option with a value: 1 when a and next are valid (next consumed), 0 otherwise. */
+static int parse_value_opt(const char *a, const char *next, run_opts *o)
+{
+    long v;
+    if (strcmp(a, "--save-dir") == 0) {
+        o->save_dir = next;
+    } else if (strcmp(a, "--labels") == 0) {
+        o->labels_path = next;
+    } else if (strcmp(a, "--draw") == 0) {
+        o->draw = next;
+    } else if (strcmp(a, "--task") == 0) {
+        if (strcmp(next, "classify") != 0 && strcmp(next, "detect") != 0 &&
+            strcmp(next, "raw") != 0) {
+            return 0;
+        }
+        o->task = next;
+    } else if (strcmp(a, "--threads") == 0 && ki_cli_parse_int(next, 1, 1024, &v)) {
+        o->threads = (int)v;
+    } else if (strcmp(a, "--topk") == 0 && ki_cli_parse_int(next, 1, 1000000, &v)) {
+        o->topk = (int)v;
+    } else if (strcmp(a, "--conf") == 0) {
+        return parse_unit(next, &o->conf);
+    } else if (strcmp(a, "--iou") == 0) {
+        return parse_unit(next, &o->iou);
+    } else if (strcmp(a, "--mean") == 0) {
+        return parse_floats3(next, o->mean);
+    } else if (strcmp(a, "--std") == 0) {
+        return parse_floats3(next, o->std) && o->std[0] != 0 && o->std[1] != 0 && o->std[2] != 0;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 static int parse_args(int argc, char **argv, run_opts *o)
 {
     static const float imean[3] = { 0.485f, 0.456f, 0.406f }, istd[3] = { 0.229f, 0.224f, 0.225f };
-    long v;
     int npos = 0;
     o->threads = ki_cli_default_threads();
     o->topk = 5;
+    o->conf = 0.25f;
+    o->iou = 0.45f;
     for (int i = 0; i < 3; i++) {
         o->mean[i] = 0.0f;
         o->std[i] = 1.0f;
@@ -84,23 +135,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
         } else if (strcmp(a, "--imagenet") == 0) {
             memcpy(o->mean, imean, sizeof imean);
             memcpy(o->std, istd, sizeof istd);
-        } else if (next && strcmp(a, "--save-dir") == 0) {
-            o->save_dir = argv[++i];
-        } else if (next && strcmp(a, "--labels") == 0) {
-            o->labels_path = argv[++i];
-        } else if (next && strcmp(a, "--task") == 0 &&
-                   (strcmp(next, "classify") == 0 || strcmp(next, "raw") == 0)) {
-            o->task = argv[++i];
-        } else if (next && strcmp(a, "--threads") == 0 && ki_cli_parse_int(next, 1, 1024, &v)) {
-            o->threads = (int)v;
-            i++;
-        } else if (next && strcmp(a, "--topk") == 0 && ki_cli_parse_int(next, 1, 1000000, &v)) {
-            o->topk = (int)v;
-            i++;
-        } else if (next && strcmp(a, "--mean") == 0 && parse_floats3(next, o->mean)) {
-            i++;
-        } else if (next && strcmp(a, "--std") == 0 && parse_floats3(next, o->std) &&
-                   o->std[0] != 0 && o->std[1] != 0 && o->std[2] != 0) {
+        } else if (next && a[0] == '-' && parse_value_opt(a, next, o)) {
             i++;
         } else if (a[0] == '-' && a[1] != '\0') {
             ki_cli_error("run: bad option or value: '%s%s%s'", a, next ? " " : "", next ? next : "");
@@ -191,7 +226,42 @@ typedef struct input_buf {
     float *data;
 } input_buf;
 
-static ki_status image_batch(const run_opts *o, const ki_model *m, input_buf *ib, ki_error *err)
+/* Whether images are going to a detector: then they are letterboxed, as YOLOv5 does. */
+static bool wants_detect(const run_opts *o, const ki_model *m)
+{
+    if (o->task) {
+        return strcmp(o->task, "detect") == 0;
+    }
+    if (ki_model_n_outputs(m) < 1) {
+        return false;
+    }
+    ki_shape d = ki_model_output_decl(m, 0);
+    return ki_run_is_detector_shape(&d, true);
+}
+
+/* The network size for images: the declared H and W, or for dynamic inputs a detector's
+ * KI_RUN_DETECT_SIZE or else the first image's own size. */
+static ki_status image_size(const run_opts *o, ki_image_prep *p, const ki_shape *decl, bool detect,
+                            ki_error *err)
+{
+    if (decl->d[2] >= 0 && decl->d[3] >= 0) {
+        return KI_OK;
+    }
+    ki_image_prep probe = *p;
+    probe.height = probe.width = 1;
+    float one[3];
+    ki_image_info info;
+    ki_status st = ki_image_load(o->inputs[0], &probe, one, &info, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    p->height = decl->d[2] >= 0 ? (int)decl->d[2] : detect ? KI_RUN_DETECT_SIZE : info.orig_h;
+    p->width = decl->d[3] >= 0 ? (int)decl->d[3] : detect ? KI_RUN_DETECT_SIZE : info.orig_w;
+    return KI_OK;
+}
+
+static ki_status image_batch(const run_opts *o, const ki_model *m, input_buf *ib,
+                             ki_detect_map *maps, ki_error *err)
 {
     ki_shape decl = ki_model_input_decl(m, 0);
     char buf[128];
@@ -200,25 +270,15 @@ static ki_status image_batch(const run_opts *o, const ki_model *m, input_buf *ib
                        "input 0 has shape %s: images need an (N,C,H,W) input with a known C; give a .npy instead",
                        decl.ndim < 0 ? "(unannotated)" : ki_shape_str(&decl, buf, sizeof buf));
     }
-    ki_image_prep p = { (int)decl.d[1], (int)decl.d[2], (int)decl.d[3], o->letterbox, { 0 }, { 0 } };
+    bool detect = wants_detect(o, m);
+    ki_image_prep p = { (int)decl.d[1], (int)decl.d[2], (int)decl.d[3], o->letterbox || detect,
+                        { 0 }, { 0 } };
     memcpy(p.mean, o->mean, sizeof p.mean);
     memcpy(p.std, o->std, sizeof p.std);
-    if (decl.d[2] < 0 || decl.d[3] < 0) {
-        /* dynamic resolution: take the first image's own size */
-        ki_image_prep probe = p;
-        probe.height = probe.width = 1;
-        float one[3];
-        ki_image_info info;
-        ki_status st = ki_image_load(o->inputs[0], &probe, one, &info, err);
-        if (st != KI_OK) {
-            return st;
-        }
-        p.height = decl.d[2] < 0 ? info.orig_h : (int)decl.d[2];
-        p.width = decl.d[3] < 0 ? info.orig_w : (int)decl.d[3];
-    }
+    ki_status st = image_size(o, &p, &decl, detect, err);
     int64_t d[4] = { o->n_inputs, p.channels, p.height, p.width };
     ib->shape = ki_shape_make(4, d);
-    ki_status st = ki_shape_check(&ib->shape, err);
+    st = st == KI_OK ? ki_shape_check(&ib->shape, err) : st;
     if (st != KI_OK) {
         return st;
     }
@@ -234,6 +294,7 @@ static ki_status image_batch(const run_opts *o, const ki_model *m, input_buf *ib
         if (st != KI_OK) {
             return st;
         }
+        maps[i] = ki_detect_map_image(&p, &info);
         if (progress && (i % 16 == 15 || i + 1 == o->n_inputs)) {
             fprintf(stderr, "\rkinfer: decoded %d/%d images", i + 1, o->n_inputs);
         }
@@ -244,15 +305,17 @@ static ki_status image_batch(const run_opts *o, const ki_model *m, input_buf *ib
     return KI_OK;
 }
 
-static ki_status load_inputs(const run_opts *o, const ki_model *m, input_buf *ib, ki_error *err)
+static ki_status load_inputs(const run_opts *o, const ki_model *m, input_buf *ib,
+                             ki_detect_map *maps, bool *images, ki_error *err)
 {
     int need = ki_model_n_inputs(m);
     bool all_images = true;
     for (int i = 0; i < o->n_inputs; i++) {
         all_images = all_images && !strstr(o->inputs[i], ".npy");
     }
-    if (need == 1 && all_images) {
-        return image_batch(o, m, &ib[0], err);
+    *images = need == 1 && all_images;
+    if (*images) {
+        return image_batch(o, m, &ib[0], maps, err);
     }
     if (o->n_inputs != need) {
         return KI_FAIL(err, KI_ERR_SHAPE, "the model has %d input%s, %d given", need,
@@ -293,16 +356,43 @@ static ki_status save_outputs(const run_opts *o, const ki_model *m, const ki_ses
     return st;
 }
 
-static int run_model(const run_opts *o, char **owned, int n_owned)
+/* Plans a session for the loaded inputs, copies them in and runs it. */
+static ki_status run_session(const run_opts *o, const ki_model *m, const input_buf *ib,
+                             ki_session **out, ki_error *err)
+{
+    int n_in = ki_model_n_inputs(m);
+    ki_shape *shapes = calloc((size_t)n_in + 1, sizeof *shapes);
+    if (!shapes) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < n_in; i++) {
+        shapes[i] = ib[i].shape;
+    }
+    ki_session_options so = { o->threads, 0 };
+    ki_status st = ki_session_create(m, shapes, n_in, &so, out, err);
+    free(shapes);
+    for (int i = 0; st == KI_OK && i < n_in; i++) {
+        ki_tensor t = ki_session_input(*out, i);
+        memcpy(t.data, ib[i].data, (size_t)ki_shape_count(&t.shape) * sizeof(float));
+    }
+    if (st == KI_OK && o->verbose) {
+        fprintf(stderr, "kinfer: %.1f MiB of weights, %.1f MiB of planned tensor memory\n",
+                (double)ki_model_weight_bytes(m) / (1 << 20),
+                (double)ki_session_planned_bytes(*out) / (1 << 20));
+    }
+    return st == KI_OK ? ki_session_run(*out, err) : st;
+}
+
+static int run_model(const run_opts *o)
 {
     ki_error err;
     ki_model *m = NULL;
     ki_session *s = NULL;
     labels lb = { NULL, 0 };
-    int rc = KI_EXIT_FAIL;
+    bool images = false;
     input_buf *ib = calloc((size_t)o->n_inputs + 1, sizeof *ib);
-    ki_shape *shapes = calloc((size_t)o->n_inputs + 1, sizeof *shapes);
-    ki_status st = ib && shapes ? KI_OK : KI_FAIL(&err, KI_ERR_NOMEM, "out of memory");
+    ki_detect_map *maps = calloc((size_t)o->n_inputs + 1, sizeof *maps);
+    ki_status st = ib && maps ? KI_OK : KI_FAIL(&err, KI_ERR_NOMEM, "out of memory");
     if (st == KI_OK) {
         st = ki_model_load(o->param, o->bin, NULL, &m, &err);
     }
@@ -310,46 +400,33 @@ static int run_model(const run_opts *o, char **owned, int n_owned)
         st = ki_labels_load(o->labels_path, &lb, &err);
     }
     if (st == KI_OK) {
-        st = load_inputs(o, m, ib, &err);
+        st = load_inputs(o, m, ib, maps, &images, &err);
     }
-    int n_in = m ? ki_model_n_inputs(m) : 0;
-    for (int i = 0; st == KI_OK && i < n_in; i++) {
-        shapes[i] = ib[i].shape;
-    }
-    ki_session_options so = { o->threads, 0 };
-    if (st == KI_OK) {
-        st = ki_session_create(m, shapes, n_in, &so, &s, &err);
-    }
-    for (int i = 0; st == KI_OK && i < n_in; i++) {
-        ki_tensor t = ki_session_input(s, i);
-        memcpy(t.data, ib[i].data, (size_t)ki_shape_count(&t.shape) * sizeof(float));
-    }
-    if (st == KI_OK && o->verbose) {
-        fprintf(stderr, "kinfer: %.1f MiB of weights, %.1f MiB of planned tensor memory\n",
-                (double)ki_model_weight_bytes(m) / (1 << 20), (double)ki_session_planned_bytes(s) / (1 << 20));
+    if (st == KI_OK && o->draw && !images) {
+        st = KI_FAIL(&err, KI_ERR_UNSUPPORTED, "--draw needs image inputs");
     }
     if (st == KI_OK) {
-        st = ki_session_run(s, &err);
+        st = run_session(o, m, ib, &s, &err);
     }
     if (st == KI_OK && o->save_dir) {
         st = save_outputs(o, m, s, &err);
     }
     if (st == KI_OK) {
-        ki_run_print(o, m, s, &lb, o->inputs, o->n_inputs);
-        rc = KI_EXIT_OK;
-    } else {
+        run_sources src = { o->inputs, o->n_inputs, images ? maps : NULL };
+        st = ki_run_print(o, m, s, &lb, &src, &err);
+    }
+    if (st != KI_OK) {
         ki_cli_error("%s", err.msg);
     }
     for (int i = 0; ib && i < o->n_inputs; i++) {
         free(ib[i].data);
     }
     free(ib);
-    free(shapes);
+    free(maps);
     ki_labels_free(&lb);
     ki_session_destroy(s);
     ki_model_destroy(m);
-    (void)owned, (void)n_owned;
-    return rc;
+    return st == KI_OK ? KI_EXIT_OK : KI_EXIT_FAIL;
 }
 
 int ki_cli_run(int argc, char **argv)
@@ -364,7 +441,7 @@ int ki_cli_run(int argc, char **argv)
     }
     if (rc == KI_EXIT_OK) {
         ki_cli_set_threads(o.threads);
-        rc = run_model(&o, owned, n_owned);
+        rc = run_model(&o);
     }
     for (int i = 0; i < n_owned; i++) {
         free(owned[i]);

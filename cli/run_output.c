@@ -72,16 +72,26 @@ static void json_string(const char *s)
     putchar('"');
 }
 
-static bool is_classifier(const run_opts *o, const ki_session *s, const ki_model *m)
+typedef enum run_task { TASK_RAW, TASK_CLASSIFY, TASK_DETECT } run_task;
+
+bool ki_run_is_detector_shape(const ki_shape *s, bool allow_unknown)
 {
-    if (o->task && strcmp(o->task, "classify") == 0) {
-        return true;
-    }
-    if (o->task && strcmp(o->task, "raw") == 0) {
-        return false;
+    return s->ndim == 3 && s->d[2] >= 6 && (s->d[1] >= 100 || (allow_unknown && s->d[1] < 0));
+}
+
+static run_task pick_task(const run_opts *o, const ki_session *s, const ki_model *m)
+{
+    if (o->task) {
+        return strcmp(o->task, "classify") == 0 ? TASK_CLASSIFY
+               : strcmp(o->task, "detect") == 0 ? TASK_DETECT
+                                                : TASK_RAW;
     }
     ki_tensor t = ki_session_output(s, 0);
-    return ki_model_n_outputs(m) == 1 && t.shape.ndim == 2 && t.shape.d[1] > 1;
+    if (ki_run_is_detector_shape(&t.shape, false)) {
+        return TASK_DETECT;
+    }
+    bool cls = ki_model_n_outputs(m) == 1 && t.shape.ndim == 2 && t.shape.d[1] > 1;
+    return cls ? TASK_CLASSIFY : TASK_RAW;
 }
 
 /* Top-k of one row with softmax probabilities (stable: max subtracted). */
@@ -167,27 +177,123 @@ static void print_stats(const run_opts *o, const ki_model *m, const ki_session *
     }
 }
 
-void ki_run_print(const run_opts *o, const ki_model *m, const ki_session *s, const labels *lb,
-                  const char *const *sources, int n_sources)
+/* "out.jpg" for one image; "out_3.jpg" for image 3 of several. */
+static void draw_path(const char *draw, int idx, int n, char *buf, size_t size)
 {
-    bool cls = is_classifier(o, s, m);
+    const char *dot = strrchr(draw, '.'), *slash = strrchr(draw, '/');
+    if (n <= 1) {
+        snprintf(buf, size, "%s", draw);
+    } else if (!dot || (slash && dot < slash)) {
+        snprintf(buf, size, "%s_%d", draw, idx);
+    } else {
+        snprintf(buf, size, "%.*s_%d%s", (int)(dot - draw), draw, idx, dot);
+    }
+}
+
+static void print_dets(const run_opts *o, const ki_det *d, int n, const labels *lb,
+                       const char *src, int idx, bool last)
+{
+    if (o->json) {
+        printf("    {\"input\": ");
+        json_string(src);
+        printf(", \"index\": %d, \"detections\": [", idx);
+    } else {
+        printf("%s: %d detection%s\n", src, n, n == 1 ? "" : "s");
+    }
+    for (int i = 0; i < n; i++) {
+        const char *name = lb->names && d[i].cls < lb->n ? lb->names[d[i].cls] : NULL;
+        if (o->json) {
+            printf("%s\n      {\"class\": %d, ", i ? "," : "", d[i].cls);
+            if (name) {
+                printf("\"label\": ");
+                json_string(name);
+                printf(", ");
+            }
+            printf("\"score\": %.4f, \"box\": [%.1f, %.1f, %.1f, %.1f]}", (double)d[i].score,
+                   (double)d[i].x1, (double)d[i].y1, (double)d[i].x2, (double)d[i].y2);
+        } else {
+            char id[32];
+            snprintf(id, sizeof id, "class %d", d[i].cls);
+            printf("  %-16s %.3f %8.1f %8.1f %8.1f %8.1f\n", name ? name : id, (double)d[i].score,
+                   (double)d[i].x1, (double)d[i].y1, (double)d[i].x2, (double)d[i].y2);
+        }
+    }
+    if (o->json) {
+        printf("%s]}%s\n", n ? "\n    " : "", last ? "" : ",");
+    }
+}
+
+/* One image's detections: filter, NMS, back to original pixels, print, draw. */
+static ki_status detect_image(const run_opts *o, const ki_tensor *t, int64_t r, const labels *lb,
+                              const run_sources *src, ki_det *buf, ki_error *err)
+{
+    const int64_t boxes = t->shape.d[1], no = t->shape.d[2];
+    const char *path = r < src->n ? src->paths[r] : src->paths[0];
+    int n = ki_detect_candidates(t->data + r * boxes * no, boxes, (int)no, o->conf, buf,
+                                 (int)boxes);
+    n = ki_detect_nms(buf, n, o->iou, KI_DETECT_MAX_DET);
+    if (src->maps && r < src->n) {
+        ki_detect_unmap(buf, n, &src->maps[r]);
+    }
+    print_dets(o, buf, n, lb, path, (int)r, r + 1 == t->shape.d[0]);
+    if (!o->draw) {
+        return KI_OK;
+    }
+    if (!src->maps) {
+        return KI_FAIL(err, KI_ERR_UNSUPPORTED, "--draw needs image inputs");
+    }
+    char out[4096];
+    draw_path(o->draw, (int)r, (int)t->shape.d[0], out, sizeof out);
+    return ki_detect_draw_file(path, out, buf, n, (const char *const *)lb->names, lb->n, err);
+}
+
+static ki_status print_detections(const run_opts *o, const ki_session *s, const labels *lb,
+                                  const run_sources *src, ki_error *err)
+{
+    ki_tensor t = ki_session_output(s, 0);
+    char b[128];
+    if (t.shape.ndim != 3 || t.shape.d[2] < 6 || t.shape.d[1] > INT32_MAX) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "output 0 has shape %s, not (N, boxes, 5 + classes)",
+                       ki_shape_str(&t.shape, b, sizeof b));
+    }
+    ki_det *buf = malloc(((size_t)t.shape.d[1] + 1) * sizeof *buf);
+    if (!buf) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    ki_status st = KI_OK;
+    for (int64_t r = 0; r < t.shape.d[0] && st == KI_OK; r++) {
+        st = detect_image(o, &t, r, lb, src, buf, err);
+    }
+    free(buf);
+    return st;
+}
+
+ki_status ki_run_print(const run_opts *o, const ki_model *m, const ki_session *s, const labels *lb,
+                       const run_sources *src, ki_error *err)
+{
+    static const char *const names[] = { "raw", "classify", "detect" };
+    run_task task = pick_task(o, s, m);
+    ki_status st = KI_OK;
     if (o->json) {
         printf("{\n  \"model\": ");
         json_string(o->param);
-        printf(",\n  \"task\": \"%s\",\n  \"results\": [\n", cls ? "classify" : "raw");
+        printf(",\n  \"task\": \"%s\",\n  \"results\": [\n", names[task]);
     }
-    if (cls) {
+    if (task == TASK_CLASSIFY) {
         ki_tensor t = ki_session_output(s, 0);
         int64_t rows = t.shape.ndim == 2 ? t.shape.d[0] : 1;
         int64_t k = ki_shape_count(&t.shape) / (rows ? rows : 1);
         for (int64_t r = 0; r < rows; r++) {
-            const char *src = r < n_sources ? sources[r] : sources[0];
-            print_row_topk(o, t.data + r * k, k, lb, src, (int)r, r + 1 == rows);
+            const char *p = r < src->n ? src->paths[r] : src->paths[0];
+            print_row_topk(o, t.data + r * k, k, lb, p, (int)r, r + 1 == rows);
         }
+    } else if (task == TASK_DETECT) {
+        st = print_detections(o, s, lb, src, err);
     } else {
         print_stats(o, m, s);
     }
     if (o->json) {
         printf("  ]\n}\n");
     }
+    return st;
 }

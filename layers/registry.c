@@ -11,6 +11,7 @@
 #include "reg_elementwise.def"
 #include "reg_expr.def"
 #include "reg_shape.def"
+#include "reg_yolo.def"
 #undef KI_LAYER
 
 #define KI_LAYER(sym) &sym,
@@ -20,6 +21,7 @@ static const ki_layer_ops *const table[] = {
 #include "reg_elementwise.def"
 #include "reg_expr.def"
 #include "reg_shape.def"
+#include "reg_yolo.def"
 };
 #undef KI_LAYER
 

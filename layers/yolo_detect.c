@@ -1,0 +1,350 @@
+/* yolo_detect.c - models.yolo.Detect, the YOLOv5 detection head kept whole by pnnx's
+ * `moduleop=models.yolo.Detect`.
+ *
+ * Inputs are the nl feature maps x_i (N, C_i, H_i, W_i). The operator carries the 1x1 convolutions
+ * @m.i.weight (na*no, C_i, 1, 1) and @m.i.bias (na*no), @anchors (nl, na, 2) in grid cells, and
+ * constants captured while tracing under @pnnx_NN names. Those are recognised by shape and
+ * content, never by number: the strides (nl values, e.g. 8 16 32) are required; grids
+ * (1, na, ny, nx, 2) holding the cell coordinates (optionally - 0.5) and anchor grids of the same
+ * shape holding anchors * stride (other YOLOv5 versions) are checked and then recomputed for the
+ * actual input size. Anything else is an error that names the attribute.
+ *
+ * For level i, anchor a and cell (gy, gx), with v = sigmoid(conv_i(x_i)) viewed as
+ * (N, na, H, W, no) (models/yolo.py, v6/v7):
+ *   xy = (2 v[0:2] + (gx, gy) - 0.5) * stride_i,  wh = (2 v[2:4])^2 * anchors[i][a] * stride_i,
+ *   the rest is v unchanged. Output 0 is (N, sum_i na H_i W_i, no), levels in order. If the
+ * operator has 1 + nl outputs, output 1 + i is the raw convolution (N, na, H_i, W_i, no), as the
+ * non-export Detect returns it.
+ *
+ * The convolutions are one cblas_sgemm per (image, level) into the workspace (na*no x H*W, the
+ * layout the gemm is fastest in); decoding then transposes into the output rows.
+ * State is immutable after create; thread-safe. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/ckd.h"
+#include "../core/layer.h"
+
+#define YD_MAX_LEVELS 8
+
+typedef struct yd_level {
+    const float *w; /* (na*no, c) row-major */
+    const float *b; /* (na*no) */
+    int64_t c;
+    float stride;
+} yd_level;
+
+typedef struct yd_state {
+    int nl, na, no;
+    bool raw_outputs;
+    const float *anchors; /* (nl, na, 2), in cells */
+    yd_level lv[YD_MAX_LEVELS];
+} yd_state;
+
+static ki_status load_anchors(const ki_op_desc *op, yd_state *s, ki_error *err)
+{
+    const ki_attr *a = ki_op_attr(op, "anchors");
+    if (!a) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "attribute @anchors is missing");
+    }
+    if (a->shape.ndim != 3 || a->shape.d[0] != s->nl || a->shape.d[2] != 2 || a->shape.d[1] < 1 ||
+        a->shape.d[1] > 64 || a->numel != a->shape.d[0] * a->shape.d[1] * 2 || !a->data) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "@anchors must be (%d, na, 2) with data", s->nl);
+    }
+    s->na = (int)a->shape.d[1];
+    s->anchors = a->data;
+    return KI_OK;
+}
+
+static ki_status load_level(const ki_op_desc *op, yd_state *s, int i, ki_error *err)
+{
+    char wk[32], bk[32];
+    snprintf(wk, sizeof wk, "m.%d.weight", i);
+    snprintf(bk, sizeof bk, "m.%d.bias", i);
+    const ki_attr *w = ki_op_attr(op, wk), *b = ki_op_attr(op, bk);
+    if (!w || !b) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "attribute @%s is missing", w ? bk : wk);
+    }
+    const int64_t *d = w->shape.d;
+    if (w->shape.ndim != 4 || d[2] != 1 || d[3] != 1 || d[0] < 1 || d[1] < 1 || !w->data ||
+        w->numel != d[0] * d[1]) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "@%s must be a (out, in, 1, 1) weight with data", wk);
+    }
+    if (d[0] % s->na != 0 || d[0] / s->na < 5 || d[0] / s->na > (int64_t)1 << 20 ||
+        (i > 0 && d[0] != (int64_t)s->na * s->no)) {
+        return KI_FAIL(err, KI_ERR_FORMAT,
+                       "@%s has %lld output channels, not %d anchors x (5 + classes)", wk,
+                       (long long)d[0], s->na);
+    }
+    s->no = (int)(d[0] / s->na);
+    if (b->shape.ndim != 1 || b->shape.d[0] != d[0] || !b->data) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "@%s must be (%lld) with data", bk, (long long)d[0]);
+    }
+    s->lv[i].w = w->data;
+    s->lv[i].b = b->data;
+    s->lv[i].c = d[1];
+    return KI_OK;
+}
+
+static bool near(double a, double b)
+{
+    return fabs(a - b) <= 1e-4 * (1.0 + fabs(b));
+}
+
+/* A (1, na, ny, nx, 2) tensor of cell coordinates (x, y) + off, for off 0 or -0.5. */
+static bool is_grid(const ki_attr *a)
+{
+    const int64_t ny = a->shape.d[2], nx = a->shape.d[3];
+    for (int k = 0; k < 2; k++) {
+        double off = k == 0 ? 0.0 : -0.5;
+        bool ok = true;
+        for (int64_t j = 0; ok && j < a->numel / 2; j++) {
+            int64_t cell = j % (ny * nx);
+            ok = near(a->data[2 * j], (double)(cell % nx) + off) &&
+                 near(a->data[2 * j + 1], (double)(cell / nx) + off);
+        }
+        if (ok) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A (1, na, ny, nx, 2) tensor equal to anchors[l][a] * stride[l] everywhere, for some level l. */
+static bool is_anchor_grid(const yd_state *s, const ki_attr *a)
+{
+    const int64_t cells = a->shape.d[2] * a->shape.d[3];
+    for (int l = 0; l < s->nl; l++) {
+        bool ok = true;
+        for (int64_t j = 0; ok && j < a->numel / 2; j++) {
+            const float *anc = s->anchors + ((int64_t)l * s->na + j / cells) * 2;
+            ok = near(a->data[2 * j], (double)anc[0] * s->lv[l].stride) &&
+                 near(a->data[2 * j + 1], (double)anc[1] * s->lv[l].stride);
+        }
+        if (ok) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool is_strides(const yd_state *s, const ki_attr *a)
+{
+    if (a->shape.ndim > 1 || a->numel != s->nl || !a->data) {
+        return false;
+    }
+    for (int i = 0; i < s->nl; i++) {
+        float v = a->data[i];
+        if (!(v >= 1.0f && v <= 4096.0f) || v != floorf(v) || (i > 0 && v <= a->data[i - 1])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool is_grid_shaped(const yd_state *s, const ki_attr *a)
+{
+    const int64_t *d = a->shape.d;
+    return a->shape.ndim == 5 && d[0] == 1 && d[1] == s->na && d[4] == 2 && a->data &&
+           a->numel == d[1] * d[2] * d[3] * 2;
+}
+
+static bool is_known_key(const char *k)
+{
+    return strcmp(k, "anchors") == 0 || strncmp(k, "m.", 2) == 0;
+}
+
+/* Finds the strides among the captured constants, then checks that every other one is a grid
+ * or an anchor grid. */
+static ki_status identify_constants(const ki_op_desc *op, yd_state *s, ki_error *err)
+{
+    const ki_attr *strides = NULL, *other = NULL;
+    for (int i = 0; i < op->n_attrs; i++) {
+        const ki_attr *a = &op->attrs[i];
+        if (is_known_key(a->key)) {
+            continue;
+        }
+        if (!is_strides(s, a)) {
+            other = other ? other : a;
+        } else if (strides) {
+            return KI_FAIL(err, KI_ERR_FORMAT, "attributes @%s and @%s both look like the strides",
+                           strides->key, a->key);
+        } else {
+            strides = a;
+        }
+    }
+    if (!strides) {
+        return KI_FAIL(err, KI_ERR_FORMAT,
+                       "no captured constant holds the %d strides (e.g. 8, 16, 32)%s%s", s->nl,
+                       other ? "; unexpected attribute @" : "", other ? other->key : "");
+    }
+    for (int i = 0; i < s->nl; i++) {
+        s->lv[i].stride = strides->data[i];
+    }
+    for (int i = 0; i < op->n_attrs; i++) {
+        const ki_attr *a = &op->attrs[i];
+        if (a == strides || is_known_key(a->key)) {
+            continue;
+        }
+        if (!is_grid_shaped(s, a) || (!is_grid(a) && !is_anchor_grid(s, a))) {
+            return KI_FAIL(err, KI_ERR_UNSUPPORTED,
+                           "unexpected attribute @%s: not the strides, a grid or an anchor grid",
+                           a->key);
+        }
+    }
+    return KI_OK;
+}
+
+static ki_status yd_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    int nl = op->n_inputs;
+    if (nl < 1 || nl > YD_MAX_LEVELS || (op->n_outputs != 1 && op->n_outputs != 1 + nl)) {
+        return KI_FAIL(err, KI_ERR_FORMAT,
+                       "expected 1..%d inputs and 1 or 1+inputs outputs, got %d and %d",
+                       YD_MAX_LEVELS, op->n_inputs, op->n_outputs);
+    }
+    yd_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    s->nl = nl;
+    s->raw_outputs = op->n_outputs > 1;
+    ki_status st = load_anchors(op, s, err);
+    for (int i = 0; i < nl && st == KI_OK; i++) {
+        st = load_level(op, s, i, err);
+    }
+    if (st == KI_OK) {
+        st = identify_constants(op, s, err);
+    }
+    if (st != KI_OK) {
+        free(s);
+        return st;
+    }
+    *state = s;
+    return KI_OK;
+}
+
+static ki_status yd_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out, int n_out,
+                          ki_error *err)
+{
+    const yd_state *s = state;
+    int64_t rows = 0;
+    if (n_in != s->nl || n_out != (s->raw_outputs ? 1 + s->nl : 1)) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "expected %d inputs", s->nl);
+    }
+    for (int i = 0; i < n_in; i++) {
+        const int64_t *d = in[i].d;
+        int64_t cells;
+        if (in[i].kind != KI_KIND_TENSOR || in[i].ndim != 4 || d[1] != s->lv[i].c ||
+            d[0] != in[0].d[0]) {
+            return KI_FAIL(err, KI_ERR_SHAPE,
+                           "input %d must be (N, %lld, H, W) with the batch of input 0", i,
+                           (long long)s->lv[i].c);
+        }
+        if (!ki_ckd_mul_i64(&cells, d[2], d[3]) || !ki_ckd_mul_i64(&cells, cells, s->na) ||
+            !ki_ckd_add_i64(&rows, rows, cells) || cells > INT32_MAX || d[1] > INT32_MAX) {
+            return KI_FAIL(err, KI_ERR_LIMIT, "input %d is too large", i);
+        }
+        if (s->raw_outputs) {
+            int64_t rd[5] = { d[0], s->na, d[2], d[3], s->no };
+            out[1 + i] = ki_shape_make(5, rd);
+        }
+    }
+    int64_t od[3] = { in[0].d[0], rows, s->no };
+    out[0] = ki_shape_make(3, od);
+    return ki_shape_check(&out[0], err);
+}
+
+static size_t yd_workspace(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
+                           int n_out, int n_threads)
+{
+    const yd_state *s = state;
+    (void)out, (void)n_out, (void)n_threads;
+    size_t most = 0;
+    for (int i = 0; i < n_in; i++) {
+        /* checked in shape(): na * H * W fits in int32 and no is at most 2^20 */
+        size_t n = (size_t)s->na * (size_t)s->no * (size_t)in[i].d[2] * (size_t)in[i].d[3];
+        most = n > most ? n : most;
+    }
+    return most * sizeof(float);
+}
+
+/* Decodes one level of one image: z is the convolution (na*no, hw) without bias; y gets the
+ * level's na*hw rows of no values. Rows are split between threads. */
+static void decode_level(const yd_state *s, int level, int64_t h, int64_t w, const float *z,
+                         float *y, int n_threads)
+{
+    const int no = s->no;
+    const int64_t hw = h * w, rows = hw * s->na;
+    const float stride = s->lv[level].stride;
+#pragma omp parallel for num_threads(n_threads) schedule(static) if (rows * no > 32768)
+    for (int64_t row = 0; row < rows; row++) {
+        const int64_t a = row / hw, c = row % hw;
+        const float *bias = s->lv[level].b + a * no, *zc = z + a * no * hw + c;
+        const float *anc = s->anchors + ((int64_t)level * s->na + a) * 2;
+        float *r = y + row * no;
+        for (int k = 0; k < no; k++) {
+            r[k] = 1.0f / (1.0f + expf(-(zc[(int64_t)k * hw] + bias[k])));
+        }
+        /* models/yolo.py: xy = (2v + grid) * stride with grid = cell - 0.5;
+         * wh = (2v)^2 * anchor_grid with anchor_grid = anchor * stride */
+        r[0] = (r[0] * 2.0f + ((float)(c % w) - 0.5f)) * stride;
+        r[1] = (r[1] * 2.0f + ((float)(c / w) - 0.5f)) * stride;
+        float tw = r[2] * 2.0f, th = r[3] * 2.0f;
+        r[2] = tw * tw * (anc[0] * stride);
+        r[3] = th * th * (anc[1] * stride);
+    }
+}
+
+/* The raw convolution with bias as (na, hw, no), for the extra outputs. */
+static void raw_level(const yd_state *s, int level, int64_t hw, const float *z, float *raw)
+{
+    const int64_t rows = hw * s->na, no = s->no;
+    for (int64_t row = 0; row < rows; row++) {
+        const int64_t a = row / hw, c = row % hw;
+        for (int64_t k = 0; k < no; k++) {
+            raw[row * no + k] = z[(a * no + k) * hw + c] + s->lv[level].b[a * no + k];
+        }
+    }
+}
+
+static ki_status yd_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
+                            int n_out, const ki_exec *ex)
+{
+    const yd_state *s = state;
+    (void)n_out;
+    const int64_t n_img = in[0].shape.d[0], rows = out[0].shape.d[1], no = s->no;
+    float *z = ex->workspace;
+    for (int64_t n = 0; n < n_img; n++) {
+        int64_t row = 0;
+        for (int i = 0; i < n_in; i++) {
+            const int64_t c = s->lv[i].c, h = in[i].shape.d[2], w = in[i].shape.d[3], hw = h * w;
+            if (hw == 0) {
+                continue;
+            }
+            /* z (na*no x hw) = W (na*no x c) * x (c x hw): the 1x1 convolution, bias later */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(s->na * no), (int)hw,
+                        (int)c, 1.0f, s->lv[i].w, (int)c, in[i].data + n * c * hw, (int)hw, 0.0f, z,
+                        (int)hw);
+            if (s->raw_outputs) {
+                raw_level(s, i, hw, z, out[1 + i].data + n * s->na * hw * no);
+            }
+            decode_level(s, i, h, w, z, out[0].data + (n * rows + row) * no, ex->n_threads);
+            row += s->na * hw;
+        }
+    }
+    return KI_OK;
+}
+
+const ki_layer_ops ki_layer_yolo_detect = {
+    .type = "models.yolo.Detect",
+    .create = yd_create,
+    .shape = yd_shape,
+    .workspace = yd_workspace,
+    .forward = yd_forward,
+    .destroy = free,
+};
