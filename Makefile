@@ -72,7 +72,7 @@ deps:
 	@sh tests/deps.sh
 
 format:
-	clang-format -i $(LIB_SRC) $(wildcard core/*.h parser/*.h layers/*.h cli/*.[ch] tests/unit/*.c)
+	clang-format -i $(LIB_SRC) $(wildcard core/*.h parser/*.h layers/*.h cli/*.[ch])
 
 clean:
 	rm -rf build kinfer

@@ -23,7 +23,8 @@ static void run_usage(FILE *f)
             "scaled to [0,1] and normalised with --mean/--std.\n"
             "\n"
             "options:\n"
-            "  --save-dir DIR     write each output as DIR/out0.npy, out1.npy, ... (float32)\n"
+            "  --save-dir DIR     write each output as DIR/out0.npy, out1.npy, ... (float32), and the\n"
+            "                     inputs as the model saw them as DIR/in0.npy, ...\n"
             "  --threads N        threads to use (default: all cores, here %d)\n"
             "  --topk K           classes to show for a classifier (default 5)\n"
             "  --labels FILE      class names, one a line\n"
@@ -350,6 +351,12 @@ static ki_status save_outputs(const run_opts *o, const ki_model *m, const ki_ses
     for (int i = 0; i < ki_model_n_outputs(m) && st == KI_OK; i++) {
         ki_tensor t = ki_session_output(s, i);
         snprintf(path, len, "%s/out%d.npy", o->save_dir, i);
+        st = ki_npy_write(path, &t.shape, t.data, err);
+    }
+    /* the inputs as the model saw them (after image preprocessing), to re-run or compare */
+    for (int i = 0; i < ki_model_n_inputs(m) && st == KI_OK; i++) {
+        ki_tensor t = ki_session_input(s, i);
+        snprintf(path, len, "%s/in%d.npy", o->save_dir, i);
         st = ki_npy_write(path, &t.shape, t.data, err);
     }
     free(path);
