@@ -90,6 +90,6 @@ help:
 include tests/fuzz/fuzz.mk
 
 # All libFuzzer targets, FUZZ_SECONDS each.
-fuzz: fuzz-expr
+fuzz: $(FUZZ_TARGETS)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -80,7 +80,10 @@ ki_status ki_image_load(const char *path, const ki_image_prep *prep, float *dst,
         return KI_FAIL(err, KI_ERR_FORMAT, "%s: cannot decode image: %s", path,
                        stbi_failure_reason() ? stbi_failure_reason() : "unknown format");
     }
-    if (w <= 0 || h <= 0 || (int64_t)w * h > KI_IMAGE_MAX_PIXELS) {
+    if (w <= 0 || h <= 0) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "%s: invalid image size %dx%d", path, w, h);
+    }
+    if ((int64_t)w * h > KI_IMAGE_MAX_PIXELS) {
         return KI_FAIL(err, KI_ERR_LIMIT, "%s: %dx%d pixels is more than kinfer accepts (%lld)", path,
                        w, h, (long long)KI_IMAGE_MAX_PIXELS);
     }

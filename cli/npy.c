@@ -128,8 +128,26 @@ static ki_status parse_shape(const char *p, const char *end, ki_shape *shape, co
         }
         shape->d[shape->ndim++] = v;
     }
-    return ki_shape_check(shape, err) == KI_OK ? KI_OK
-                                                : KI_FAIL(err, KI_ERR_LIMIT, "%s: %s", label, err->msg);
+    ki_status st = ki_shape_check(shape, err);
+    if (st != KI_OK) {
+        /* not KI_FAIL(err, .., err->msg): formatting a buffer into itself garbles it */
+        ki_error_prefix(err, "%s", label);
+    }
+    return st;
+}
+
+/* Length of the quoted token at p ('<f4' with its quotes), bounded by end and 16 bytes, so a
+ * message never reads past the header. */
+static int quoted_len(const char *p, const char *end)
+{
+    if (p >= end) {
+        return 0;
+    }
+    int n = 1;
+    while (n < 16 && p + n < end && p[n] != p[0]) {
+        n++;
+    }
+    return p + n < end && p[n] == p[0] ? n + 1 : n;
 }
 
 typedef struct npy_type {
@@ -219,8 +237,9 @@ ki_status ki_npy_parse(const unsigned char *buf, size_t len, const char *label, 
         }
     }
     if (t < 0) {
-        return KI_FAIL(err, KI_ERR_UNSUPPORTED, "%s: element type %.8s is not supported (float32 expected)",
-                       label, descr);
+        return KI_FAIL(err, KI_ERR_UNSUPPORTED,
+                       "%s: element type %.*s is not supported (float32 expected)", label,
+                       quoted_len(descr, end), descr);
     }
     ki_status st = parse_shape(sh, end, shape, label, err);
     if (st != KI_OK) {

@@ -133,6 +133,23 @@ static ki_status check_entry(const ki_model *m, const ki_op_desc *d, const ki_at
     return verify_crc ? ki_zip_verify(m->zip, e, err) : KI_OK;
 }
 
+/* Finds and checks the entry of attribute at of op d (exists, size, CRC) into *out. */
+static ki_status find_entry(const ki_model *m, const ki_op_desc *d, const ki_attr *at,
+                            bool verify_crc, const ki_zip_entry **out, ki_error *err)
+{
+    size_t len = strlen(d->name) + strlen(at->key) + 2;
+    char *name = malloc(len);
+    if (!name) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    snprintf(name, len, "%s.%s", d->name, at->key);
+    const ki_zip_entry *e = ki_zip_find(m->zip, name);
+    ki_status st = check_entry(m, d, at, e, name, verify_crc, err);
+    free(name);
+    *out = e;
+    return st;
+}
+
 ki_status ki_weights_attach(ki_model *m, bool verify_crc, ki_error *err)
 {
     ki_graph *g = m->g;
@@ -140,6 +157,17 @@ ki_status ki_weights_attach(ki_model *m, bool verify_crc, ki_error *err)
     ki_status st = check_attr_types(g, &total, err);
     if (st != KI_OK || total == 0) {
         return st;
+    }
+    /* Every entry is checked before the block is allocated, so the allocation is bounded by
+     * the .bin's real size, not by shapes the param file merely declares. */
+    const ki_zip_entry *e;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const ki_op_desc *d = &g->nodes[n].desc;
+        for (int a = 0; a < d->n_attrs; a++) {
+            if ((st = find_entry(m, d, &d->attrs[a], verify_crc, &e, err)) != KI_OK) {
+                return st;
+            }
+        }
     }
     m->weights = aligned_alloc(64, round64(total));
     if (!m->weights) {
@@ -151,16 +179,7 @@ ki_status ki_weights_attach(ki_model *m, bool verify_crc, ki_error *err)
         ki_op_desc *d = &g->nodes[n].desc;
         for (int a = 0; a < d->n_attrs; a++) {
             ki_attr *at = (ki_attr *)&d->attrs[a];
-            size_t len = strlen(d->name) + strlen(at->key) + 2;
-            char *name = malloc(len);
-            if (!name) {
-                return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
-            }
-            snprintf(name, len, "%s.%s", d->name, at->key);
-            const ki_zip_entry *e = ki_zip_find(m->zip, name);
-            st = check_entry(m, d, at, e, name, verify_crc, err);
-            free(name);
-            if (st != KI_OK) {
+            if ((st = find_entry(m, d, at, false, &e, err)) != KI_OK) {
                 return st;
             }
             float *dst = (float *)((char *)m->weights + off);
