@@ -39,7 +39,9 @@ static void run_usage(FILE *f)
             "  --draw OUT.jpg     detector: write the image with boxes (.png/.bmp/.tga/JPEG;\n"
             "                     several images give OUT_0.jpg, OUT_1.jpg, ...)\n"
             "  --json             machine-readable results on stdout\n"
-            "  --verbose          report planned tensor memory and timings on stderr\n",
+            "  --memory-limit MB  fail before planning more tensor memory than this\n"
+            "                     (default: the memory the system has available)\n"
+            "  --verbose          report weights, planned tensor memory and peak resident memory\n",
             ki_cli_default_threads());
 }
 
@@ -90,6 +92,8 @@ static int parse_value_opt(const char *a, const char *next, run_opts *o)
         o->task = next;
     } else if (strcmp(a, "--threads") == 0 && ki_cli_parse_int(next, 1, 1024, &v)) {
         o->threads = (int)v;
+    } else if (strcmp(a, "--memory-limit") == 0 && ki_cli_parse_int(next, 1, 1L << 30, &v)) {
+        o->memory_limit = (size_t)v << 20;
     } else if (strcmp(a, "--topk") == 0 && ki_cli_parse_int(next, 1, 1000000, &v)) {
         o->topk = (int)v;
     } else if (strcmp(a, "--conf") == 0) {
@@ -359,6 +363,13 @@ static ki_status save_outputs(const run_opts *o, const ki_model *m, const ki_ses
         snprintf(path, len, "%s/in%d.npy", o->save_dir, i);
         st = ki_npy_write(path, &t.shape, t.data, err);
     }
+    /* all or nothing: a failed write removes what this run already wrote */
+    for (int i = 0; st != KI_OK && i < ki_model_n_outputs(m) + ki_model_n_inputs(m); i++) {
+        bool is_out = i < ki_model_n_outputs(m);
+        snprintf(path, len, "%s/%s%d.npy", o->save_dir, is_out ? "out" : "in",
+                 is_out ? i : i - ki_model_n_outputs(m));
+        remove(path);
+    }
     free(path);
     return st;
 }
@@ -375,7 +386,7 @@ static ki_status run_session(const run_opts *o, const ki_model *m, const input_b
     for (int i = 0; i < n_in; i++) {
         shapes[i] = ib[i].shape;
     }
-    ki_session_options so = { o->threads, 0 };
+    ki_session_options so = { o->threads, o->memory_limit ? o->memory_limit : ki_cli_memory_available() };
     ki_status st = ki_session_create(m, shapes, n_in, &so, out, err);
     free(shapes);
     for (int i = 0; st == KI_OK && i < n_in; i++) {
@@ -387,7 +398,13 @@ static ki_status run_session(const run_opts *o, const ki_model *m, const input_b
                 (double)ki_model_weight_bytes(m) / (1 << 20),
                 (double)ki_session_planned_bytes(*out) / (1 << 20));
     }
-    return st == KI_OK ? ki_session_run(*out, err) : st;
+    if (st == KI_OK) {
+        st = ki_session_run(*out, err);
+    }
+    if (st == KI_OK && o->verbose) {
+        fprintf(stderr, "kinfer: peak resident memory %.1f MiB\n", (double)ki_cli_peak_rss() / (1 << 20));
+    }
+    return st;
 }
 
 static int run_model(const run_opts *o)

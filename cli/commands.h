@@ -3,6 +3,8 @@
 #ifndef KI_COMMANDS_H
 #define KI_COMMANDS_H
 
+#include <stddef.h>
+
 #define KI_EXIT_OK    0
 #define KI_EXIT_FAIL  1
 #define KI_EXIT_USAGE 2
@@ -20,5 +22,9 @@ int ki_cli_parse_int(const char *s, long lo, long hi, long *out);
 /* Sets the OpenMP team size and OpenBLAS's thread count for this process. */
 void ki_cli_set_threads(int n);
 int ki_cli_default_threads(void);
+/* Memory the system can still give us (MemAvailable), in bytes; 0 when unknown. */
+size_t ki_cli_memory_available(void);
+/* Peak resident memory of this process so far, in bytes. */
+size_t ki_cli_peak_rss(void);
 
 #endif

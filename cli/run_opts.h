@@ -19,6 +19,7 @@ typedef struct run_opts {
     int threads, topk;
     float conf, iou;
     bool json, letterbox, verbose, have_mean, have_std;
+    size_t memory_limit; /* bytes; 0: what the system has available */
     float mean[3], std[3];
 } run_opts;
 
