@@ -84,10 +84,12 @@ help:
 	@echo "make asan       the same under AddressSanitizer + UBSan (build/asan)"
 	@echo "make deps       install missing Debian packages (root) or print the apt-get line"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 60) each"
+	@echo "make bench      time the shared networks (kinfer bench beside ONNX Runtime), update docs/performance.md"
 	@echo "make format     clang-format the sources"
 	@echo "BUILD=dir       build directory (default build/release)"
 
 include tests/fuzz/fuzz.mk
+include tests/bench/bench.mk
 
 # All libFuzzer targets, FUZZ_SECONDS each.
 fuzz: $(FUZZ_TARGETS)

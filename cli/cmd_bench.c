@@ -1,9 +1,263 @@
-/* cmd_bench.c - `kinfer bench` (being written; issue #6). */
+/* cmd_bench.c - `kinfer bench`: time whole forward passes of a model (issue #6).
+ *
+ * Loads the model (with generated weights when no .bin is given), makes one session for the
+ * input shapes, fills the inputs with random numbers, warms up, then times each ki_session_run
+ * with a monotonic clock and prints min / median / max, planned memory and peak RSS. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
 #include "commands.h"
+
+#define BENCH_MAX_INPUTS 16
+
+typedef struct bench_opts {
+    const char *param, *bin;
+    int runs, warmup, threads, batch;
+    bool profile, json;
+    int n_shapes;
+    ki_shape shapes[BENCH_MAX_INPUTS]; /* from --input-shape, in input order */
+} bench_opts;
+
+static void bench_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kinfer bench MODEL.pnnx.param [MODEL.pnnx.bin] [options]\n"
+            "\n"
+            "Times whole forward passes. Without a .bin, weights are generated (random values of\n"
+            "the declared shapes), so any exported architecture can be timed from its param file.\n"
+            "\n"
+            "options:\n"
+            "  --runs N           timed runs (default 20)\n"
+            "  --warmup N         untimed runs first (default 3)\n"
+            "  --threads N        threads (default: all cores, here %d)\n"
+            "  --batch N          batch size for inputs whose first dim is unknown or given\n"
+            "  --input-shape S    e.g. 1,3,224,224; repeat once per input (default: the input's\n"
+            "                     annotation, '?' read as 1 for the batch and 224 elsewhere)\n"
+            "  --profile          time per operator type and the ten slowest operators\n"
+            "  --json             machine-readable output\n",
+            ki_cli_default_threads());
+}
+
+static bool parse_shape(const char *s, ki_shape *out)
+{
+    int64_t d[KI_MAX_DIMS];
+    int n = 0;
+    char *end;
+    while (*s && n < KI_MAX_DIMS) {
+        long long v = strtoll(s, &end, 10);
+        if (end == s || v < 0 || v > KI_MAX_DIM || (*end != ',' && *end != '\0')) {
+            return false;
+        }
+        d[n++] = v;
+        s = *end == ',' ? end + 1 : end;
+    }
+    if (*s != '\0' || n == 0) {
+        return false;
+    }
+    *out = ki_shape_make(n, d);
+    return true;
+}
+
+/* Returns -1 after --help, else an exit code (KI_EXIT_OK to go on). */
+static int parse_args(int argc, char **argv, bench_opts *o)
+{
+    long v;
+    int npos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+        int *target = NULL;
+        long lo = 1;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            bench_usage(stdout);
+            return -1;
+        } else if (strcmp(a, "--profile") == 0) {
+            o->profile = true;
+            continue;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = true;
+            continue;
+        } else if (next && strcmp(a, "--input-shape") == 0 && o->n_shapes < BENCH_MAX_INPUTS &&
+                   parse_shape(next, &o->shapes[o->n_shapes])) {
+            o->n_shapes++, i++;
+            continue;
+        }
+        target = strcmp(a, "--runs") == 0      ? &o->runs
+                 : strcmp(a, "--warmup") == 0  ? &o->warmup
+                 : strcmp(a, "--threads") == 0 ? &o->threads
+                 : strcmp(a, "--batch") == 0   ? &o->batch
+                                               : NULL;
+        lo = target == &o->warmup ? 0 : 1;
+        if (target && next && ki_cli_parse_int(next, lo, 1000000, &v)) {
+            *target = (int)v, i++;
+        } else if (a[0] == '-' || target || npos >= 2) {
+            ki_cli_error("bench: bad option, value or extra argument: '%s%s%s'", a,
+                         next && target ? " " : "", next && target ? next : "");
+            return KI_EXIT_USAGE;
+        } else {
+            *(npos++ == 0 ? &o->param : &o->bin) = a;
+        }
+    }
+    if (!o->param) {
+        bench_usage(stderr);
+        return KI_EXIT_USAGE;
+    }
+    return KI_EXIT_OK;
+}
+
+/* The session's input shapes: --input-shape, else the annotation with '?' filled in. */
+static ki_status input_shapes(const ki_model *m, const bench_opts *o, ki_shape *shapes,
+                              ki_error *err)
+{
+    int n = ki_model_n_inputs(m);
+    if (n > BENCH_MAX_INPUTS || (o->n_shapes > 0 && o->n_shapes != n)) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "the model has %d inputs; give one --input-shape each",
+                       n);
+    }
+    for (int i = 0; i < n; i++) {
+        ki_shape s = o->n_shapes ? o->shapes[i] : ki_model_input_decl(m, i);
+        if (s.ndim < 0) {
+            return KI_FAIL(err, KI_ERR_SHAPE, "input %d has no annotation: use --input-shape", i);
+        }
+        for (int k = 0; k < s.ndim; k++) {
+            if (s.d[k] < 0) {
+                s.d[k] = k == 0 ? 1 : 224;
+            }
+        }
+        if (o->batch > 0 && s.ndim > 0) {
+            s.d[0] = o->batch;
+        }
+        s.kind = KI_KIND_TENSOR;
+        shapes[i] = s;
+    }
+    return KI_OK;
+}
+
+/* Loads with the given .bin, or with generated weights in a temporary file. */
+static ki_status load_model(const bench_opts *o, ki_model **m, ki_error *err)
+{
+    if (o->bin) {
+        return ki_model_load(o->param, o->bin, NULL, m, err);
+    }
+    ki_load_options go = { .graph_only = true };
+    ki_model *g = NULL;
+    ki_status st = ki_model_load(o->param, NULL, &go, &g, err);
+    char path[] = "/tmp/kinfer-bench-XXXXXX";
+    if (st == KI_OK) {
+        st = ki_bench_write_weights(g, path, err);
+    }
+    ki_model_destroy(g);
+    if (st == KI_OK) {
+        st = ki_model_load(o->param, path, NULL, m, err);
+        unlink(path); /* the loader has mapped and converted it */
+    }
+    return st;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static ki_status time_runs(ki_session *s, const bench_opts *o, ki_bench_result *r, ki_error *err)
+{
+    double *t = malloc((size_t)o->runs * sizeof *t);
+    ki_status st = t ? KI_OK : KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    for (int i = 0; st == KI_OK && i < o->warmup; i++) {
+        st = ki_session_run(s, err);
+    }
+    for (int i = 0; st == KI_OK && i < o->runs; i++) {
+        double t0 = now_ms();
+        st = ki_session_run(s, err);
+        t[i] = now_ms() - t0;
+    }
+    if (st == KI_OK) {
+        qsort(t, (size_t)o->runs, sizeof *t, cmp_double);
+        r->min_ms = t[0];
+        r->max_ms = t[o->runs - 1];
+        r->median_ms = o->runs % 2 ? t[o->runs / 2] : 0.5 * (t[o->runs / 2 - 1] + t[o->runs / 2]);
+    }
+    free(t);
+    return st;
+}
+
+static void fill_inputs(ki_session *s, int n)
+{
+    unsigned long long seed = 0x243F6A8885A308D3ULL;
+    for (int i = 0; i < n; i++) {
+        ki_tensor t = ki_session_input(s, i);
+        int64_t count = ki_shape_count(&t.shape);
+        for (int64_t k = 0; k < count; k++) {
+            t.data[k] = ki_bench_rand(&seed, -1.0f, 1.0f);
+        }
+    }
+}
+
+static int bench(const bench_opts *o)
+{
+    ki_error err = { KI_OK, "" };
+    ki_model *m = NULL;
+    ki_session *s = NULL;
+    ki_shape shapes[BENCH_MAX_INPUTS];
+    ki_bench_result r = {
+        .param = o->param, .threads = o->threads, .runs = o->runs, .warmup = o->warmup
+    };
+    ki_status st = load_model(o, &m, &err);
+    if (st == KI_OK) {
+        st = input_shapes(m, o, shapes, &err);
+    }
+    ki_session_options so = { o->threads, 0 };
+    if (st == KI_OK) {
+        st = ki_session_create(m, shapes, ki_model_n_inputs(m), &so, &s, &err);
+    }
+    if (st == KI_OK) {
+        fill_inputs(s, ki_model_n_inputs(m));
+        ki_shape_str(&shapes[0], r.shape, sizeof r.shape);
+        st = time_runs(s, o, &r, &err);
+    }
+    if (st != KI_OK) {
+        ki_cli_error("bench: %s", err.msg);
+        ki_session_destroy(s);
+        ki_model_destroy(m);
+        return KI_EXIT_FAIL;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    r.peak_rss_kb = ru.ru_maxrss;
+    r.planned_bytes = ki_session_planned_bytes(s);
+    r.weight_bytes = ki_model_weight_bytes(m);
+    ki_bench_print(&r, o->json, stdout);
+    int rc = o->profile ? ki_bench_profile(s, o->runs, o->json, stdout) : KI_EXIT_OK;
+    if (o->json) {
+        fputs("}\n", stdout);
+    }
+    ki_session_destroy(s);
+    ki_model_destroy(m);
+    return rc;
+}
 
 int ki_cli_bench(int argc, char **argv)
 {
-    (void)argc, (void)argv;
-    ki_cli_error("bench: not implemented yet");
-    return KI_EXIT_FAIL;
+    bench_opts o;
+    memset(&o, 0, sizeof o);
+    o.runs = 20;
+    o.warmup = 3;
+    o.threads = ki_cli_default_threads();
+    int rc = parse_args(argc, argv, &o);
+    if (rc != KI_EXIT_OK) {
+        return rc < 0 ? KI_EXIT_OK : rc;
+    }
+    ki_cli_set_threads(o.threads);
+    return bench(&o);
 }

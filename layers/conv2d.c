@@ -149,6 +149,23 @@ static ki_status parse(const ki_op_desc *op, ki_conv2d *c, ki_error *err)
     return st == KI_OK ? parse_pad_mode(op, c, err) : st;
 }
 
+void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa)
+{
+    bool avx2 = isa >= KI_GEMM_AVX2 && ki_gemm_ukernel_for(KI_GEMM_AVX2) != NULL;
+    c->uk = ki_gemm_ukernel_for(isa);
+    c->uk = c->uk ? c->uk : ki_gemm_ukernel_ref;
+    c->epf = avx2 ? ki_cv_epilogue_avx2 : ki_cv_epilogue_ref;
+    c->dw_avx2 = avx2;
+    c->gather2 = avx2 ? ki_conv2d_gather2_avx2 : ki_conv2d_gather2_ref;
+}
+
+void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        d[i] = src[2 * i];
+    }
+}
+
 static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
 {
     ki_conv2d *c = calloc(1, sizeof *c);
@@ -156,6 +173,7 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
     ki_status st = parse(op, c, err);
+    ki_conv2d_set_isa(c, ki_gemm_best_isa());
     if (st != KI_OK) {
         free(c);
         return st;
@@ -259,18 +277,30 @@ ki_conv2d_path ki_conv2d_pick(const ki_conv2d *c, const ki_conv2d_geom *g)
     return KI_CONV2D_GEMM;
 }
 
-/* The im2col buffer is one matrix filled by all threads (row-split) and read by one cblas call,
- * so it spans the per-thread slices, which are contiguous: each thread asks for 1/n of it. */
+/* The GEMM paths pack B: each thread one k x NR panel at a time, or (few panels) the whole
+ * packed B shared by the team, spread over the contiguous per-thread slices. */
 size_t ki_conv2d_workspace_for(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p,
                                int n_threads)
 {
-    size_t col = 0;
-    if (p != KI_CONV2D_GEMM ||
-        !ki_cv_floats3(&col, c->in_ch / c->groups * c->kh * c->kw, g->oh, g->ow)) {
+    int64_t k = c->in_ch / c->groups * c->kh * c->kw, ohw = g->oh * g->ow, packed;
+    size_t bytes, nt = n_threads > 0 ? (size_t)n_threads : 1;
+    int64_t np = (ohw + KI_GEMM_NR - 1) / KI_GEMM_NR;
+    if (p == KI_CONV2D_DW) {
+        return ki_conv2d_dw_padded(c, g, &packed) &&
+                       ki_ckd_mul(&bytes, (size_t)packed, sizeof(float))
+                   ? (bytes + 63) / 64 * 64
+                   : 0;
+    }
+    if (p != KI_CONV2D_GEMM && p != KI_CONV2D_GEMM1) {
         return 0;
     }
-    size_t nt = n_threads > 0 ? (size_t)n_threads : 1;
-    return ((col + nt - 1) / nt + 63) / 64 * 64;
+    bool priv = ki_conv2d_gemm_private(np, (int)nt);
+    int64_t cols = priv ? ki_conv2d_gemm_group(np, (int)nt) * KI_GEMM_NR : ohw;
+    if (!ki_gemm_packed_floats(k, cols, &packed) ||
+        !ki_ckd_mul(&bytes, (size_t)packed, sizeof(float))) {
+        return 0;
+    }
+    return ((priv ? bytes : (bytes + nt - 1) / nt) + 63) / 64 * 64;
 }
 
 void ki_conv2d_run(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p, const float *in,
@@ -363,6 +393,13 @@ static void conv_destroy(void *state)
     free(state);
 }
 
+/* Absorbs a following activation into the output epilogue (see ki_cv_fuse_act). */
+static bool conv_fuse(void *state, const ki_op_desc *next)
+{
+    ki_conv2d *c = state;
+    return ki_cv_fuse_act(&c->ep, next);
+}
+
 const ki_layer_ops ki_layer_conv2d = {
     .type = "nn.Conv2d",
     .create = conv_create,
@@ -370,4 +407,5 @@ const ki_layer_ops ki_layer_conv2d = {
     .workspace = conv_workspace,
     .forward = conv_forward,
     .destroy = conv_destroy,
+    .fuse = conv_fuse,
 };

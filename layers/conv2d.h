@@ -9,7 +9,7 @@
 #ifndef KI_CONV2D_H
 #define KI_CONV2D_H
 
-#include "conv_common.h"
+#include "gemm.h"
 
 typedef enum ki_conv_pad_mode {
     KI_CONV_PAD_ZEROS = 0,
@@ -25,6 +25,12 @@ typedef struct ki_conv2d {
     ki_conv_pad_mode pad_mode;
     const float *weight; /* (out_ch, in_ch/groups, kh, kw) */
     ki_cv_epilogue ep;
+    /* Kernels chosen for this CPU at create (tests may force others): */
+    ki_gemm_ukernel uk;    /* GEMM micro-kernel */
+    ki_cv_epilogue_fn epf; /* epilogue of the GEMM and depthwise paths */
+    bool dw_avx2;          /* depthwise planes through the AVX2 kernel */
+    /* d[i] = src[2i] for i < n, reading src[0 .. 2n-1] (im2col of stride-2 convolutions) */
+    void (*gather2)(const float *src, float *restrict d, int64_t n);
 } ki_conv2d;
 
 /* Sizes for one concrete input. */
@@ -35,7 +41,7 @@ typedef struct ki_conv2d_geom {
 
 typedef enum ki_conv2d_path {
     KI_CONV2D_REF = 0, /* direct scalar loops */
-    KI_CONV2D_GEMM,    /* im2col + cblas_sgemm per (image, group) */
+    KI_CONV2D_GEMM,    /* im2col into packed panels + our SGEMM per (image, group) */
     KI_CONV2D_GEMM1,   /* 1x1, stride 1, no padding: the input already is the column matrix */
     KI_CONV2D_DW       /* depthwise (groups == in == out), direct, parallel over planes */
 } ki_conv2d_path;
@@ -78,6 +84,43 @@ void ki_conv2d_forward_gemm(const ki_conv2d *c, const ki_conv2d_geom *g, bool im
                             const float *in, float *restrict out, const ki_exec *ex);
 void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                           float *restrict out, const ki_exec *ex);
+/* conv2d_avx2.c: one depthwise plane, zero padding, columns within int32. */
+void ki_conv2d_dw_plane_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
+                             const float *w, float *restrict o);
+/* Whether the GEMM paths give each thread whole panels (packed privately, one at a time) rather
+ * than sharing one packed B: when there are enough panels to balance the threads. */
+static inline bool ki_conv2d_gemm_private(int64_t n_panels, int n_threads)
+{
+    return n_panels >= 4 * (int64_t)n_threads;
+}
+
+/* Panels a thread packs and multiplies together on the private path: up to 4, fewer when that
+ * would leave fewer than two groups per thread. */
+static inline int64_t ki_conv2d_gemm_group(int64_t n_panels, int n_threads)
+{
+    int64_t g = n_panels / (2 * (int64_t)n_threads);
+    return g < 1 ? 1 : (g > 4 ? 4 : g);
+}
+
+/* Whether the depthwise path runs the AVX2 kernel on a zero-padded copy of each plane (a slice
+ * of the workspace), which leaves it no borders to mask; *floats gets that copy's size: the
+ * padded plane plus slack for the last vector of a row reading past its end. */
+static inline bool ki_conv2d_dw_padded(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t *floats)
+{
+    int64_t hp = g->in.h + c->pt + c->pb, wp = g->in.w + c->pl + c->pr;
+    return c->dw_avx2 && c->sw <= 2 && ki_ckd_mul_i64(floats, hp, wp) &&
+           ki_ckd_add_i64(floats, *floats, 8 * c->sw + 16) && wp < INT32_MAX / 4;
+}
+
+/* conv2d_avx2.c: one depthwise plane from its padded copy xp (row stride wp, see above). */
+void ki_conv2d_dw_plane_padded_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *xp,
+                                    const float *w, float *restrict o);
+
+void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n);
+void ki_conv2d_gather2_avx2(const float *src, float *restrict d, int64_t n);
+
+/* Sets uk, epf, dw_avx2 and gather2 to the best this CPU runs (isa caps the choice). */
+void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa);
 
 /* ---- nn.ConvTranspose2d ---- */
 typedef struct ki_deconv2d {

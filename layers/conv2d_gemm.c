@@ -1,6 +1,8 @@
-/* conv2d_gemm.c - fast nn.Conv2d kernels: im2col + cblas_sgemm (and the 1x1 case that needs no
- * im2col), and a direct depthwise kernel. Chosen by ki_conv2d_pick (conv2d.c). */
-#include <cblas.h>
+/* conv2d_gemm.c - fast nn.Conv2d kernels: im2col straight into packed B panels + our SGEMM
+ * (gemm.h), the 1x1 case that packs the input planes, and a direct depthwise kernel. Chosen by
+ * ki_conv2d_pick (conv2d.c). */
+#include <omp.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "conv2d.h"
@@ -17,71 +19,132 @@ static void valid_range(int64_t off, int64_t s, int64_t w, int64_t ow, int64_t *
     }
 }
 
-/* One im2col row: the input plane seen through kernel tap (ky,kx), one value per output pixel. */
-static void im2col_row(const ki_conv2d *c, const ki_conv2d_geom *g, const float *plane, int64_t ky,
-                       int64_t kx, float *restrict dst)
+/* d[0..len) = input row src (w columns) seen at output columns ox.. (zero padding): zeros
+ * outside the valid range [lo, hi), a copy (stride 1) or a strided gather inside it. */
+static void zero_pad_run(const ki_conv2d *c, const float *src, int64_t w, int64_t ox, int64_t len,
+                         int64_t lo, int64_t hi, int64_t off, float *restrict d)
 {
-    int64_t w = g->in.w, ow = g->ow, off = kx * c->dw - c->pl, lo, hi;
-    valid_range(off, c->sw, w, ow, &lo, &hi);
-    for (int64_t oy = 0; oy < g->oh; oy++) {
+    int64_t a = lo > ox ? lo - ox : 0, b = hi - ox < len ? hi - ox : len, sw = c->sw;
+    a = a < len ? a : len;
+    b = b < a ? a : b;
+    memset(d, 0, (size_t)a * sizeof *d);
+    if (sw == 1) {
+        memcpy(d + a, src + ox + a + off, (size_t)(b - a) * sizeof *d);
+    } else if (sw == 2 && b > a) {
+        /* gather2 also reads the odd column after the last one: keep that inside the row */
+        int64_t n = (ox + b - 1) * 2 + off + 1 <= w - 1 ? b - a : b - a - 1;
+        c->gather2(src + (ox + a) * 2 + off, d + a, n);
+        for (int64_t i = a + n; i < b; i++) {
+            d[i] = src[(ox + i) * 2 + off];
+        }
+    } else {
+        for (int64_t i = a; i < b; i++) {
+            d[i] = src[(ox + i) * sw + off];
+        }
+    }
+    memset(d + b, 0, (size_t)(len - b) * sizeof *d);
+}
+
+/* Columns [j0, j0+nr) of the column-matrix row for input plane `plane` seen through kernel tap
+ * (ky,kx): output pixels j0.. walked in runs along output rows. */
+static void col_run(const ki_conv2d *c, const ki_conv2d_geom *g, const float *plane, int64_t ky,
+                    int64_t kx, int64_t j0, int64_t nr, float *restrict d)
+{
+    int64_t ow = g->ow, oy = j0 / ow, ox = j0 % ow, off = kx * c->dw - c->pl, lo, hi;
+    valid_range(off, c->sw, g->in.w, ow, &lo, &hi);
+    for (int64_t j = 0; j < nr; oy++, ox = 0) {
+        int64_t len = nr - j < ow - ox ? nr - j : ow - ox;
         int64_t iy = ki_conv_pad_index(oy * c->sh - c->pt + ky * c->dh, g->in.h, c->pad_mode);
-        float *d = dst + oy * ow;
+        const float *src = plane + (iy < 0 ? 0 : iy) * g->in.w;
         if (iy < 0) {
-            memset(d, 0, (size_t)ow * sizeof *d);
-            continue;
-        }
-        const float *src = plane + iy * w;
-        if (c->pad_mode != KI_CONV_PAD_ZEROS) {
-            for (int64_t ox = 0; ox < ow; ox++) {
-                d[ox] = src[ki_conv_pad_index(ox * c->sw + off, w, c->pad_mode)];
+            memset(d + j, 0, (size_t)len * sizeof *d);
+        } else if (c->pad_mode == KI_CONV_PAD_ZEROS) {
+            zero_pad_run(c, src, g->in.w, ox, len, lo, hi, off, d + j);
+        } else {
+            for (int64_t i = 0; i < len; i++) {
+                d[j + i] = src[ki_conv_pad_index((ox + i) * c->sw + off, g->in.w, c->pad_mode)];
             }
-            continue;
         }
-        memset(d, 0, (size_t)lo * sizeof *d);
-        for (int64_t ox = lo; ox < hi; ox++) {
-            d[ox] = src[ox * c->sw + off];
-        }
-        memset(d + hi, 0, (size_t)(ow - hi) * sizeof *d);
+        j += len;
     }
 }
 
-/* Column matrix (cig*kh*kw) x (oh*ow) of one group; rows are independent, split over threads. */
-static void im2col(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, float *restrict col,
-                   int n_threads)
+/* Packs panel columns [j0, j0+NR) of B (k rows) into dst: row r is input channel r / (kh*kw)
+ * seen through tap r % (kh*kw), or for the 1x1 path the input plane r itself. */
+static void pack_panel(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col, const float *x,
+                       int64_t j0, int64_t k, float *restrict dst)
 {
-    int64_t khw = c->kh * c->kw, rows = c->in_ch / c->groups * khw;
-    int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
-#pragma omp parallel for num_threads(n_threads) schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t t = r % khw;
-        im2col_row(c, g, x + r / khw * hw, t / c->kw, t % c->kw, col + r * ohw);
+    int64_t khw = c->kh * c->kw, hw = g->in.h * g->in.w, n = g->oh * g->ow;
+    int64_t nr = n - j0 < KI_GEMM_NR ? n - j0 : KI_GEMM_NR;
+    for (int64_t r = 0; r < k; r++) {
+        float *d = dst + r * KI_GEMM_NR;
+        if (use_col) {
+            int64_t t = r % khw;
+            col_run(c, g, x + r / khw * hw, t / c->kw, t % c->kw, j0, nr, d);
+        } else {
+            memcpy(d, x + r * hw + j0, (size_t)nr * sizeof *d);
+        }
+        memset(d + nr, 0, (size_t)(KI_GEMM_NR - nr) * sizeof *d);
     }
 }
 
-/* Per (image, group): Y[cog x ohw] = W[cog x K] * col[K x ohw], then the epilogue. OpenBLAS
- * threads the product itself, so it is called outside any parallel region. */
+/* One (image, group). With enough panels each thread packs one panel at a time into its own
+ * slice (L2-resident) and runs all its tiles; otherwise the team packs every panel into one
+ * shared buffer and splits the tiles over rows as well (see ki_conv2d_gemm_private). */
+static void gemm_group(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col, const float *x,
+                       const ki_gemm_args *ga, const ki_exec *ex)
+{
+    int64_t np = (ga->n + KI_GEMM_NR - 1) / KI_GEMM_NR;
+    float *ws = ex->workspace;
+    if (ki_conv2d_gemm_private(np, ex->n_threads)) {
+        int64_t grp = ki_conv2d_gemm_group(np, ex->n_threads), n_grp = (np + grp - 1) / grp;
+#pragma omp parallel for num_threads(ex->n_threads) schedule(static)
+        for (int64_t q = 0; q < n_grp; q++) {
+            float *b = (float *)((char *)ws + (size_t)omp_get_thread_num() * ex->ws_per_thread);
+            int64_t p0 = q * grp, cnt = np - p0 < grp ? np - p0 : grp;
+            for (int64_t p = 0; p < cnt; p++) {
+                pack_panel(c, g, use_col, x, (p0 + p) * KI_GEMM_NR, ga->k,
+                           b + p * KI_GEMM_NR * ga->k);
+            }
+            ki_gemm_panels(ga, p0, cnt, b);
+        }
+        return;
+    }
+#pragma omp parallel num_threads(ex->n_threads)
+    {
+#pragma omp for schedule(static)
+        for (int64_t p = 0; p < np; p++) {
+            pack_panel(c, g, use_col, x, p * KI_GEMM_NR, ga->k, ws + p * KI_GEMM_NR * ga->k);
+        }
+        ki_gemm_compute(ga, omp_get_thread_num(), omp_get_num_threads());
+    }
+}
+
+/* Per (image, group): Y[cog x ohw] = W[cog x K] * col[K x ohw], the epilogue fused into the
+ * tiles' last k block. The weight is used in place as A (row stride K). */
 void ki_conv2d_forward_gemm(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col,
                             const float *in, float *restrict out, const ki_exec *ex)
 {
     int64_t cig = c->in_ch / c->groups, cog = c->out_ch / c->groups;
     int64_t k = cig * c->kh * c->kw, hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
-    float *col = ex->workspace;
     if (ohw == 0 || cog == 0) {
         return;
     }
     for (int64_t n = 0; n < g->in.n; n++) {
         for (int64_t gi = 0; gi < c->groups; gi++) {
-            const float *x = in + (n * c->in_ch + gi * cig) * hw;
-            float *y = out + (n * c->out_ch + gi * cog) * ohw;
-            if (use_col) {
-                im2col(c, g, x, col, ex->n_threads);
-                x = col;
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cog, (int)ohw, (int)k, 1.0f,
-                        c->weight + gi * cog * k, (int)k, x, (int)ohw, 0.0f, y, (int)ohw);
-            for (int64_t oc = 0; oc < cog; oc++) {
-                ki_cv_epilogue_plane(&c->ep, gi * cog + oc, y + oc * ohw, (size_t)ohw);
-            }
+            ki_gemm_args ga = { cog,
+                                ohw,
+                                k,
+                                c->weight + gi * cog * k,
+                                k,
+                                ex->workspace,
+                                out + (n * c->out_ch + gi * cog) * ohw,
+                                ohw,
+                                &c->ep,
+                                c->epf,
+                                gi * cog,
+                                c->uk };
+            gemm_group(c, g, use_col, in + (n * c->in_ch + gi * cig) * hw, &ga, ex);
         }
     }
 }
@@ -109,14 +172,49 @@ static void dw_plane(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x
     }
 }
 
+/* The AVX2 kernel indexes columns with 32-bit lanes. */
+static bool ow_fits_i32(const ki_conv2d_geom *g, const ki_conv2d *c)
+{
+    return (g->ow + 8) * c->sw + c->kw * c->dw + c->pl < INT32_MAX;
+}
+
+/* The plane with its zero padding around it and zeroed slack after it (see
+ * ki_conv2d_dw_padded). */
+static void pad_plane(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, float *xp,
+                      int64_t floats)
+{
+    int64_t wp = g->in.w + c->pl + c->pr, top = c->pt * wp;
+    memset(xp, 0, (size_t)top * sizeof *xp);
+    for (int64_t y = 0; y < g->in.h; y++) {
+        float *d = xp + top + y * wp;
+        memset(d, 0, (size_t)c->pl * sizeof *d);
+        memcpy(d + c->pl, x + y * g->in.w, (size_t)g->in.w * sizeof *d);
+        memset(d + c->pl + g->in.w, 0, (size_t)c->pr * sizeof *d);
+    }
+    int64_t used = top + g->in.h * wp;
+    memset(xp + used, 0, (size_t)(floats - used) * sizeof *xp);
+}
+
 void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                           float *restrict out, const ki_exec *ex)
 {
-    int64_t planes = g->in.n * c->in_ch, hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
+    int64_t planes = g->in.n * c->in_ch, hw = g->in.h * g->in.w, ohw = g->oh * g->ow, floats;
+    bool padded = ki_conv2d_dw_padded(c, g, &floats);
+    bool simd = !padded && c->dw_avx2 && g->in.w <= INT32_MAX / 2 && ow_fits_i32(g, c);
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         int64_t ch = p % c->in_ch;
-        dw_plane(c, g, in + p * hw, c->weight + ch * c->kh * c->kw, out + p * ohw);
-        ki_cv_epilogue_plane(&c->ep, ch, out + p * ohw, (size_t)ohw);
+        const float *w = c->weight + ch * c->kh * c->kw;
+        if (padded) {
+            float *xp =
+                (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
+            pad_plane(c, g, in + p * hw, xp, floats);
+            ki_conv2d_dw_plane_padded_avx2(c, g, xp, w, out + p * ohw);
+        } else if (simd) {
+            ki_conv2d_dw_plane_avx2(c, g, in + p * hw, w, out + p * ohw);
+        } else {
+            dw_plane(c, g, in + p * hw, w, out + p * ohw);
+        }
+        c->epf(&c->ep, ch, out + p * ohw, (size_t)ohw);
     }
 }

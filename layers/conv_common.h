@@ -11,6 +11,7 @@
 
 #include "../core/ckd.h"
 #include "../core/layer.h"
+#include "activation.h"
 
 /* Kernel sizes, strides, dilations and paddings above this are rejected, so that size formulas
  * over dims up to KI_MAX_DIM stay far from int64 overflow. */
@@ -45,43 +46,63 @@ static inline ki_shape ki_cv_nchw_shape(bool batched, int64_t n, int64_t c, int6
 }
 
 /* What the output loop of a kernel does to each finished value: add the channel's bias, then an
- * optional activation. Every conv/deconv kernel ends in ki_cv_epilogue_plane, so a fusion pass
- * that folds a following activation into the layer only has to set `act`. */
-typedef enum ki_cv_act {
-    KI_CV_ACT_NONE = 0,
-    KI_CV_ACT_RELU,
-    KI_CV_ACT_CLAMP /* min(max(x, lo), hi): ReLU6, Hardtanh */
-} ki_cv_act;
-
+ * optional activation. Every conv/deconv kernel ends in ki_cv_epilogue_plane, so a layer's fuse()
+ * hook that absorbs a following activation only has to set `act`; the formulas are the
+ * activation layer's own (activation.h), so fusion is exact. */
 typedef struct ki_cv_epilogue {
     const float *bias; /* one per output channel, or NULL */
-    ki_cv_act act;
-    float lo, hi;
+    ki_act act;
 } ki_cv_epilogue;
 
+/* Applies the epilogue to n consecutive values of output channel ch (a plane or part of one). */
 static inline void ki_cv_epilogue_plane(const ki_cv_epilogue *ep, int64_t ch, float *restrict p,
                                         size_t n)
 {
     float b = ep->bias ? ep->bias[ch] : 0.0f;
-    switch (ep->act) {
-    case KI_CV_ACT_NONE:
+    if (ep->act.kind == KI_ACT_RELU) {
+        for (size_t i = 0; i < n; i++) {
+            float v = p[i] + b;
+            p[i] = v < 0.0f ? 0.0f : v; /* as ki_act_apply: NaN stays NaN, like torch.relu */
+        }
+        return;
+    }
+    if (ep->bias) {
         for (size_t i = 0; i < n; i++) {
             p[i] += b;
         }
-        break;
-    case KI_CV_ACT_RELU:
-        for (size_t i = 0; i < n; i++) {
-            float v = p[i] + b;
-            p[i] = v > 0.0f ? v : 0.0f;
-        }
-        break;
-    case KI_CV_ACT_CLAMP:
-        for (size_t i = 0; i < n; i++) {
-            float v = p[i] + b;
-            v = v < ep->lo ? ep->lo : v;
-            p[i] = v > ep->hi ? ep->hi : v;
-        }
-        break;
+    }
+    if (ep->act.kind != KI_ACT_NONE) {
+        ki_act_apply_n(&ep->act, p, p, (int64_t)n);
+    }
+}
+
+/* An epilogue implementation: ki_cv_epilogue_ref (gemm.c, the inline one above) or an ISA
+ * version (ki_cv_epilogue_avx2), chosen when the layer is created. */
+typedef void (*ki_cv_epilogue_fn)(const ki_cv_epilogue *ep, int64_t ch, float *p, size_t n);
+void ki_cv_epilogue_ref(const ki_cv_epilogue *ep, int64_t ch, float *p, size_t n);
+void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, int64_t ch, float *p, size_t n);
+
+/* The fuse() hook of conv-like layers: absorbs `next` when it is a scalar activation cheap and
+ * common enough to be worth it, and no activation was absorbed before. */
+static inline bool ki_cv_fuse_act(ki_cv_epilogue *ep, const ki_op_desc *next)
+{
+    ki_act a;
+    if (ep->act.kind != KI_ACT_NONE || ki_act_from_op(next, &a, NULL) != KI_OK) {
+        return false;
+    }
+    switch (a.kind) {
+    case KI_ACT_RELU:
+    case KI_ACT_RELU6:
+    case KI_ACT_LEAKY_RELU:
+    case KI_ACT_HARDTANH:
+    case KI_ACT_SIGMOID:
+    case KI_ACT_SILU:
+    case KI_ACT_HARDSWISH:
+    case KI_ACT_HARDSIGMOID:
+        ep->act = a;
+        return true;
+    default:
+        return false;
     }
 }
 

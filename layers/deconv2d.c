@@ -284,6 +284,13 @@ static void deconv_destroy(void *state)
     free(state);
 }
 
+/* Absorbs a following activation into the output epilogue (see ki_cv_fuse_act). */
+static bool deconv_fuse(void *state, const ki_op_desc *next)
+{
+    ki_deconv2d *c = state;
+    return ki_cv_fuse_act(&c->ep, next);
+}
+
 const ki_layer_ops ki_layer_conv_transpose2d = {
     .type = "nn.ConvTranspose2d",
     .create = deconv_create,
@@ -291,4 +298,5 @@ const ki_layer_ops ki_layer_conv_transpose2d = {
     .workspace = deconv_workspace,
     .forward = deconv_forward,
     .destroy = deconv_destroy,
+    .fuse = deconv_fuse,
 };

@@ -4,8 +4,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
+// clang-format on
 
 #include "../../layers/conv2d.h"
 #include "test_conv_util.h"
@@ -193,12 +195,17 @@ static void rconf_draw(uint64_t *s, rconf *r)
     r->dw_shape = trng_int(s, 0, 3) == 0;
     r->in = r->groups * trng_int(s, 1, 3);
     r->out = r->dw_shape ? r->in : r->groups * trng_int(s, 1, 3);
+    if (!r->dw_shape && trng_int(s, 0, 3) == 0) { /* full GEMM tiles and several k blocks */
+        r->in = r->groups * trng_int(s, 8, 24);
+        r->out = r->groups * trng_int(s, 8, 40);
+    }
     r->groups = r->dw_shape ? r->in : r->groups;
     r->n = trng_int(s, 1, 2);
     r->kh = trng_int(s, 1, 4), r->kw = trng_int(s, 1, 4);
     r->sh = trng_int(s, 1, 3), r->sw = trng_int(s, 1, 3);
     r->dh = trng_int(s, 1, 2), r->dw = trng_int(s, 1, 2);
-    r->h = trng_int(s, 3, 13), r->w = trng_int(s, 3, 17);
+    r->h = trng_int(s, 3, 13),
+    r->w = trng_int(s, 3, 50);            /* runs that start and end inside padding */
     r->mode = (int)trng_int(s, 0, 5) % 4; /* zeros twice as often */
     for (int i = 0; i < 4; i++) {
         r->p[i] = trng_int(s, 0, 2);
@@ -212,8 +219,24 @@ static void rconf_draw(uint64_t *s, rconf *r)
 
 static int path_runs[KI_CONV2D_DW + 1];
 
+/* Runs path p with micro-kernel isa on th threads into out. */
+static void run_variant(const ki_conv2d *c, const ki_conv2d_geom *g, int p, ki_gemm_isa isa, int th,
+                        const float *x, float *out)
+{
+    ki_conv2d cc = *c;
+    ki_conv2d_set_isa(&cc, isa);
+    size_t ws = ki_conv2d_workspace_for(c, g, p, th);
+    ki_exec ex = { th, ws ? malloc(ws * (size_t)th) : NULL, ws };
+    omp_set_num_threads(th);
+    ki_conv2d_run(&cc, g, p, x, out, &ex);
+    free(ex.workspace);
+}
+
+/* Every fast path against the reference: the best micro-kernel on 1 and 2 threads (which must
+ * agree bitwise), then the plain C and AVX2 micro-kernels where the CPU has them. */
 static void check_paths(const rconf *r, uint64_t seed, const ki_conv2d *c, const float *x)
 {
+    static const int th_of[4] = { 1, 2, 2, 2 };
     ki_conv2d_geom g;
     ki_error err = { 0 };
     ki_shape in = ki_shape_make(4, (const int64_t[]){ r->n, r->in, r->h, r->w });
@@ -223,23 +246,23 @@ static void check_paths(const rconf *r, uint64_t seed, const ki_conv2d *c, const
     size_t n_out = (size_t)(r->n * r->out * g.oh * g.ow);
     float *ref = malloc(n_out * sizeof *ref + 4), *fast = malloc(n_out * sizeof *ref + 4);
     float *first = malloc(n_out * sizeof *ref + 4);
+    ki_gemm_isa isa_of[4] = { ki_gemm_best_isa(), ki_gemm_best_isa(), KI_GEMM_REF, KI_GEMM_AVX2 };
     ki_conv2d_forward_ref(c, &g, x, ref);
     for (int p = KI_CONV2D_GEMM; p <= KI_CONV2D_DW; p++) {
-        for (int th = 1; th <= 2 && ki_conv2d_path_ok(c, &g, p); th++) {
-            size_t ws = ki_conv2d_workspace_for(c, &g, p, th);
-            ki_exec ex = { th, ws ? malloc(ws * (size_t)th) : NULL, ws };
-            omp_set_num_threads(th);
-            ki_conv2d_run(c, &g, p, x, fast, &ex);
-            path_runs[p]++;
-            free(ex.workspace);
-            long bad = tclose(fast, ref, n_out, 1e-5f, 1e-4f);
-            if (bad >= 0) {
-                fail_msg("seed %llu path %d threads %d: out[%ld] %g vs ref %g",
-                         (unsigned long long)seed, p, th, bad, fast[bad], ref[bad]);
+        for (int v = 0; v < 4 && ki_conv2d_path_ok(c, &g, p); v++) {
+            if (!ki_gemm_ukernel_for(isa_of[v])) {
+                continue;
             }
-            if (th == 1) {
+            run_variant(c, &g, p, isa_of[v], th_of[v], x, fast);
+            path_runs[p]++;
+            long bad = tclose(fast, ref, n_out, 1e-4f, 1e-4f);
+            if (bad >= 0) {
+                fail_msg("seed %llu path %d variant %d: out[%ld] %g vs ref %g",
+                         (unsigned long long)seed, p, v, bad, fast[bad], ref[bad]);
+            }
+            if (v == 0) {
                 memcpy(first, fast, n_out * sizeof *fast);
-            } else if (memcmp(first, fast, n_out * sizeof *fast) != 0) {
+            } else if (v == 1 && memcmp(first, fast, n_out * sizeof *fast) != 0) {
                 fail_msg("seed %llu path %d: 1 and 2 threads differ", (unsigned long long)seed, p);
             }
         }
@@ -272,7 +295,10 @@ static void test_random_vs_ref(void **unused)
         if (top_create(&t, &ops, &st, &err) != KI_OK) {
             fail_msg("seed %llu: %s", (unsigned long long)seed, err.msg);
         }
-        const ki_conv2d *c = st;
+        ki_conv2d *c = st;
+        static const ki_act acts[4] = { { KI_ACT_NONE, 0, 0 }, { KI_ACT_RELU, 0, 0 },
+                                        { KI_ACT_RELU6, 0, 0 }, { KI_ACT_HARDSWISH, 0, 0 } };
+        c->ep.act = acts[seed % 4]; /* as fuse() would: in-register and after-store epilogues */
         int64_t m[4] = { r.p[2], r.p[3], r.p[0], r.p[1] };
         assert_memory_equal(&c->pt, m, sizeof m); /* (l,r,t,b) read as documented */
         check_paths(&r, seed, c, x);
@@ -290,13 +316,13 @@ static void test_random_vs_ref(void **unused)
 static void test_epilogue_act(void **unused)
 {
     (void)unused;
-    ki_cv_epilogue ep = { (const float[]){ 1.0f }, KI_CV_ACT_RELU, 0, 0 };
+    ki_cv_epilogue ep = { (const float[]){ 1.0f }, { KI_ACT_RELU, 0, 0 } };
     float p[3] = { -3, 0, 2 };
     ki_cv_epilogue_plane(&ep, 0, p, 3);
     assert_float_equal(p[0], 0, 0);
     assert_float_equal(p[1], 1, 0);
     assert_float_equal(p[2], 3, 0);
-    ep.act = KI_CV_ACT_CLAMP, ep.lo = 0, ep.hi = 3.5f;
+    ep.act = (ki_act){ KI_ACT_HARDTANH, 0, 3.5f };
     ki_cv_epilogue_plane(&ep, 0, p, 3);
     assert_float_equal(p[2], 3.5f, 0);
     assert_float_equal(p[1], 2, 0);

@@ -1,0 +1,35 @@
+/* bench.h - pieces of `kinfer bench` (cmd_bench.c): generated weights (bench_weights.c) and the
+ * report (bench_report.c). CLI-only; nothing here is thread-safe or meant for the library. */
+#ifndef KI_BENCH_H
+#define KI_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "../core/kinfer.h"
+
+/* Writes a stored zip holding an entry "op.attr" for every attribute of the graph-only model m,
+ * in the attribute's declared element type, with deterministic pseudo-random values scaled so
+ * activations stay finite through deep networks. path must hold a mkstemp template; on success
+ * it names the new file, which the caller unlinks. */
+ki_status ki_bench_write_weights(const ki_model *m, char *path, ki_error *err);
+
+/* Uniform floats in [lo, hi) from a 64-bit state (xorshift64*), deterministic for a seed. */
+float ki_bench_rand(unsigned long long *state, float lo, float hi);
+
+typedef struct ki_bench_result {
+    const char *param;
+    int threads, runs, warmup;
+    double min_ms, median_ms, max_ms;
+    size_t planned_bytes, weight_bytes;
+    long peak_rss_kb;
+    char shape[128]; /* input 0's shape as "(1,3,224,224)" */
+} ki_bench_result;
+
+/* Runs the session `runs` times with profiling on and prints per-type times and the ten slowest
+ * steps (with shapes and GFLOP/s), as text or as a JSON object member "profile". */
+int ki_bench_profile(ki_session *s, int runs, bool json, FILE *f);
+void ki_bench_print(const ki_bench_result *r, bool json, FILE *f);
+
+#endif

@@ -1,0 +1,216 @@
+/* bench_report.c - what `kinfer bench` prints: the timing summary and, with --profile, time per
+ * operator type and the slowest operators with their shapes and achieved GFLOP/s. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "commands.h"
+
+#define TOP_N     10
+#define MAX_TYPES 128
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            fprintf(f, "\\%c", c);
+        } else if (c < 0x20) {
+            fprintf(f, "\\u%04x", c);
+        } else {
+            fputc(c, f);
+        }
+    }
+    fputc('"', f);
+}
+
+void ki_bench_print(const ki_bench_result *r, bool json, FILE *f)
+{
+    double mib = 1024.0 * 1024.0;
+    if (json) {
+        fputs("{\"model\":", f);
+        json_str(f, r->param);
+        fprintf(f,
+                ",\"input_shape\":\"%s\",\"threads\":%d,\"runs\":%d,\"warmup\":%d,"
+                "\"min_ms\":%.4f,\"median_ms\":%.4f,\"max_ms\":%.4f,\"planned_bytes\":%zu,"
+                "\"weight_bytes\":%zu,\"peak_rss_kb\":%ld",
+                r->shape, r->threads, r->runs, r->warmup, r->min_ms, r->median_ms, r->max_ms,
+                r->planned_bytes, r->weight_bytes, r->peak_rss_kb);
+        return;
+    }
+    fprintf(f, "%s %s, %d thread%s: min %.3f  median %.3f  max %.3f ms (%d runs, %d warm-up)\n",
+            r->param, r->shape, r->threads, r->threads == 1 ? "" : "s", r->min_ms, r->median_ms,
+            r->max_ms, r->runs, r->warmup);
+    fprintf(f, "memory: planned %.1f MiB, weights %.1f MiB, peak RSS %.1f MiB\n",
+            (double)r->planned_bytes / mib, (double)r->weight_bytes / mib,
+            (double)r->peak_rss_kb / 1024.0);
+}
+
+static const ki_attr *find_attr(const ki_op_desc *d, const char *key)
+{
+    for (int a = 0; a < d->n_attrs; a++) {
+        if (strcmp(d->attrs[a].key, key) == 0) {
+            return &d->attrs[a];
+        }
+    }
+    return NULL;
+}
+
+/* Multiply-adds x 2 of the compute-heavy operators, from the weight and tensor shapes; 0 for
+ * the rest (their time is memory traffic, not arithmetic). */
+static double step_flops(const ki_op_desc *d, const ki_tensor *in, const ki_tensor *out)
+{
+    const ki_attr *w = find_attr(d, "weight");
+    double per = 0.0, base = 0.0;
+    if (w && w->shape.ndim == 4 && strcmp(d->type, "nn.Conv2d") == 0) {
+        per = (double)(w->shape.d[1] * w->shape.d[2] * w->shape.d[3]);
+        base = (double)ki_shape_count(&out[0].shape);
+    } else if (w && w->shape.ndim == 4 && strcmp(d->type, "nn.ConvTranspose2d") == 0) {
+        per = (double)(w->shape.d[1] * w->shape.d[2] * w->shape.d[3]);
+        base = (double)ki_shape_count(&in[0].shape);
+    } else if (w && w->shape.ndim == 2 && strcmp(d->type, "nn.Linear") == 0) {
+        per = (double)w->shape.d[1];
+        base = (double)ki_shape_count(&out[0].shape);
+    } else if ((strcmp(d->type, "torch.matmul") == 0 || strcmp(d->type, "torch.bmm") == 0) &&
+               d->n_inputs >= 1 && in[0].shape.ndim >= 1) {
+        per = (double)in[0].shape.d[in[0].shape.ndim - 1];
+        base = (double)ki_shape_count(&out[0].shape);
+    }
+    return 2.0 * per * base;
+}
+
+typedef struct type_row {
+    const char *type;
+    int count;
+    double sec;
+} type_row;
+
+static int cmp_type(const void *a, const void *b)
+{
+    double x = ((const type_row *)a)->sec, y = ((const type_row *)b)->sec;
+    return (x < y) - (x > y);
+}
+
+static int by_types(ki_session *s, const double *sec, int n, bool json, FILE *f)
+{
+    type_row rows[MAX_TYPES];
+    int nt = 0;
+    double total = 0.0;
+    for (int k = 0; k < n; k++) {
+        const ki_op_desc *d = ki_session_step(s, k, NULL, NULL, NULL);
+        int t = 0;
+        while (t < nt && strcmp(rows[t].type, d->type) != 0) {
+            t++;
+        }
+        if (t == nt && nt < MAX_TYPES) {
+            rows[nt++] = (type_row){ d->type, 0, 0.0 };
+        }
+        if (t < nt) {
+            rows[t].count++, rows[t].sec += sec[k];
+        }
+        total += sec[k];
+    }
+    qsort(rows, (size_t)nt, sizeof *rows, cmp_type);
+    fputs(json ? ",\"profile\":{\"types\":[" : "time per operator type (mean per run):\n", f);
+    for (int t = 0; t < nt; t++) {
+        if (json) {
+            fprintf(f, "%s{\"type\":", t ? "," : "");
+            json_str(f, rows[t].type);
+            fprintf(f, ",\"count\":%d,\"ms\":%.4f}", rows[t].count, rows[t].sec * 1e3);
+        } else {
+            fprintf(f, "  %-28s x%-4d %9.3f ms  %5.1f%%\n", rows[t].type, rows[t].count,
+                    rows[t].sec * 1e3, total > 0 ? 100.0 * rows[t].sec / total : 0.0);
+        }
+    }
+    if (json) {
+        fprintf(f, "],\"total_ms\":%.4f", total * 1e3);
+    } else {
+        fprintf(f, "  %-34s %9.3f ms\n", "total", total * 1e3);
+    }
+    return nt;
+}
+
+static const double *sort_key;
+
+static int cmp_step(const void *a, const void *b)
+{
+    double x = sort_key[*(const int *)a], y = sort_key[*(const int *)b];
+    return (x < y) - (x > y);
+}
+
+static void one_step(ki_session *s, int k, double sec, bool json, FILE *f)
+{
+    const ki_tensor *in, *out;
+    double dummy;
+    const ki_op_desc *d = ki_session_step(s, k, &in, &out, &dummy);
+    char si[96] = "()", so[96];
+    if (d->n_inputs > 0) {
+        ki_shape_str(&in[0].shape, si, sizeof si);
+    }
+    ki_shape_str(&out[0].shape, so, sizeof so);
+    double fl = step_flops(d, in, out), gf = sec > 0 ? fl / sec * 1e-9 : 0.0;
+    if (json) {
+        fputs("{\"name\":", f);
+        json_str(f, d->name);
+        fputs(",\"type\":", f);
+        json_str(f, d->type);
+        fprintf(f, ",\"in\":\"%s\",\"out\":\"%s\",\"ms\":%.4f,\"gflops\":%.2f}", si, so, sec * 1e3,
+                gf);
+        return;
+    }
+    fprintf(f, "  %-24s %-18s %-18s -> %-18s %8.3f ms", d->name, d->type, si, so, sec * 1e3);
+    if (fl > 0) {
+        fprintf(f, "  %7.1f GFLOP/s", gf);
+    }
+    fputc('\n', f);
+}
+
+static void slowest(ki_session *s, const double *sec, int n, bool json, FILE *f)
+{
+    int *idx = malloc((size_t)(n > 0 ? n : 1) * sizeof *idx);
+    if (!idx) {
+        return;
+    }
+    for (int k = 0; k < n; k++) {
+        idx[k] = k;
+    }
+    sort_key = sec;
+    qsort(idx, (size_t)n, sizeof *idx, cmp_step);
+    fputs(json ? ",\"slowest\":[" : "slowest operators:\n", f);
+    for (int k = 0; k < n && k < TOP_N; k++) {
+        if (json && k) {
+            fputc(',', f);
+        }
+        one_step(s, idx[k], sec[idx[k]], json, f);
+    }
+    fputs(json ? "]}" : "", f);
+    free(idx);
+}
+
+int ki_bench_profile(ki_session *s, int runs, bool json, FILE *f)
+{
+    ki_error err = { KI_OK, "" };
+    int n = ki_session_n_steps(s);
+    double *sec = calloc((size_t)(n > 0 ? n : 1), sizeof *sec);
+    ki_status st = sec ? KI_OK : KI_FAIL(&err, KI_ERR_NOMEM, "out of memory");
+    ki_session_set_profiling(s, true);
+    for (int r = 0; st == KI_OK && r < runs; r++) {
+        st = ki_session_run(s, &err);
+        for (int k = 0; st == KI_OK && k < n; k++) {
+            double t;
+            ki_session_step(s, k, NULL, NULL, &t);
+            sec[k] += t / runs;
+        }
+    }
+    ki_session_set_profiling(s, false);
+    if (st != KI_OK) {
+        ki_cli_error("bench: %s", err.msg);
+        free(sec);
+        return KI_EXIT_FAIL;
+    }
+    by_types(s, sec, n, json, f);
+    slowest(s, sec, n, json, f);
+    free(sec);
+    return KI_EXIT_OK;
+}

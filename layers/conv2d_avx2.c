@@ -1,0 +1,283 @@
+/* conv2d_avx2.c - AVX2+FMA pieces of nn.Conv2d: the output epilogue (bias + the cheap
+ * activations, eight values at a time) and the depthwise kernel for strides 1 and 2. Compiled
+ * with -mavx2 -mfma; conv2d.c installs them only when the CPU has both. The formulas are the
+ * scalar ones of activation.h, operation for operation (max(0, v) keeps a NaN as torch does). */
+#include <immintrin.h>
+
+#include "conv2d.h"
+
+/* One vector of the activation; false for kinds left to the scalar code (exp-based). */
+static inline __m256 act8(const ki_act *a, __m256 v)
+{
+    const __m256 zero = _mm256_setzero_ps(), six = _mm256_set1_ps(6.0f);
+    switch (a->kind) {
+    case KI_ACT_RELU:
+        return _mm256_max_ps(zero, v);
+    case KI_ACT_RELU6:
+        return _mm256_min_ps(six, _mm256_max_ps(zero, v));
+    case KI_ACT_HARDTANH:
+        return _mm256_min_ps(_mm256_set1_ps(a->b), _mm256_max_ps(_mm256_set1_ps(a->a), v));
+    case KI_ACT_LEAKY_RELU:
+        return _mm256_blendv_ps(_mm256_mul_ps(v, _mm256_set1_ps(a->a)), v,
+                                _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
+    case KI_ACT_HARDSWISH: {
+        __m256 t = _mm256_min_ps(six, _mm256_max_ps(zero, _mm256_add_ps(v, _mm256_set1_ps(3.0f))));
+        return _mm256_div_ps(_mm256_mul_ps(v, t), six);
+    }
+    case KI_ACT_HARDSIGMOID: {
+        __m256 t = _mm256_min_ps(six, _mm256_max_ps(zero, _mm256_add_ps(v, _mm256_set1_ps(3.0f))));
+        return _mm256_div_ps(t, six);
+    }
+    default:
+        return v;
+    }
+}
+
+static bool act_vectorised(ki_act_kind k)
+{
+    return k == KI_ACT_NONE || k == KI_ACT_RELU || k == KI_ACT_RELU6 || k == KI_ACT_HARDTANH ||
+           k == KI_ACT_LEAKY_RELU || k == KI_ACT_HARDSWISH || k == KI_ACT_HARDSIGMOID;
+}
+
+void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, int64_t ch, float *p, size_t n)
+{
+    if (!act_vectorised(ep->act.kind)) {
+        ki_cv_epilogue_plane(ep, ch, p, n);
+        return;
+    }
+    float b = ep->bias ? ep->bias[ch] : 0.0f;
+    __m256 bv = _mm256_set1_ps(b);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(p + i, act8(&ep->act, _mm256_add_ps(_mm256_loadu_ps(p + i), bv)));
+    }
+    for (; i < n; i++) {
+        p[i] = ki_act_apply(&ep->act, p[i] + b);
+    }
+}
+
+/* Eight inputs at columns base, base+s, ..., base+7s of a row (s = 1 or 2), all in bounds. */
+static inline __m256 load8(const float *row, int64_t base, int64_t s)
+{
+    if (s == 1) {
+        return _mm256_loadu_ps(row + base);
+    }
+    __m256 lo = _mm256_loadu_ps(row + base), hi = _mm256_loadu_ps(row + base + 8);
+    __m256 t = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* Column indices and lane mask of tap kx for output columns ox..ox+7: lanes past ow or reading
+ * the zero padding are off. */
+static inline __m256i tap_mask(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t ox, int64_t kx,
+                               __m256i *ix)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    int64_t base = ox * c->sw - c->pl + kx * c->dw;
+    __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(g->ow - ox)), lane);
+    *ix = _mm256_add_epi32(_mm256_set1_epi32((int)base),
+                           _mm256_mullo_epi32(lane, _mm256_set1_epi32((int)c->sw)));
+    __m256i ok = _mm256_and_si256(live, _mm256_cmpgt_epi32(*ix, _mm256_set1_epi32(-1)));
+    return _mm256_and_si256(ok, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)g->in.w), *ix));
+}
+
+/* Stride 2 at the borders: the sixteen columns base..base+15 through two masked loads (lanes in
+ * the padding or past ow are never touched), then the even ones. */
+static inline __m256 load8_s2_masked(const float *r, int64_t base, int64_t w, int64_t left)
+{
+    const __m256i j = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i half = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    __m256i m[2];
+    for (int h = 0; h < 2; h++) {
+        __m256i col = _mm256_add_epi32(_mm256_set1_epi32((int)base + 8 * h), j);
+        __m256i out = _mm256_add_epi32(half, _mm256_set1_epi32(4 * h));
+        __m256i ok = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)left), out);
+        ok = _mm256_and_si256(ok, _mm256_cmpgt_epi32(col, _mm256_set1_epi32(-1)));
+        m[h] = _mm256_and_si256(ok, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)w), col));
+    }
+    __m256 lo = _mm256_maskload_ps(r + base, m[0]), hi = _mm256_maskload_ps(r + base + 8, m[1]);
+    __m256 t = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* Eight inputs of tap (row r, column base) in one of the load modes: 0 plain stride 1, 1 plain
+ * stride 2, 2 masked stride 1 (masked lanes' addresses are never touched), 3 masked stride 2,
+ * 4 masked gather (larger strides). */
+static inline __attribute__((always_inline)) __m256 tap_load(const ki_conv2d_geom *g,
+                                                             const float *r, int64_t base,
+                                                             int64_t ox, int mode, __m256i ok,
+                                                             __m256i ix)
+{
+    switch (mode) {
+    case 0:
+        return _mm256_loadu_ps(r + base);
+    case 1:
+        return load8(r, base, 2);
+    case 2:
+        return _mm256_maskload_ps(r + base, ok);
+    case 3:
+        return load8_s2_masked(r, base, g->in.w, g->ow - ox);
+    default:
+        return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), r, ix, _mm256_castsi256_ps(ok), 4);
+    }
+}
+
+/* Eight columns from ox of four output rows oy..oy+3 whose kernel rows all lie inside the
+ * input: four independent FMA chains hide the latency a single chain would expose. */
+static inline __attribute__((always_inline)) void rows4(const ki_conv2d *c, const ki_conv2d_geom *g,
+                                                        const float *x, const float *w, int64_t oy,
+                                                        int64_t ox, int mode, __m256 acc[4])
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t step = c->sh * g->in.w;
+    for (int64_t ky = 0; ky < c->kh; ky++) {
+        const float *r0 = x + (oy * c->sh - c->pt + ky * c->dh) * g->in.w;
+        for (int64_t kx = 0; kx < c->kw; kx++) {
+            __m256i ix,
+                ok = mode == 2 || mode == 4 ? tap_mask(c, g, ox, kx, &ix) : _mm256_setzero_si256();
+            ix = mode == 4 ? ix : _mm256_setzero_si256();
+            int64_t base = ox * c->sw - c->pl + kx * c->dw;
+            __m256 wv = _mm256_set1_ps(w[ky * c->kw + kx]);
+            a0 = _mm256_fmadd_ps(wv, tap_load(g, r0, base, ox, mode, ok, ix), a0);
+            a1 = _mm256_fmadd_ps(wv, tap_load(g, r0 + step, base, ox, mode, ok, ix), a1);
+            a2 = _mm256_fmadd_ps(wv, tap_load(g, r0 + 2 * step, base, ox, mode, ok, ix), a2);
+            a3 = _mm256_fmadd_ps(wv, tap_load(g, r0 + 3 * step, base, ox, mode, ok, ix), a3);
+        }
+    }
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+}
+
+/* One output row's eight columns from ox, kernel rows in the padding skipped (the top and
+ * bottom borders). */
+static __m256 row1(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, const float *w,
+                   int64_t oy, int64_t ox, int mode)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t ky = 0; ky < c->kh; ky++) {
+        int64_t iy = oy * c->sh - c->pt + ky * c->dh;
+        if (iy < 0 || iy >= g->in.h) {
+            continue;
+        }
+        for (int64_t kx = 0; kx < c->kw; kx++) {
+            __m256i ix, ok = tap_mask(c, g, ox, kx, &ix);
+            int64_t base = ox * c->sw - c->pl + kx * c->dw;
+            __m256 v = tap_load(g, x + iy * g->in.w, base, ox, mode, ok, ix);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(w[ky * c->kw + kx]), v, acc);
+        }
+    }
+    return acc;
+}
+
+/* Load mode of the eight columns from ox (see tap_load). */
+static int col_mode(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t ox)
+{
+    int64_t reach = (c->kw - 1) * c->dw + c->sw - 1;
+    bool inside = c->sw <= 2 && ox + 8 <= g->ow && ox * c->sw - c->pl >= 0 &&
+                  (ox + 7) * c->sw - c->pl + reach <= g->in.w - 1;
+    if (inside) {
+        return (int)c->sw - 1;
+    }
+    return c->sw == 1 ? 2 : (c->sw == 2 ? 3 : 4);
+}
+
+/* Four interior rows: one copy of rows4 per load mode, so each inner loop is branch-free. */
+static void block4(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, const float *w,
+                   int64_t oy, int64_t ox, __m256 acc[4])
+{
+    switch (col_mode(c, g, ox)) {
+    case 0:
+        rows4(c, g, x, w, oy, ox, 0, acc);
+        break;
+    case 1:
+        rows4(c, g, x, w, oy, ox, 1, acc);
+        break;
+    case 2:
+        rows4(c, g, x, w, oy, ox, 2, acc);
+        break;
+    case 3:
+        rows4(c, g, x, w, oy, ox, 3, acc);
+        break;
+    default:
+        rows4(c, g, x, w, oy, ox, 4, acc);
+        break;
+    }
+}
+
+/* Stores the first min(n, 8) lanes. A masked store is microcoded on some CPUs (AMD Zen) and
+ * costs tens of cycles, so only the row's tail goes through a copy. */
+static inline void store_cols(float *d, __m256 v, int64_t n)
+{
+    if (n >= 8) {
+        _mm256_storeu_ps(d, v);
+        return;
+    }
+    float t[8];
+    _mm256_storeu_ps(t, v);
+    for (int64_t i = 0; i < n; i++) {
+        d[i] = t[i];
+    }
+}
+
+/* Depthwise plane (zero padding): blocks of four output rows by eight columns where the kernel
+ * rows stay inside the input, single rows at the top and bottom borders. Planes are small (a few
+ * thousand values), so everything stays in L1. */
+void ki_conv2d_dw_plane_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
+                             const float *w, float *restrict o)
+{
+    for (int64_t oy = 0; oy < g->oh;) {
+        bool four = oy + 4 <= g->oh && oy * c->sh - c->pt >= 0 &&
+                    (oy + 3) * c->sh - c->pt + (c->kh - 1) * c->dh <= g->in.h - 1;
+        for (int64_t ox = 0; ox < g->ow; ox += 8) {
+            __m256 acc[4];
+            if (four) {
+                block4(c, g, x, w, oy, ox, acc);
+            } else {
+                acc[0] = row1(c, g, x, w, oy, ox, col_mode(c, g, ox));
+            }
+            for (int q = 0; q < (four ? 4 : 1); q++) {
+                store_cols(o + (oy + q) * g->ow + ox, acc[q], g->ow - ox);
+            }
+        }
+        oy += four ? 4 : 1;
+    }
+}
+
+/* The padded plane has no borders: plain loads everywhere (the last vector of a row may read
+ * past it into the slack; those lanes are not stored), four rows at a time. */
+void ki_conv2d_dw_plane_padded_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *xp,
+                                    const float *w, float *restrict o)
+{
+    ki_conv2d cc = *c;
+    ki_conv2d_geom gg = *g;
+    cc.pt = cc.pb = cc.pl = cc.pr = 0;
+    gg.in.h = g->in.h + c->pt + c->pb;
+    gg.in.w = g->in.w + c->pl + c->pr;
+    for (int64_t oy = 0; oy < g->oh;) {
+        bool four = oy + 4 <= g->oh;
+        for (int64_t ox = 0; ox < g->ow; ox += 8) {
+            __m256 acc[4];
+            if (four && c->sw == 1) {
+                rows4(&cc, &gg, xp, w, oy, ox, 0, acc);
+            } else if (four) {
+                rows4(&cc, &gg, xp, w, oy, ox, 1, acc);
+            } else {
+                acc[0] = row1(&cc, &gg, xp, w, oy, ox, (int)c->sw - 1);
+            }
+            for (int q = 0; q < (four ? 4 : 1); q++) {
+                store_cols(o + (oy + q) * g->ow + ox, acc[q], g->ow - ox);
+            }
+        }
+        oy += four ? 4 : 1;
+    }
+}
+
+void ki_conv2d_gather2_avx2(const float *src, float *restrict d, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(d + i, load8(src, 2 * i, 2));
+    }
+    for (; i < n; i++) {
+        d[i] = src[2 * i];
+    }
+}

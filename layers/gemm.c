@@ -1,0 +1,166 @@
+/* gemm.c - the tiled SGEMM driver, the plain C micro-kernel (reference and fallback) and the
+ * run-time choice of micro-kernel. See gemm.h. */
+#include "gemm.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The finishing step on one row of a tile (scalar form of ki_gemm_fin). */
+static void fin_row(const ki_gemm_fin *fin, int r, float *restrict p)
+{
+    for (int j = 0; j < KI_GEMM_NR; j++) {
+        float v = fin->bias ? p[j] + fin->bias[r] : p[j];
+        v = v < fin->lo ? fin->lo : v;
+        p[j] = v > fin->hi ? fin->hi : v;
+    }
+}
+
+void ki_gemm_ukernel_ref(int64_t kc, const float *const *a, const float *b, float *c, int64_t ldc,
+                         bool acc, const ki_gemm_fin *fin)
+{
+    float t[KI_GEMM_MR][KI_GEMM_NR];
+    for (int r = 0; r < KI_GEMM_MR; r++) {
+        for (int j = 0; j < KI_GEMM_NR; j++) {
+            t[r][j] = acc ? c[r * ldc + j] : 0.0f;
+        }
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        const float *bk = b + k * KI_GEMM_NR;
+        for (int r = 0; r < KI_GEMM_MR; r++) {
+            float av = a[r][k];
+            for (int j = 0; j < KI_GEMM_NR; j++) {
+                t[r][j] += av * bk[j];
+            }
+        }
+    }
+    for (int r = 0; r < KI_GEMM_MR; r++) {
+        if (fin) {
+            fin_row(fin, r, t[r]);
+        }
+        memcpy(c + r * ldc, t[r], sizeof t[r]);
+    }
+}
+
+void ki_cv_epilogue_ref(const ki_cv_epilogue *ep, int64_t ch, float *p, size_t n)
+{
+    ki_cv_epilogue_plane(ep, ch, p, n);
+}
+
+ki_gemm_isa ki_gemm_best_isa(void)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) {
+        return KI_GEMM_AVX512;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        return KI_GEMM_AVX2;
+    }
+    return KI_GEMM_REF;
+}
+
+ki_gemm_ukernel ki_gemm_ukernel_for(ki_gemm_isa isa)
+{
+    __builtin_cpu_init();
+    switch (isa) {
+    case KI_GEMM_AVX512:
+        return __builtin_cpu_supports("avx512f") ? ki_gemm_ukernel_avx512 : NULL;
+    case KI_GEMM_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                   ? ki_gemm_ukernel_avx2
+                   : NULL;
+    case KI_GEMM_REF:
+        break;
+    }
+    return ki_gemm_ukernel_ref;
+}
+
+/* The in-register finishing step for ep at rows from channel ch; false for activations the
+ * micro-kernels do not apply themselves. */
+static bool fin_of(const ki_cv_epilogue *ep, int64_t ch, ki_gemm_fin *fin)
+{
+    fin->bias = ep->bias ? ep->bias + ch : NULL;
+    fin->lo = -INFINITY, fin->hi = INFINITY;
+    switch (ep->act.kind) {
+    case KI_ACT_NONE:
+        return true;
+    case KI_ACT_RELU:
+        fin->lo = 0.0f;
+        return true;
+    case KI_ACT_RELU6:
+        fin->lo = 0.0f, fin->hi = 6.0f;
+        return true;
+    case KI_ACT_HARDTANH:
+        fin->lo = ep->act.a, fin->hi = ep->act.b;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* One MR x NR tile for one k block. Edge tiles go through a local tile: rows past m reuse row 0
+ * of the tile (valid memory, results dropped), columns past n multiply the panel's zero padding. */
+static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int64_t kc,
+                 const float *b)
+{
+    int64_t m0 = mi * KI_GEMM_MR, n0 = pi * KI_GEMM_NR;
+    int64_t mr = g->m - m0 < KI_GEMM_MR ? g->m - m0 : KI_GEMM_MR;
+    int64_t nr = g->n - n0 < KI_GEMM_NR ? g->n - n0 : KI_GEMM_NR;
+    const float *rows[KI_GEMM_MR];
+    for (int64_t r = 0; r < KI_GEMM_MR; r++) {
+        rows[r] = g->a + (m0 + (r < mr ? r : 0)) * g->lda + k0;
+    }
+    float *c = g->c + m0 * g->ldc + n0;
+    bool last = k0 + kc >= g->k;
+    ki_gemm_fin fin;
+    if (mr == KI_GEMM_MR && nr == KI_GEMM_NR) {
+        /* the simple activations finish in registers; the others after the store */
+        bool in_regs = last && g->ep && fin_of(g->ep, g->ch0 + m0, &fin);
+        g->uk(kc, rows, b, c, g->ldc, k0 > 0, in_regs ? &fin : NULL);
+        last = last && !in_regs;
+    } else {
+        _Alignas(64) float t[KI_GEMM_MR * KI_GEMM_NR];
+        g->uk(kc, rows, b, t, KI_GEMM_NR, false, NULL);
+        for (int64_t r = 0; r < mr; r++) {
+            for (int64_t j = 0; j < nr; j++) {
+                c[r * g->ldc + j] =
+                    k0 > 0 ? c[r * g->ldc + j] + t[r * KI_GEMM_NR + j] : t[r * KI_GEMM_NR + j];
+            }
+        }
+    }
+    if (g->ep && last) {
+        for (int64_t r = 0; r < mr; r++) {
+            g->epf(g->ep, g->ch0 + m0 + r, c + r * g->ldc, (size_t)nr);
+        }
+    }
+}
+
+/* Used when there are few panels (small outputs, large weights): tiles are numbered row-major,
+ * so each thread reads only its share of A (the weight, often megabytes streamed from memory),
+ * while the few packed B panels stay in cache. k blocks outermost. */
+void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt)
+{
+    int64_t np = (g->n + KI_GEMM_NR - 1) / KI_GEMM_NR, mp = (g->m + KI_GEMM_MR - 1) / KI_GEMM_MR;
+    int64_t tiles = np * mp, t0 = tiles * tid / nt, t1 = tiles * (tid + 1) / nt;
+    for (int64_t k0 = 0; k0 < g->k; k0 += KI_GEMM_KC) {
+        int64_t kc = g->k - k0 < KI_GEMM_KC ? g->k - k0 : KI_GEMM_KC;
+        for (int64_t t = t0; t < t1; t++) {
+            int64_t pi = t % np;
+            tile(g, pi, t / np, k0, kc, g->bp + pi * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR);
+        }
+    }
+}
+
+/* Panels innermost: each C row is written np * NR floats at a time (few, long write streams
+ * instead of one 128-byte piece per row and panel), and A's 8 x KC block is reused np times. */
+void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *b)
+{
+    int64_t mp = (g->m + KI_GEMM_MR - 1) / KI_GEMM_MR;
+    for (int64_t k0 = 0; k0 < g->k; k0 += KI_GEMM_KC) {
+        int64_t kc = g->k - k0 < KI_GEMM_KC ? g->k - k0 : KI_GEMM_KC;
+        for (int64_t mi = 0; mi < mp; mi++) {
+            for (int64_t q = 0; q < np; q++) {
+                tile(g, p0 + q, mi, k0, kc, b + q * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR);
+            }
+        }
+    }
+}

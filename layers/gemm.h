@@ -1,0 +1,92 @@
+/* gemm.h - the SGEMM micro-kernels and the tiled driver under nn.Conv2d.
+ *
+ * C[m x n] = A[m x k] * B[k x n] (+ the conv epilogue), for convolution: A is the weight, used
+ * as it lies in the model (row-major, row stride lda: the micro-kernel broadcasts from eight row
+ * pointers, so no repacked copy of the weights is needed), B is packed by the caller into panels
+ * of KI_GEMM_NR columns (panel p holds k rows of NR floats at bp + p*k*NR, zero-padded past n),
+ * C is row-major with row stride ldc.
+ *
+ * The driver splits the C tiles (MR x NR) into one contiguous range per thread; every tile is
+ * computed by the same sequence of operations whatever the thread count, so results do not
+ * depend on it. Micro-kernels: plain C (gemm.c), AVX2+FMA (gemm_avx2.c), AVX-512 (gemm_avx512.c),
+ * picked at run time from the CPU. Only declarations and static inline functions here. */
+#ifndef KI_GEMM_H
+#define KI_GEMM_H
+
+#include "conv_common.h"
+
+#define KI_GEMM_MR 8   /* rows of a C tile */
+#define KI_GEMM_NR 32  /* columns of a C tile and of a B panel */
+#define KI_GEMM_KC 128 /* k block: a B sub-panel (KC x NR floats, 16 KiB) stays in L1 */
+
+/* What a micro-kernel applies in registers before its final store: the bias of each row (MR
+ * values, or NULL for none), then min(hi, max(lo, v)): ReLU (0, inf), ReLU6 (0, 6), Hardtanh,
+ * or nothing (-inf, inf). Same operations as the scalar epilogue, so the results are equal. */
+typedef struct ki_gemm_fin {
+    const float *bias;
+    float lo, hi;
+} ki_gemm_fin;
+
+/* c[MR x NR] (+)= sum over kc of a[r][k] * b[k][0..NR): a holds MR row pointers (already offset
+ * to the k block), b is KC-block of one packed panel (64-byte aligned), c has row stride ldc.
+ * acc: add to c instead of overwriting it. fin: the finishing step, or NULL. */
+typedef void (*ki_gemm_ukernel)(int64_t kc, const float *const *a, const float *b, float *c,
+                                int64_t ldc, bool acc, const ki_gemm_fin *fin);
+
+typedef enum ki_gemm_isa { KI_GEMM_REF = 0, KI_GEMM_AVX2, KI_GEMM_AVX512 } ki_gemm_isa;
+
+ki_gemm_isa ki_gemm_best_isa(void);
+/* The kernel for isa, or NULL if this CPU cannot run it. */
+ki_gemm_ukernel ki_gemm_ukernel_for(ki_gemm_isa isa);
+
+void ki_gemm_ukernel_ref(int64_t kc, const float *const *a, const float *b, float *c, int64_t ldc,
+                         bool acc, const ki_gemm_fin *fin);
+void ki_gemm_ukernel_avx2(int64_t kc, const float *const *a, const float *b, float *c, int64_t ldc,
+                          bool acc, const ki_gemm_fin *fin);
+void ki_gemm_ukernel_avx512(int64_t kc, const float *const *a, const float *b, float *c,
+                            int64_t ldc, bool acc, const ki_gemm_fin *fin);
+
+typedef struct ki_gemm_args {
+    int64_t m, n, k;
+    const float *a; /* m x k, row stride lda */
+    int64_t lda;
+    const float *bp; /* packed B */
+    float *c;        /* m x n, row stride ldc */
+    int64_t ldc;
+    const ki_cv_epilogue *ep; /* applied to each finished row segment; NULL for none */
+    ki_cv_epilogue_fn epf;    /* how */
+    int64_t ch0;              /* epilogue channel of row 0 */
+    ki_gemm_ukernel uk;
+} ki_gemm_args;
+
+/* Computes thread tid's share of the tiles (call from inside a parallel region, every tid in
+ * 0..nt-1 once). */
+void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt);
+
+/* All tiles of panels p0..p0+np-1, packed one after another at b (np * k * NR floats): for
+ * callers that pack a few panels at a time. */
+void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *b);
+
+/* Floats of a packed B of k rows and n columns; false on overflow. */
+static inline bool ki_gemm_packed_floats(int64_t k, int64_t n, int64_t *out)
+{
+    int64_t panels = (n + KI_GEMM_NR - 1) / KI_GEMM_NR;
+    return ki_ckd_mul_i64(out, panels, KI_GEMM_NR) && ki_ckd_mul_i64(out, *out, k);
+}
+
+/* Scatters row r of B (n floats at src) into the packed panels, zero-padding the last one. */
+static inline void ki_gemm_pack_row(const float *src, int64_t r, int64_t k, int64_t n, float *bp)
+{
+    for (int64_t j0 = 0; j0 < n; j0 += KI_GEMM_NR) {
+        float *d = bp + j0 * k + r * KI_GEMM_NR;
+        int64_t w = n - j0 < KI_GEMM_NR ? n - j0 : KI_GEMM_NR;
+        for (int64_t j = 0; j < w; j++) {
+            d[j] = src[j0 + j];
+        }
+        for (int64_t j = w; j < KI_GEMM_NR; j++) {
+            d[j] = 0.0f;
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,184 @@
+/* test_gemm.c - the SGEMM driver and micro-kernels against a double-precision product on random
+ * shapes (edge tiles, several k blocks), independence of the thread split, the AVX2 epilogue
+ * against the scalar one, and the conv and linear fuse() hooks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka needs the headers above first */
+// clang-format off
+#include <cmocka.h>
+// clang-format on
+
+#include "../../layers/conv2d.h"
+#include "test_conv_util.h"
+
+/* C = A*B through packing and ki_gemm_compute, the tiles split over nt simulated threads. */
+static void gemm_run(ki_gemm_ukernel uk, int64_t m, int64_t n, int64_t k, const float *a,
+                     int64_t lda, const float *b, float *c, int nt)
+{
+    int64_t packed;
+    assert_true(ki_gemm_packed_floats(k, n, &packed));
+    float *bp = malloc((size_t)packed * sizeof *bp + 4);
+    for (int64_t r = 0; r < k; r++) {
+        ki_gemm_pack_row(b + r * n, r, k, n, bp);
+    }
+    ki_cv_epilogue ep = { NULL, { KI_ACT_NONE, 0, 0 } };
+    ki_gemm_args g = { m, n, k, a, lda, bp, c, n, &ep, ki_cv_epilogue_ref, 0, uk };
+    for (int t = 0; t < nt; t++) {
+        ki_gemm_compute(&g, t, nt);
+    }
+    free(bp);
+}
+
+static void test_gemm_random(void **unused)
+{
+    (void)unused;
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        uint64_t s = seed * 0x9E3779B97F4A7C15ull;
+        int64_t m = trng_int(&s, 1, 40), n = trng_int(&s, 1, 100), k = trng_int(&s, 1, 300);
+        int64_t lda = k + trng_int(&s, 0, 3);
+        float *a = malloc((size_t)(m * lda) * sizeof *a), *b = malloc((size_t)(k * n) * sizeof *b);
+        float *c = malloc((size_t)(m * n) * sizeof *c), *want = malloc((size_t)(m * n) * sizeof *c);
+        float *first = malloc((size_t)(m * n) * sizeof *c);
+        trng_fill(&s, a, (size_t)(m * lda)), trng_fill(&s, b, (size_t)(k * n));
+        for (int64_t i = 0; i < m * n; i++) {
+            double acc = 0;
+            for (int64_t q = 0; q < k; q++) {
+                acc += (double)a[i / n * lda + q] * b[q * n + i % n];
+            }
+            want[i] = (float)acc;
+        }
+        for (int isa = KI_GEMM_REF; isa <= KI_GEMM_AVX512; isa++) {
+            ki_gemm_ukernel uk = ki_gemm_ukernel_for((ki_gemm_isa)isa);
+            for (int nt = 1; uk && nt <= 3; nt += 2) {
+                gemm_run(uk, m, n, k, a, lda, b, c, nt);
+                long bad = tclose(c, want, (size_t)(m * n), 1e-4f, 1e-4f);
+                if (bad >= 0) {
+                    fail_msg("seed %llu isa %d m %lld n %lld k %lld: c[%ld] %g want %g",
+                             (unsigned long long)seed, isa, (long long)m, (long long)n,
+                             (long long)k, bad, c[bad], want[bad]);
+                }
+                if (nt == 1) {
+                    memcpy(first, c, (size_t)(m * n) * sizeof *c);
+                } else if (memcmp(first, c, (size_t)(m * n) * sizeof *c) != 0) {
+                    fail_msg("seed %llu isa %d: 1 and 3 threads differ", (unsigned long long)seed,
+                             isa);
+                }
+            }
+        }
+        free(a), free(b), free(c), free(want), free(first);
+    }
+}
+
+/* The vector epilogue computes the scalar formulas exactly, NaN and tails included. */
+static void test_epilogue_avx2(void **unused)
+{
+    (void)unused;
+    static const ki_act acts[] = { { KI_ACT_NONE, 0, 0 },          { KI_ACT_RELU, 0, 0 },
+                                   { KI_ACT_RELU6, 0, 0 },         { KI_ACT_HARDTANH, -0.5f, 2 },
+                                   { KI_ACT_LEAKY_RELU, 0.1f, 0 }, { KI_ACT_HARDSWISH, 0, 0 },
+                                   { KI_ACT_HARDSIGMOID, 0, 0 },   { KI_ACT_SILU, 0, 0 },
+                                   { KI_ACT_SIGMOID, 0, 0 } };
+    if (!ki_gemm_ukernel_for(KI_GEMM_AVX2)) {
+        skip();
+    }
+    uint64_t s = 7;
+    float x[37], a[37], b[37], bias[2] = { 0.25f, -3.0f };
+    trng_fill(&s, x, 37);
+    for (int i = 0; i < 37; i++) {
+        x[i] *= 10.0f;
+    }
+    x[5] = NAN, x[6] = -0.0f, x[7] = -3.0f;
+    for (size_t q = 0; q < sizeof acts / sizeof acts[0]; q++) {
+        for (int nb = 0; nb < 2; nb++) {
+            ki_cv_epilogue ep = { nb ? bias : NULL, acts[q] };
+            memcpy(a, x, sizeof x), memcpy(b, x, sizeof x);
+            ki_cv_epilogue_avx2(&ep, 1, a, 37);
+            ki_cv_epilogue_ref(&ep, 1, b, 37);
+            for (int i = 0; i < 37; i++) {
+                if (!(a[i] == b[i] || (isnan(a[i]) && isnan(b[i])))) {
+                    fail_msg("act %zu bias %d: [%d] %g vs %g", q, nb, i, a[i], b[i]);
+                }
+            }
+        }
+    }
+}
+
+/* fuse() takes one cheap activation into the epilogue, and nothing else. */
+static void test_fuse_hook(void **unused)
+{
+    (void)unused;
+    static const float w[2] = { 1.0f, -2.0f }, bias[1] = { 0.5f }, x[4] = { 1, 2, -3, 4 };
+    int64_t wd[4] = { 1, 1, 1, 2 }, one = 1, d[4] = { 1, 1, 1, 4 };
+    top conv, relu6, soft, silu;
+    top_init(&conv, "nn.Conv2d", 1, 1);
+    top_attr(&conv, "weight", 4, wd, w);
+    top_attr(&conv, "bias", 1, &one, bias);
+    top_init(&relu6, "nn.ReLU6", 1, 1);
+    top_init(&soft, "nn.Softmax", 1, 1);
+    top_init(&silu, "F.silu", 1, 1);
+    const ki_layer_ops *ops;
+    void *st;
+    ki_error err = { 0 };
+    assert_int_equal(top_create(&conv, &ops, &st, &err), KI_OK);
+    assert_non_null(ops->fuse);
+    assert_false(ops->fuse(st, &soft.d));
+    assert_true(ops->fuse(st, &relu6.d));
+    assert_false(ops->fuse(st, &silu.d)); /* one activation only */
+    ki_tensor in = { ki_shape_make(4, d), (float *)x }, out;
+    for (int th = 1; th <= 2; th++) {
+        assert_int_equal(top_run(ops, st, &in, 1, &out, 1, th, &err), KI_OK);
+        /* 1*1-2*2+0.5 = -2.5 -> 0;  2+6+0.5 = 8.5 -> 6;  -3-8+0.5 -> 0 */
+        assert_float_equal(out.data[0], 0.0f, 0);
+        assert_float_equal(out.data[1], 6.0f, 0);
+        assert_float_equal(out.data[2], 0.0f, 0);
+        free(out.data);
+    }
+    ops->destroy(st);
+}
+
+/* nn.Linear's one-row path with a fused Hardswish equals the activation applied afterwards. */
+static void test_linear_fuse(void **unused)
+{
+    (void)unused;
+    enum { IN = 77, OUT = 19 };
+    static float w[OUT * IN], b[OUT], x[IN];
+    uint64_t s = 11;
+    trng_fill(&s, w, OUT * IN), trng_fill(&s, b, OUT), trng_fill(&s, x, IN);
+    int64_t wd[2] = { OUT, IN }, nb = OUT, d[2] = { 1, IN };
+    top lin, hs;
+    top_init(&lin, "nn.Linear", 1, 1);
+    top_attr(&lin, "weight", 2, wd, w);
+    top_attr(&lin, "bias", 1, &nb, b);
+    top_init(&hs, "nn.Hardswish", 1, 1);
+    const ki_layer_ops *ops;
+    void *st;
+    ki_error err = { 0 };
+    assert_int_equal(top_create(&lin, &ops, &st, &err), KI_OK);
+    assert_true(ops->fuse(st, &hs.d));
+    ki_tensor in = { ki_shape_make(2, d), x }, out;
+    for (int th = 1; th <= 2; th++) {
+        assert_int_equal(top_run(ops, st, &in, 1, &out, 1, th, &err), KI_OK);
+        for (int o = 0; o < OUT; o++) {
+            double acc = b[o];
+            for (int i = 0; i < IN; i++) {
+                acc += (double)w[o * IN + i] * x[i];
+            }
+            assert_float_equal(out.data[o], ki_act_hardswish((float)acc), 1e-5);
+        }
+        free(out.data);
+    }
+    ops->destroy(st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm_random),
+        cmocka_unit_test(test_epilogue_avx2),
+        cmocka_unit_test(test_fuse_hook),
+        cmocka_unit_test(test_linear_fuse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
