@@ -121,10 +121,14 @@ typedef struct ki_layer_ops {
                          int n_out, const ki_exec *ex);
     void (*destroy)(void *state); /* NULL: nothing to free (state must then be NULL) */
     /* Optional: absorb `next`, the only consumer of this op's single output, into this layer
-     * (e.g. an activation into a convolution's epilogue). Called after create() of both.
+     * (e.g. an activation into a convolution's epilogue). `slot` is the input of `next` that
+     * reads this op's output. Called after create() of both, possibly several times in a row.
      * Return true when absorbed and exact: the loader then drops `next`, and this op writes
-     * next's output operand. */
-    bool (*fuse)(void *state, const ki_op_desc *next);
+     * next's output operand. When `next` has two inputs (a residual add), its other input is
+     * appended to this op's inputs: shape() and forward() then see one more input, of next's
+     * output shape. Two-input operators are offered only when that other input is computed
+     * before this op runs. */
+    bool (*fuse)(void *state, const ki_op_desc *next, int slot);
 } ki_layer_ops;
 
 /* ---- reading an operator's parameters (core/opdesc.c) ----

@@ -104,36 +104,97 @@ static bool is_graph_output(const ki_graph *g, int o)
     return false;
 }
 
-/* Lets a layer absorb its only consumer (an activation after a convolution): the consumer is
- * dropped from the run and the producer writes the consumer's output operand directly. */
+/* Appends operand `o` to node nd's inputs (a fused residual's other operand). */
+static ki_status append_input(ki_graph *g, ki_node *nd, int o, ki_error *err)
+{
+    ki_op_desc *d = &nd->desc;
+    size_t n = (size_t)d->n_inputs + 1;
+    int *in = ki_arena_calloc(g->arena, n + 1, sizeof *in);
+    const char **names = ki_arena_calloc(g->arena, n + 1, sizeof *names);
+    const char **keys = ki_arena_calloc(g->arena, n + 1, sizeof *keys);
+    ki_shape *decl = ki_arena_calloc(g->arena, n + 1, sizeof *decl);
+    ki_dtype *dt = ki_arena_calloc(g->arena, n + 1, sizeof *dt);
+    if (!in || !names || !keys || !decl || !dt) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    memcpy(in, nd->in, (n - 1) * sizeof *in);
+    memcpy(names, d->input_names, (n - 1) * sizeof *names);
+    memcpy(keys, d->input_keys, (n - 1) * sizeof *keys);
+    memcpy(decl, d->input_decl, (n - 1) * sizeof *decl);
+    memcpy(dt, d->input_dtype, (n - 1) * sizeof *dt);
+    in[n - 1] = o;
+    names[n - 1] = g->operands[o].name;
+    decl[n - 1] = g->operands[o].decl;
+    dt[n - 1] = g->operands[o].dtype;
+    nd->in = in;
+    d->input_names = names;
+    d->input_keys = keys;
+    d->input_decl = decl;
+    d->input_dtype = dt;
+    d->n_inputs = (int)n;
+    return KI_OK;
+}
+
+/* Whether node c can be offered to node n's fuse hook: one output, one or two inputs, and for
+ * two inputs the other one computed before step k (pos[] is each node's exec step, -1 for
+ * wiring such as pnnx.Input, whose outputs exist before any step). */
+static bool fusable(const ki_model *m, int n, int c, int k, const int *pos, int *slot)
+{
+    const ki_graph *g = m->g;
+    const ki_node *cn = &g->nodes[c];
+    int o = g->nodes[n].out[0];
+    if (!m->layer[c] || (m->layer[c]->flags & KI_LAYER_GRAPH) || cn->desc.n_outputs != 1 ||
+        cn->desc.n_inputs < 1 || cn->desc.n_inputs > 2) {
+        return false;
+    }
+    *slot = cn->in[0] == o ? 0 : 1;
+    if (cn->desc.n_inputs == 1) {
+        return true;
+    }
+    int other = cn->in[1 - *slot], p = g->operands[other].producer;
+    return other != o && (p < 0 || pos[p] < k);
+}
+
+/* Lets a layer absorb its only consumer (an activation, a residual add after a convolution):
+ * the consumer is dropped from the run and the producer writes the consumer's output operand
+ * directly. */
 static ki_status fuse_layers(ki_model *m, ki_error *err)
 {
     ki_graph *g = m->g;
     int *consumer = malloc(((size_t)g->n_operands + 1) * sizeof *consumer);
+    int *pos = malloc(((size_t)g->n_nodes + 1) * sizeof *pos);
     bool *dropped = calloc((size_t)g->n_nodes + 1, sizeof *dropped);
-    if (!consumer || !dropped) {
-        free(consumer), free(dropped);
-        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    ki_status st = KI_OK;
+    if (!consumer || !dropped || !pos) {
+        st = KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+        goto done;
     }
     for (int o = 0; o < g->n_operands; o++) {
         consumer[o] = -1;
     }
     for (int n = 0; n < g->n_nodes; n++) {
+        pos[n] = -1;
         for (int i = 0; i < g->nodes[n].desc.n_inputs; i++) {
             consumer[g->nodes[n].in[i]] = n;
         }
     }
     for (int k = 0; k < m->n_exec; k++) {
-        int n = m->exec[k];
+        pos[m->exec[k]] = k;
+    }
+    for (int k = 0; k < m->n_exec && st == KI_OK; k++) {
+        int n = m->exec[k], slot;
         ki_node *nd = &g->nodes[n];
         if (dropped[n] || !m->layer[n]->fuse || nd->desc.n_outputs != 1) {
             continue;
         }
         int o = nd->out[0], c = consumer[o];
-        if (c < 0 || g->operands[o].n_consumers != 1 || is_graph_output(g, o) || !m->layer[c] ||
-            (m->layer[c]->flags & KI_LAYER_GRAPH) || g->nodes[c].desc.n_inputs != 1 ||
-            g->nodes[c].desc.n_outputs != 1 || !m->layer[n]->fuse(m->state[n], &g->nodes[c].desc)) {
+        if (c < 0 || g->operands[o].n_consumers != 1 || is_graph_output(g, o) ||
+            !fusable(m, n, c, k, pos, &slot) ||
+            !m->layer[n]->fuse(m->state[n], &g->nodes[c].desc, slot)) {
             continue;
+        }
+        if (g->nodes[c].desc.n_inputs == 2) {
+            st = append_input(g, nd, g->nodes[c].in[1 - slot], err);
         }
         int out = g->nodes[c].out[0];
         nd->out[0] = out;
@@ -148,9 +209,11 @@ static ki_status fuse_layers(ki_model *m, ki_error *err)
         }
     }
     m->n_exec = w;
+done:
     free(consumer);
+    free(pos);
     free(dropped);
-    return KI_OK;
+    return st;
 }
 
 ki_status ki_model_load(const char *param_path, const char *bin_path, const ki_load_options *opt,

@@ -394,8 +394,11 @@ static void conv_destroy(void *state)
 }
 
 /* Absorbs a following activation into the output epilogue (see ki_cv_fuse_act). */
-static bool conv_fuse(void *state, const ki_op_desc *next)
+static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
 {
+    if (next->n_inputs != 1 || slot != 0) {
+        return false;
+    }
     ki_conv2d *c = state;
     return ki_cv_fuse_act(&c->ep, next);
 }

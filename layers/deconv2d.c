@@ -285,8 +285,11 @@ static void deconv_destroy(void *state)
 }
 
 /* Absorbs a following activation into the output epilogue (see ki_cv_fuse_act). */
-static bool deconv_fuse(void *state, const ki_op_desc *next)
+static bool deconv_fuse(void *state, const ki_op_desc *next, int slot)
 {
+    if (next->n_inputs != 1 || slot != 0) {
+        return false;
+    }
     ki_deconv2d *c = state;
     return ki_cv_fuse_act(&c->ep, next);
 }

@@ -150,8 +150,11 @@ static ki_status linear_forward(const void *state, const ki_tensor *in, int n_in
 }
 
 /* Absorbs a following activation (see ki_cv_fuse_act); the bias stays per feature. */
-static bool linear_fuse(void *state, const ki_op_desc *next)
+static bool linear_fuse(void *state, const ki_op_desc *next, int slot)
 {
+    if (next->n_inputs != 1 || slot != 0) {
+        return false;
+    }
     linear *l = state;
     ki_cv_epilogue ep = { NULL, l->act };
     bool ok = ki_cv_fuse_act(&ep, next);

@@ -123,9 +123,9 @@ static void test_fuse_hook(void **unused)
     ki_error err = { 0 };
     assert_int_equal(top_create(&conv, &ops, &st, &err), KI_OK);
     assert_non_null(ops->fuse);
-    assert_false(ops->fuse(st, &soft.d));
-    assert_true(ops->fuse(st, &relu6.d));
-    assert_false(ops->fuse(st, &silu.d)); /* one activation only */
+    assert_false(ops->fuse(st, &soft.d, 0));
+    assert_true(ops->fuse(st, &relu6.d, 0));
+    assert_false(ops->fuse(st, &silu.d, 0)); /* one activation only */
     ki_tensor in = { ki_shape_make(4, d), (float *)x }, out;
     for (int th = 1; th <= 2; th++) {
         assert_int_equal(top_run(ops, st, &in, 1, &out, 1, th, &err), KI_OK);
@@ -156,7 +156,7 @@ static void test_linear_fuse(void **unused)
     void *st;
     ki_error err = { 0 };
     assert_int_equal(top_create(&lin, &ops, &st, &err), KI_OK);
-    assert_true(ops->fuse(st, &hs.d));
+    assert_true(ops->fuse(st, &hs.d, 0));
     ki_tensor in = { ki_shape_make(2, d), x }, out;
     for (int th = 1; th <= 2; th++) {
         assert_int_equal(top_run(ops, st, &in, 1, &out, 1, th, &err), KI_OK);
