@@ -2,6 +2,7 @@
 #include "graph.h"
 
 #include "ckd.h"
+#include "hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,15 +13,6 @@ typedef struct name_map {
     int *vals;
     size_t cap;
 } name_map;
-
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) {
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    }
-    return h;
-}
 
 static bool map_init(name_map *m, size_t n)
 {
@@ -42,7 +34,7 @@ static void map_free(name_map *m)
 /* Returns the slot for key: keys[slot] is NULL when absent. */
 static size_t map_slot(const name_map *m, const char *key)
 {
-    size_t i = (size_t)fnv1a(key) & (m->cap - 1);
+    size_t i = (size_t)ki_hash_str(key) & (m->cap - 1);
     while (m->keys[i] && strcmp(m->keys[i], key) != 0) {
         i = (i + 1) & (m->cap - 1);
     }

@@ -2,6 +2,7 @@
 #include "zip.h"
 
 #include "ckd.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -198,11 +199,7 @@ static ki_status build_index(ki_zip *z, ki_error *err)
     }
     memset(z->index, 0xff, z->index_cap * sizeof *z->index);
     for (int i = 0; i < z->n; i++) {
-        uint64_t h = 1469598103934665603ull;
-        for (const char *s = z->entries[i].name; *s; s++) {
-            h = (h ^ (unsigned char)*s) * 1099511628211ull;
-        }
-        size_t k = (size_t)h & (z->index_cap - 1);
+        size_t k = (size_t)ki_hash_str(z->entries[i].name) & (z->index_cap - 1);
         while (z->index[k] >= 0 && strcmp(z->entries[z->index[k]].name, z->entries[i].name) != 0) {
             k = (k + 1) & (z->index_cap - 1);
         }
@@ -325,11 +322,7 @@ const ki_zip_entry *ki_zip_find(const ki_zip *z, const char *name)
     if (!z->index) {
         return NULL;
     }
-    uint64_t h = 1469598103934665603ull;
-    for (const char *s = name; *s; s++) {
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    }
-    size_t k = (size_t)h & (z->index_cap - 1);
+    size_t k = (size_t)ki_hash_str(name) & (z->index_cap - 1);
     while (z->index[k] >= 0) {
         if (strcmp(z->entries[z->index[k]].name, name) == 0) {
             return &z->entries[z->index[k]];
