@@ -4,6 +4,7 @@
 #ifndef KI_NPY_H
 #define KI_NPY_H
 
+#include "../core/io.h"
 #include "../core/kinfer.h"
 
 /* Reads path into *data (malloc'd, caller frees) with its shape. */
@@ -13,9 +14,6 @@ ki_status ki_npy_parse(const unsigned char *buf, size_t len, const char *label, 
                        float **data, ki_error *err);
 /* Writes a float32 array atomically (temporary file + rename). */
 ki_status ki_npy_write(const char *path, const ki_shape *shape, const float *data, ki_error *err);
-/* Reads a whole file (at most max bytes) into a malloc'd buffer. */
-ki_status ki_file_read(const char *path, size_t max, unsigned char **buf, size_t *len,
-                       ki_error *err);
 /* Writes bytes to path atomically. */
 ki_status ki_file_write_atomic(const char *path, const void *data, size_t len, ki_error *err);
 

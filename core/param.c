@@ -3,6 +3,7 @@
  * allocated for it, so a header claiming a billion operators costs nothing. */
 #include "ckd.h"
 #include "graph.h"
+#include "io.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -407,41 +408,13 @@ fail:
 
 ki_status ki_param_load(const char *path, ki_graph **out, ki_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return KI_FAIL(err, KI_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    ki_status st = KI_OK;
-    for (;;) {
-        if (len == cap) {
-            if (cap >= KI_MAX_PARAM_FILE) {
-                st = KI_FAIL(err, KI_ERR_LIMIT, "%s: larger than %zu bytes", path, KI_MAX_PARAM_FILE);
-                break;
-            }
-            cap = cap ? cap * 2 : 1 << 16;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                st = KI_FAIL(err, KI_ERR_NOMEM, "%s: out of memory", path);
-                break;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) {
-                st = KI_FAIL(err, KI_ERR_IO, "%s: read error", path);
-            }
-            break;
-        }
-    }
-    fclose(f);
+    unsigned char *buf;
+    size_t len;
+    ki_status st = ki_file_read(path, KI_MAX_PARAM_FILE, &buf, &len, err);
     if (st == KI_OK) {
-        st = ki_param_parse(path, buf, len, out, err);
+        st = ki_param_parse(path, (const char *)buf, len, out, err);
+        free(buf);
     }
-    free(buf);
     return st;
 }
 
