@@ -239,12 +239,18 @@ static ki_status conv_shape(const void *state, const ki_shape *in, int n_in, ki_
 {
     const ki_conv2d *c = state;
     ki_conv2d_geom g;
-    if (n_in != 1 || n_out != 1) {
+    char a[96], b[96];
+    if (n_in != 1 + (int)c->residual || n_out != 1) {
         return KI_FAIL(err, KI_ERR_INTERNAL, "wrong input/output count");
     }
     ki_status st = ki_conv2d_geom_make(c, &in[0], &g, err);
     if (st == KI_OK) {
         out[0] = ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch, g.oh, g.ow);
+    }
+    /* the fused add(@0,@1) is exact only without broadcasting */
+    if (st == KI_OK && c->residual && !ki_shape_equal(&in[1], &out[0])) {
+        st = KI_FAIL(err, KI_ERR_SHAPE, "fused residual add: operand %s differs from output %s",
+                     ki_shape_str(&in[1], a, sizeof a), ki_shape_str(&out[0], b, sizeof b));
     }
     return st;
 }
@@ -335,18 +341,19 @@ static size_t conv_workspace(const void *state, const ki_shape *in, int n_in, co
 static ki_status conv_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
                               int n_out, const ki_exec *ex)
 {
-    const ki_conv2d *c = state;
+    ki_conv2d c = *(const ki_conv2d *)state; /* a copy that carries this run's residual */
     ki_conv2d_geom g;
-    (void)n_in, (void)n_out;
-    if (ki_conv2d_geom_make(c, &in[0].shape, &g, NULL) != KI_OK) {
+    (void)n_out;
+    if (ki_conv2d_geom_make(&c, &in[0].shape, &g, NULL) != KI_OK || n_in != 1 + (int)c.residual) {
         return KI_ERR_SHAPE;
     }
-    ki_conv2d_path p = ki_conv2d_pick(c, &g);
-    size_t need = ki_conv2d_workspace_for(c, &g, p, ex->n_threads);
+    ki_conv2d_path p = ki_conv2d_pick(&c, &g);
+    size_t need = ki_conv2d_workspace_for(&c, &g, p, ex->n_threads);
     if (need > ex->ws_per_thread) {
         return KI_ERR_INTERNAL;
     }
-    ki_conv2d_run(c, &g, p, in[0].data, out[0].data, ex);
+    c.res = c.residual ? in[1].data : NULL;
+    ki_conv2d_run(&c, &g, p, in[0].data, out[0].data, ex);
     return KI_OK;
 }
 
@@ -383,7 +390,8 @@ void ki_conv2d_forward_ref(const ki_conv2d *c, const ki_conv2d_geom *g, const fl
             for (int64_t i = 0; i < ohw; i++) {
                 o[i] = conv_point(c, g, x, w, i / g->ow, i % g->ow);
             }
-            ki_cv_epilogue_plane(&c->ep, oc, o, (size_t)ohw);
+            const float *r = c->res ? c->res + (n * c->out_ch + oc) * ohw : NULL;
+            ki_cv_epilogue_plane_res(&c->ep, r, oc, o, (size_t)ohw);
         }
     }
 }
@@ -393,13 +401,33 @@ static void conv_destroy(void *state)
     free(state);
 }
 
-/* Absorbs a following activation into the output epilogue (see ki_cv_fuse_act). */
+/* Whether next is a residual add of two operands of the same declared shape (when declared). */
+static bool is_residual_add(const ki_op_desc *next)
+{
+    const ki_param *e = ki_op_param(next, "expr");
+    if (next->n_inputs != 2 || strcmp(next->type, "pnnx.Expression") != 0 || !e || !e->raw ||
+        strcmp(e->raw, "add(@0,@1)") != 0) {
+        return false;
+    }
+    const ki_shape *d = next->input_decl;
+    return !d || d[0].ndim < 0 || d[1].ndim < 0 || ki_shape_equal(&d[0], &d[1]);
+}
+
+/* Absorbs a following activation into the output epilogue (see ki_cv_fuse_act), or a residual
+ * add before any activation (bias, + residual, then the activation absorbed after it). */
 static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
 {
+    ki_conv2d *c = state;
+    if (next->n_inputs == 2) {
+        if (c->residual || c->ep.act.kind != KI_ACT_NONE || !is_residual_add(next)) {
+            return false;
+        }
+        c->residual = true;
+        return true;
+    }
     if (next->n_inputs != 1 || slot != 0) {
         return false;
     }
-    ki_conv2d *c = state;
     return ki_cv_fuse_act(&c->ep, next);
 }
 

@@ -25,6 +25,9 @@ typedef struct ki_conv2d {
     ki_conv_pad_mode pad_mode;
     const float *weight; /* (out_ch, in_ch/groups, kh, kw) */
     ki_cv_epilogue ep;
+    bool residual; /* fuse() absorbed `add(@0,@1)`: a second input of the output's shape */
+    /* Per run, on forward's copy of the state: that input's data (NULL in the model's state) */
+    const float *res;
     /* Kernels chosen for this CPU at create (tests may force others): */
     ki_gemm_ukernel uk;    /* GEMM micro-kernel */
     ki_cv_epilogue_fn epf; /* epilogue of the GEMM and depthwise paths */
@@ -112,9 +115,12 @@ static inline bool ki_conv2d_dw_padded(const ki_conv2d *c, const ki_conv2d_geom 
            ki_ckd_add_i64(floats, *floats, 8 * c->sw + 16) && wp < INT32_MAX / 4;
 }
 
-/* conv2d_avx2.c: one depthwise plane from its padded copy xp (row stride wp, see above). */
-void ki_conv2d_dw_plane_padded_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *xp,
-                                    const float *w, float *restrict o);
+/* conv2d_avx2.c: depthwise plane of channel ch from its padded copy xp (row stride wp, see
+ * above). When the activation is one the vector epilogue handles (true returned), the epilogue
+ * (bias, the residual plane res or NULL, the activation) is applied at the store; otherwise the
+ * caller applies it after. */
+bool ki_conv2d_dw_plane_padded_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *xp,
+                                    int64_t ch, const float *res, float *restrict o);
 
 void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n);
 void ki_conv2d_gather2_avx2(const float *src, float *restrict d, int64_t n);

@@ -39,15 +39,26 @@ static bool act_vectorised(ki_act_kind k)
            k == KI_ACT_LEAKY_RELU || k == KI_ACT_HARDSWISH || k == KI_ACT_HARDSIGMOID;
 }
 
-void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, int64_t ch, float *p, size_t n)
+void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, const float *res, int64_t ch, float *p, size_t n)
 {
     if (!act_vectorised(ep->act.kind)) {
-        ki_cv_epilogue_plane(ep, ch, p, n);
+        ki_cv_epilogue_plane_res(ep, res, ch, p, n);
         return;
     }
     float b = ep->bias ? ep->bias[ch] : 0.0f;
     __m256 bv = _mm256_set1_ps(b);
     size_t i = 0;
+    if (res) {
+        for (; i + 8 <= n; i += 8) {
+            __m256 v = _mm256_add_ps(_mm256_loadu_ps(p + i), bv);
+            v = _mm256_add_ps(v, _mm256_loadu_ps(res + i));
+            _mm256_storeu_ps(p + i, act8(&ep->act, v));
+        }
+        for (; i < n; i++) {
+            p[i] = ki_act_apply(&ep->act, p[i] + b + res[i]);
+        }
+        return;
+    }
     for (; i + 8 <= n; i += 8) {
         _mm256_storeu_ps(p + i, act8(&ep->act, _mm256_add_ps(_mm256_loadu_ps(p + i), bv)));
     }
@@ -242,33 +253,126 @@ void ki_conv2d_dw_plane_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const 
     }
 }
 
+/* acc += the three taps of kernel row ky (weights wk[3*ky..]) over input vectors v0..v2. */
+#define DW3_ROW(acc, ky, v0, v1, v2)                                                               \
+    acc = _mm256_fmadd_ps(wk[3 * (ky)], v0, acc);                                                  \
+    acc = _mm256_fmadd_ps(wk[3 * (ky) + 1], v1, acc);                                              \
+    acc = _mm256_fmadd_ps(wk[3 * (ky) + 2], v2, acc)
+
+/* 3x3, stride 1, dilation 1, four output rows by eight columns of the padded plane: each of the
+ * six input rows is loaded once (three shifted vectors) and feeds the up to three output rows
+ * it reaches; the nine weights stay in registers. Per output row the taps are summed in the
+ * order ky, kx, as rows4 does. */
+static inline void dw3_s1_block(const float *xp, int64_t wp, const __m256 wk[9], int64_t oy,
+                                int64_t ox, __m256 acc[4])
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, v0, v1, v2;
+    const float *r = xp + oy * wp + ox;
+#define DW3_LOAD(i)                                                                                \
+    v0 = _mm256_loadu_ps(r + (i)*wp), v1 = _mm256_loadu_ps(r + (i)*wp + 1),                        \
+    v2 = _mm256_loadu_ps(r + (i)*wp + 2)
+    DW3_LOAD(0);
+    DW3_ROW(a0, 0, v0, v1, v2);
+    DW3_LOAD(1);
+    DW3_ROW(a0, 1, v0, v1, v2);
+    DW3_ROW(a1, 0, v0, v1, v2);
+    DW3_LOAD(2);
+    DW3_ROW(a0, 2, v0, v1, v2);
+    DW3_ROW(a1, 1, v0, v1, v2);
+    DW3_ROW(a2, 0, v0, v1, v2);
+    DW3_LOAD(3);
+    DW3_ROW(a1, 2, v0, v1, v2);
+    DW3_ROW(a2, 1, v0, v1, v2);
+    DW3_ROW(a3, 0, v0, v1, v2);
+    DW3_LOAD(4);
+    DW3_ROW(a2, 2, v0, v1, v2);
+    DW3_ROW(a3, 1, v0, v1, v2);
+    DW3_LOAD(5);
+    DW3_ROW(a3, 2, v0, v1, v2);
+#undef DW3_LOAD
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+}
+
 /* The padded plane has no borders: plain loads everywhere (the last vector of a row may read
  * past it into the slack; those lanes are not stored), four rows at a time. */
-void ki_conv2d_dw_plane_padded_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *xp,
-                                    const float *w, float *restrict o)
+/* The first min(n, 8) floats of s, zeros after (reads nothing past them). */
+static inline __m256 load_cols(const float *s, int64_t n)
+{
+    if (n >= 8) {
+        return _mm256_loadu_ps(s);
+    }
+    float t[8] = { 0 };
+    for (int64_t i = 0; i < n; i++) {
+        t[i] = s[i];
+    }
+    return _mm256_loadu_ps(t);
+}
+
+/* Where a depthwise plane goes: o (row length ow), through the epilogue ep of channel ch with
+ * the residual plane res (or NULL), or raw when ep is NULL. */
+typedef struct dw_out {
+    const ki_cv_epilogue *ep;
+    const float *res;
+    float *o;
+    int64_t ch, ow;
+} dw_out;
+
+/* Stores four (or one) rows of eight columns at row y, column ox: v + bias, + the residual, then
+ * the activation, as ki_cv_epilogue_avx2 computes them. */
+static void store_rows(const dw_out *d, const __m256 acc[4], int rows, int64_t y, int64_t ox)
+{
+    const ki_cv_epilogue *ep = d->ep;
+    __m256 bv = _mm256_set1_ps(ep && ep->bias ? ep->bias[d->ch] : 0.0f);
+    for (int q = 0; q < rows; q++) {
+        int64_t at = (y + q) * d->ow + ox;
+        __m256 v = acc[q];
+        if (ep) {
+            v = _mm256_add_ps(v, bv);
+            v = d->res ? _mm256_add_ps(v, load_cols(d->res + at, d->ow - ox)) : v;
+            v = act8(&ep->act, v);
+        }
+        store_cols(d->o + at, v, d->ow - ox);
+    }
+}
+
+bool ki_conv2d_dw_plane_padded_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *xp,
+                                    int64_t ch, const float *res, float *restrict o)
 {
     ki_conv2d cc = *c;
     ki_conv2d_geom gg = *g;
+    const float *w = c->weight + ch * c->kh * c->kw;
+    const ki_cv_epilogue *ep = act_vectorised(c->ep.act.kind) ? &c->ep : NULL;
+    dw_out d = { ep, res, o, ch, g->ow };
     cc.pt = cc.pb = cc.pl = cc.pr = 0;
     gg.in.h = g->in.h + c->pt + c->pb;
     gg.in.w = g->in.w + c->pl + c->pr;
+    bool k3 = c->kh == 3 && c->kw == 3 && c->sh == 1 && c->sw == 1 && c->dh == 1 && c->dw == 1;
+    __m256 wk[9];
+    for (int i = 0; i < 9 && k3; i++) {
+        wk[i] = _mm256_set1_ps(w[i]);
+    }
     for (int64_t oy = 0; oy < g->oh;) {
-        bool four = oy + 4 <= g->oh;
+        /* the last rows as the four rows ending at the bottom: a row computed twice is stored
+         * twice with the same value */
+        int64_t y = oy + 4 <= g->oh ? oy : g->oh - 4;
+        bool four = y >= 0;
+        y = four ? y : oy;
         for (int64_t ox = 0; ox < g->ow; ox += 8) {
             __m256 acc[4];
-            if (four && c->sw == 1) {
-                rows4(&cc, &gg, xp, w, oy, ox, 0, acc);
+            if (four && k3) {
+                dw3_s1_block(xp, gg.in.w, wk, y, ox, acc);
+            } else if (four && c->sw == 1) {
+                rows4(&cc, &gg, xp, w, y, ox, 0, acc);
             } else if (four) {
-                rows4(&cc, &gg, xp, w, oy, ox, 1, acc);
+                rows4(&cc, &gg, xp, w, y, ox, 1, acc);
             } else {
-                acc[0] = row1(&cc, &gg, xp, w, oy, ox, (int)c->sw - 1);
+                acc[0] = row1(&cc, &gg, xp, w, y, ox, (int)c->sw - 1);
             }
-            for (int q = 0; q < (four ? 4 : 1); q++) {
-                store_cols(o + (oy + q) * g->ow + ox, acc[q], g->ow - ox);
-            }
+            store_rows(&d, acc, four ? 4 : 1, y, ox);
         }
-        oy += four ? 4 : 1;
+        oy = y + (four ? 4 : 1);
     }
+    return ep != NULL;
 }
 
 void ki_conv2d_gather2_avx2(const float *src, float *restrict d, int64_t n)

@@ -143,7 +143,8 @@ void ki_conv2d_forward_gemm(const ki_conv2d *c, const ki_conv2d_geom *g, bool us
                                 &c->ep,
                                 c->epf,
                                 gi * cog,
-                                c->uk };
+                                c->uk,
+                                c->res ? c->res + (n * c->out_ch + gi * cog) * ohw : NULL };
             gemm_group(c, g, use_col, in + (n * c->in_ch + gi * cig) * hw, &ga, ex);
         }
     }
@@ -205,16 +206,19 @@ void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
     for (int64_t p = 0; p < planes; p++) {
         int64_t ch = p % c->in_ch;
         const float *w = c->weight + ch * c->kh * c->kw;
+        const float *res = c->res ? c->res + p * ohw : NULL;
         if (padded) {
             float *xp =
                 (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
             pad_plane(c, g, in + p * hw, xp, floats);
-            ki_conv2d_dw_plane_padded_avx2(c, g, xp, w, out + p * ohw);
+            if (ki_conv2d_dw_plane_padded_avx2(c, g, xp, ch, res, out + p * ohw)) {
+                continue; /* epilogue applied at the store */
+            }
         } else if (simd) {
             ki_conv2d_dw_plane_avx2(c, g, in + p * hw, w, out + p * ohw);
         } else {
             dw_plane(c, g, in + p * hw, w, out + p * ohw);
         }
-        c->epf(&c->ep, ch, out + p * ohw, (size_t)ohw);
+        c->epf(&c->ep, res, ch, out + p * ohw, (size_t)ohw);
     }
 }

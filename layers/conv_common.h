@@ -54,14 +54,18 @@ typedef struct ki_cv_epilogue {
     ki_act act;
 } ki_cv_epilogue;
 
-/* Applies the epilogue to n consecutive values of output channel ch (a plane or part of one). */
-static inline void ki_cv_epilogue_plane(const ki_cv_epilogue *ep, int64_t ch, float *restrict p,
-                                        size_t n)
+/* Applies the epilogue to n consecutive values of output channel ch (a plane or part of one),
+ * with a fused residual add (nn.Conv2d's fuse of `add(@0,@1)`): res holds the n values of the
+ * other operand at the same positions, or is NULL. Order as the unfused graph: bias, + res, then
+ * the activation. */
+static inline void ki_cv_epilogue_plane_res(const ki_cv_epilogue *ep, const float *res, int64_t ch,
+                                            float *restrict p, size_t n)
 {
     float b = ep->bias ? ep->bias[ch] : 0.0f;
     if (ep->act.kind == KI_ACT_RELU) {
         for (size_t i = 0; i < n; i++) {
             float v = p[i] + b;
+            v = res ? v + res[i] : v;
             p[i] = v < 0.0f ? 0.0f : v; /* as ki_act_apply: NaN stays NaN, like torch.relu */
         }
         return;
@@ -71,16 +75,31 @@ static inline void ki_cv_epilogue_plane(const ki_cv_epilogue *ep, int64_t ch, fl
             p[i] += b;
         }
     }
+    if (res) {
+        for (size_t i = 0; i < n; i++) {
+            p[i] += res[i];
+        }
+    }
     if (ep->act.kind != KI_ACT_NONE) {
         ki_act_apply_n(&ep->act, p, p, (int64_t)n);
     }
 }
 
+/* The epilogue without a residual. */
+static inline void ki_cv_epilogue_plane(const ki_cv_epilogue *ep, int64_t ch, float *restrict p,
+                                        size_t n)
+{
+    ki_cv_epilogue_plane_res(ep, NULL, ch, p, n);
+}
+
 /* An epilogue implementation: ki_cv_epilogue_ref (gemm.c, the inline one above) or an ISA
- * version (ki_cv_epilogue_avx2), chosen when the layer is created. */
-typedef void (*ki_cv_epilogue_fn)(const ki_cv_epilogue *ep, int64_t ch, float *p, size_t n);
-void ki_cv_epilogue_ref(const ki_cv_epilogue *ep, int64_t ch, float *p, size_t n);
-void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, int64_t ch, float *p, size_t n);
+ * version (ki_cv_epilogue_avx2), chosen when the layer is created. res: see
+ * ki_cv_epilogue_plane_res. */
+typedef void (*ki_cv_epilogue_fn)(const ki_cv_epilogue *ep, const float *res, int64_t ch, float *p,
+                                  size_t n);
+void ki_cv_epilogue_ref(const ki_cv_epilogue *ep, const float *res, int64_t ch, float *p, size_t n);
+void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, const float *res, int64_t ch, float *p,
+                         size_t n);
 
 /* The fuse() hook of conv-like layers: absorbs `next` when it is a scalar activation cheap and
  * common enough to be worth it, and no activation was absorbed before. */
@@ -146,6 +165,13 @@ static inline bool ki_cv_floats3(size_t *out, int64_t a, int64_t b, int64_t c)
     return ki_ckd_mul_i64(&n, a, b) && ki_ckd_mul_i64(&n, n, c) &&
            ki_ckd_mul(out, (size_t)n, sizeof(float));
 }
+
+/* Max pooling along one output row (pool2d.c): d[i] = v > d[i] ? v : d[i] with v = s[i*sw],
+ * i < n, for sw 1 or 2 (the order of PyTorch's scan, so ties keep the first maximum); reads
+ * s[0 .. (n-1)*sw] only. Returns nonzero when some v is NaN (the caller then redoes the plane
+ * with the reference, which lets the NaN win). _avx2: the same with eight lanes. */
+int ki_pool_rowmax_ref(const float *s, int64_t sw, float *restrict d, int64_t n);
+int ki_pool_rowmax_avx2(const float *s, int64_t sw, float *restrict d, int64_t n);
 
 /* Python floor division for a positive divisor. */
 static inline int64_t ki_cv_floordiv(int64_t a, int64_t b)

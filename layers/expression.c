@@ -29,6 +29,7 @@ typedef struct expr_state {
     ki_expr *e;
     int n_inputs;
     bool arith[EXPR_MAX_INPUTS]; /* input i is read by @i in elementwise math */
+    char binop; /* '+' or '*' when expr is exactly add(@0,@1) or mul(@0,@1): a direct loop */
 } expr_state;
 
 static void expr_destroy(void *state)
@@ -72,6 +73,11 @@ static ki_status expr_create(const ki_op_desc *op, void **state, ki_error *err)
         if (s->e->code[k].op == KI_EOP_REF) {
             s->arith[s->e->code[k].ref] = true;
         }
+    }
+    if (op->n_inputs == 2) {
+        s->binop = strcmp(text, "add(@0,@1)") == 0   ? '+'
+                   : strcmp(text, "mul(@0,@1)") == 0 ? '*'
+                                                     : 0;
     }
     *state = s;
     return KI_OK;
@@ -273,6 +279,43 @@ static void build_geom(const expr_state *s, const ki_tensor *in, const ki_shape 
     }
 }
 
+/* One block of 8 of a binary op: a (step sa) op b (step sb), float32 as the chunk evaluator. The
+ * block goes through t so that o may be a's or b's buffer (in place). */
+static inline void bin8(char op, const float *a, int sa, const float *b, int sb, float *o)
+{
+    float t[8];
+    for (int j = 0; j < 8; j++) {
+        t[j] = op == '+' ? a[j * sa] + b[j * sb] : a[j * sa] * b[j * sb];
+    }
+    memcpy(o, t, sizeof t);
+}
+
+/* o[i] = a[i] op b[i] for i < n, an input of step 0 repeating its one float. Specialised per
+ * step pair so that each inner loop has constant strides. */
+static void binop_run(char op, const ki_expr_input *x, size_t n, float *o)
+{
+    const float *a = x[0].data, *b = x[1].data;
+    int sa = x[0].step, sb = x[1].step;
+    size_t i = 0;
+    if (sa && sb) {
+        for (; i + 8 <= n; i += 8) {
+            bin8(op, a + i, 1, b + i, 1, o + i);
+        }
+    } else if (sa) {
+        for (; i + 8 <= n; i += 8) {
+            bin8(op, a + i, 1, b, 0, o + i);
+        }
+    } else if (sb) {
+        for (; i + 8 <= n; i += 8) {
+            bin8(op, a, 0, b + i, 1, o + i);
+        }
+    }
+    for (; i < n; i++) {
+        float u = a[i * (size_t)sa], v = b[i * (size_t)sb];
+        o[i] = op == '+' ? u + v : u * v;
+    }
+}
+
 /* Evaluates elements [c0, c0+len) of output row `row` (rows span the innermost merged dim). */
 static void run_chunk(const expr_state *s, const geom *g, const ki_tensor *in, float *out,
                       int64_t row, int64_t c0, size_t len, float *stack)
@@ -294,6 +337,10 @@ static void run_chunk(const expr_state *s, const geom *g, const ki_tensor *in, f
         }
         x[i].data = in[i].data + off;
         x[i].step = g->stride[i][g->nd - 1] != 0;
+    }
+    if (s->binop) {
+        binop_run(s->binop, x, len, out + row * g->d[g->nd - 1] + c0);
+        return;
     }
     ki_expr_eval_chunk(s->e, x, len, stack, out + row * g->d[g->nd - 1] + c0);
 }

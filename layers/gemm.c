@@ -6,10 +6,11 @@
 #include <string.h>
 
 /* The finishing step on one row of a tile (scalar form of ki_gemm_fin). */
-static void fin_row(const ki_gemm_fin *fin, int r, float *restrict p)
+static void fin_row(const ki_gemm_fin *fin, int r, int64_t ldc, float *restrict p)
 {
     for (int j = 0; j < KI_GEMM_NR; j++) {
         float v = fin->bias ? p[j] + fin->bias[r] : p[j];
+        v = fin->res ? v + fin->res[r * ldc + j] : v;
         v = v < fin->lo ? fin->lo : v;
         p[j] = v > fin->hi ? fin->hi : v;
     }
@@ -35,15 +36,15 @@ void ki_gemm_ukernel_ref(int64_t kc, const float *const *a, const float *b, floa
     }
     for (int r = 0; r < KI_GEMM_MR; r++) {
         if (fin) {
-            fin_row(fin, r, t[r]);
+            fin_row(fin, r, ldc, t[r]);
         }
         memcpy(c + r * ldc, t[r], sizeof t[r]);
     }
 }
 
-void ki_cv_epilogue_ref(const ki_cv_epilogue *ep, int64_t ch, float *p, size_t n)
+void ki_cv_epilogue_ref(const ki_cv_epilogue *ep, const float *res, int64_t ch, float *p, size_t n)
 {
-    ki_cv_epilogue_plane(ep, ch, p, n);
+    ki_cv_epilogue_plane_res(ep, res, ch, p, n);
 }
 
 ki_gemm_isa ki_gemm_best_isa(void)
@@ -74,11 +75,12 @@ ki_gemm_ukernel ki_gemm_ukernel_for(ki_gemm_isa isa)
     return ki_gemm_ukernel_ref;
 }
 
-/* The in-register finishing step for ep at rows from channel ch; false for activations the
- * micro-kernels do not apply themselves. */
-static bool fin_of(const ki_cv_epilogue *ep, int64_t ch, ki_gemm_fin *fin)
+/* The in-register finishing step for ep at rows from channel ch (residual tile res or NULL);
+ * false for activations the micro-kernels do not apply themselves. */
+static bool fin_of(const ki_cv_epilogue *ep, int64_t ch, const float *res, ki_gemm_fin *fin)
 {
     fin->bias = ep->bias ? ep->bias + ch : NULL;
+    fin->res = res;
     fin->lo = -INFINITY, fin->hi = INFINITY;
     switch (ep->act.kind) {
     case KI_ACT_NONE:
@@ -110,26 +112,32 @@ static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int6
         rows[r] = g->a + (m0 + (r < mr ? r : 0)) * g->lda + k0;
     }
     float *c = g->c + m0 * g->ldc + n0;
+    const float *res = g->res ? g->res + m0 * g->ldc + n0 : NULL;
     bool last = k0 + kc >= g->k;
     ki_gemm_fin fin;
     if (mr == KI_GEMM_MR && nr == KI_GEMM_NR) {
         /* the simple activations finish in registers; the others after the store */
-        bool in_regs = last && g->ep && fin_of(g->ep, g->ch0 + m0, &fin);
+        bool in_regs = last && g->ep && fin_of(g->ep, g->ch0 + m0, res, &fin);
         g->uk(kc, rows, b, c, g->ldc, k0 > 0, in_regs ? &fin : NULL);
         last = last && !in_regs;
     } else {
+        /* the partial tile accumulates in t as a full one does in c (same operations) */
         _Alignas(64) float t[KI_GEMM_MR * KI_GEMM_NR];
-        g->uk(kc, rows, b, t, KI_GEMM_NR, false, NULL);
-        for (int64_t r = 0; r < mr; r++) {
-            for (int64_t j = 0; j < nr; j++) {
-                c[r * g->ldc + j] =
-                    k0 > 0 ? c[r * g->ldc + j] + t[r * KI_GEMM_NR + j] : t[r * KI_GEMM_NR + j];
+        if (k0 > 0) {
+            memset(t, 0, sizeof t);
+            for (int64_t r = 0; r < mr; r++) {
+                memcpy(t + r * KI_GEMM_NR, c + r * g->ldc, (size_t)nr * sizeof *t);
             }
+        }
+        g->uk(kc, rows, b, t, KI_GEMM_NR, k0 > 0, NULL);
+        for (int64_t r = 0; r < mr; r++) {
+            memcpy(c + r * g->ldc, t + r * KI_GEMM_NR, (size_t)nr * sizeof *t);
         }
     }
     if (g->ep && last) {
         for (int64_t r = 0; r < mr; r++) {
-            g->epf(g->ep, g->ch0 + m0 + r, c + r * g->ldc, (size_t)nr);
+            g->epf(g->ep, res ? res + r * g->ldc : NULL, g->ch0 + m0 + r, c + r * g->ldc,
+                   (size_t)nr);
         }
     }
 }

@@ -20,11 +20,13 @@
 #define KI_GEMM_KC 128 /* k block: a B sub-panel (KC x NR floats, 16 KiB) stays in L1 */
 
 /* What a micro-kernel applies in registers before its final store: the bias of each row (MR
- * values, or NULL for none), then min(hi, max(lo, v)): ReLU (0, inf), ReLU6 (0, 6), Hardtanh,
- * or nothing (-inf, inf). Same operations as the scalar epilogue, so the results are equal. */
+ * values, or NULL for none), then the residual (an MR x NR tile with C's row stride, or NULL),
+ * then min(hi, max(lo, v)): ReLU (0, inf), ReLU6 (0, 6), Hardtanh, or nothing (-inf, inf).
+ * Same operations as the scalar epilogue, so the results are equal. */
 typedef struct ki_gemm_fin {
     const float *bias;
     float lo, hi;
+    const float *res;
 } ki_gemm_fin;
 
 /* c[MR x NR] (+)= sum over kc of a[r][k] * b[k][0..NR): a holds MR row pointers (already offset
@@ -57,6 +59,7 @@ typedef struct ki_gemm_args {
     ki_cv_epilogue_fn epf;    /* how */
     int64_t ch0;              /* epilogue channel of row 0 */
     ki_gemm_ukernel uk;
+    const float *res; /* residual added in the epilogue (m x n, row stride ldc), or NULL */
 } ki_gemm_args;
 
 /* Computes thread tid's share of the tiles (call from inside a parallel region, every tid in

@@ -6,11 +6,15 @@
 
 #include "gemm.h"
 
-/* v + bias, then min(hi, max(lo, .)): see ki_gemm_fin. */
-static inline __m256 finish(__m256 v, const ki_gemm_fin *fin, int r)
+/* v + bias + residual (row r, columns 8h..8h+7 of the quarter), then min(hi, max(lo, .)): see
+ * ki_gemm_fin. */
+static inline __m256 finish(__m256 v, const ki_gemm_fin *fin, int64_t ldc, int r, int h)
 {
     if (fin->bias) {
         v = _mm256_add_ps(v, _mm256_set1_ps(fin->bias[r]));
+    }
+    if (fin->res) {
+        v = _mm256_add_ps(v, _mm256_loadu_ps(fin->res + r * ldc + 8 * h));
     }
     return _mm256_min_ps(_mm256_set1_ps(fin->hi), _mm256_max_ps(_mm256_set1_ps(fin->lo), v));
 }
@@ -43,10 +47,10 @@ static void quarter(int64_t kc, const float *const *a, const float *b, float *c,
         c3[1] = _mm256_fmadd_ps(v, b1, c3[1]);
     }
     for (int h = 0; fin && h < 2; h++) {
-        c0[h] = finish(c0[h], fin, 0);
-        c1[h] = finish(c1[h], fin, 1);
-        c2[h] = finish(c2[h], fin, 2);
-        c3[h] = finish(c3[h], fin, 3);
+        c0[h] = finish(c0[h], fin, ldc, 0, h);
+        c1[h] = finish(c1[h], fin, ldc, 1, h);
+        c2[h] = finish(c2[h], fin, ldc, 2, h);
+        c3[h] = finish(c3[h], fin, ldc, 3, h);
     }
     for (int h = 0; h < 2; h++) {
         _mm256_storeu_ps(c + 8 * h, c0[h]);
@@ -60,9 +64,10 @@ void ki_gemm_ukernel_avx2(int64_t kc, const float *const *a, const float *b, flo
                           bool acc, const ki_gemm_fin *fin)
 {
     for (int rh = 0; rh < 2; rh++) {
-        ki_gemm_fin f = { fin && fin->bias ? fin->bias + 4 * rh : NULL, fin ? fin->lo : 0.0f,
-                          fin ? fin->hi : 0.0f };
         for (int ch = 0; ch < 2; ch++) {
+            ki_gemm_fin f = { fin && fin->bias ? fin->bias + 4 * rh : NULL, fin ? fin->lo : 0.0f,
+                              fin ? fin->hi : 0.0f,
+                              fin && fin->res ? fin->res + 4 * rh * ldc + 16 * ch : NULL };
             quarter(kc, a + 4 * rh, b + 16 * ch, c + 4 * rh * ldc + 16 * ch, ldc, acc,
                     fin ? &f : NULL);
         }

@@ -22,6 +22,10 @@
             __m512 bv = _mm512_set1_ps(fin->bias ? fin->bias[r] : 0.0f);                           \
             c##r##l = fin->bias ? _mm512_add_ps(c##r##l, bv) : c##r##l;                            \
             c##r##h = fin->bias ? _mm512_add_ps(c##r##h, bv) : c##r##h;                            \
+            if (fin->res) {                                                                        \
+                c##r##l = _mm512_add_ps(c##r##l, _mm512_loadu_ps(fin->res + (r)*ldc));             \
+                c##r##h = _mm512_add_ps(c##r##h, _mm512_loadu_ps(fin->res + (r)*ldc + 16));        \
+            }                                                                                      \
             c##r##l = _mm512_min_ps(hi, _mm512_max_ps(lo, c##r##l));                               \
             c##r##h = _mm512_min_ps(hi, _mm512_max_ps(lo, c##r##h));                               \
         }                                                                                          \

@@ -11,6 +11,7 @@
 
 typedef struct pool2d {
     bool is_max, ceil_mode, count_include_pad, return_indices;
+    bool avx2; /* the max row kernel runs with AVX2 */
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
     int64_t divisor; /* divisor_override, 0 when None */
 } pool2d;
@@ -85,6 +86,8 @@ static ki_status pool_create(const ki_op_desc *op, bool is_max, void **state, ki
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
     p->is_max = is_max;
+    __builtin_cpu_init();
+    p->avx2 = __builtin_cpu_supports("avx2");
     ki_status st = parse_windows(op, p, err);
     if (st == KI_OK) {
         st = parse_flags(op, p, err);
@@ -205,6 +208,71 @@ static float avg_window(const pool2d *p, const float *x, int64_t h, int64_t w, i
     return sum / (float)div;
 }
 
+int ki_pool_rowmax_ref(const float *s, int64_t sw, float *restrict d, int64_t n)
+{
+    int nan = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float v = s[i * sw];
+        nan |= v != v;
+        d[i] = v > d[i] ? v : d[i];
+    }
+    return nan;
+}
+
+/* Output columns ox in [*lo, *hi) read input column ox*s + off inside [0, w). */
+static void col_range(int64_t off, int64_t s, int64_t w, int64_t ow, int64_t *lo, int64_t *hi)
+{
+    int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t b = w - 1 - off < 0 ? 0 : (w - 1 - off) / s + 1;
+    *lo = a < ow ? a : ow;
+    *hi = b < ow ? b : ow;
+    *hi = *hi < *lo ? *lo : *hi;
+}
+
+/* One plane of max pooling, row by row and tap by tap (the taps of each window in the order of
+ * max_window, so ties keep the first maximum and no index arithmetic per element); nonzero when
+ * the plane holds a NaN among the values read. Strides 1 and 2 only. */
+static int max_plane_rows(const pool2d *p, const ki_cv_nchw *x, const float *src, float *dst,
+                          int64_t oh, int64_t ow)
+{
+    int nan = 0;
+    for (int64_t oy = 0; oy < oh; oy++) {
+        float *d = dst + oy * ow;
+        for (int64_t i = 0; i < ow; i++) {
+            d[i] = -INFINITY;
+        }
+        for (int64_t ky = 0; ky < p->kh; ky++) {
+            int64_t iy = oy * p->sh - p->ph + ky * p->dh, lo, hi;
+            for (int64_t kx = 0; kx < p->kw && iy >= 0 && iy < x->h; kx++) {
+                int64_t off = kx * p->dw - p->pw;
+                col_range(off, p->sw, x->w, ow, &lo, &hi);
+                const float *s = src + iy * x->w + lo * p->sw + off;
+                nan |= p->avx2 ? ki_pool_rowmax_avx2(s, p->sw, d + lo, hi - lo)
+                               : ki_pool_rowmax_ref(s, p->sw, d + lo, hi - lo);
+            }
+        }
+    }
+    return nan;
+}
+
+/* The reference: one window per output element. */
+static void pool_plane_ref(const pool2d *p, const ki_cv_nchw *x, const float *src, float *dst,
+                           float *ind, int64_t ohw, int64_t ow)
+{
+    for (int64_t i = 0; i < ohw; i++) {
+        float v, at;
+        if (p->is_max) {
+            max_window(p, src, x->h, x->w, i / ow, i % ow, &v, &at);
+        } else {
+            v = avg_window(p, src, x->h, x->w, i / ow, i % ow), at = 0;
+        }
+        dst[i] = v;
+        if (ind) {
+            ind[i] = at;
+        }
+    }
+}
+
 static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
                               int n_out, const ki_exec *ex)
 {
@@ -218,19 +286,12 @@ static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, 
     int64_t planes = x.n * x.c, hw = x.h * x.w, ohw = oh * ow;
     const float *src = in[0].data;
     float *dst = out[0].data, *ind = n_out > 1 ? out[1].data : NULL;
+    bool rows = p->is_max && !ind && p->sw <= 2;
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
     for (int64_t pl = 0; pl < planes; pl++) {
-        for (int64_t i = 0; i < ohw; i++) {
-            float v, at;
-            if (p->is_max) {
-                max_window(p, src + pl * hw, x.h, x.w, i / ow, i % ow, &v, &at);
-            } else {
-                v = avg_window(p, src + pl * hw, x.h, x.w, i / ow, i % ow), at = 0;
-            }
-            dst[pl * ohw + i] = v;
-            if (ind) {
-                ind[pl * ohw + i] = at;
-            }
+        const float *s = src + pl * hw;
+        if (!rows || max_plane_rows(p, &x, s, dst + pl * ohw, oh, ow)) {
+            pool_plane_ref(p, &x, s, dst + pl * ohw, ind ? ind + pl * ohw : NULL, ohw, ow);
         }
     }
     return KI_OK;

@@ -123,10 +123,33 @@ static ki_status apool_shape(const void *state, const ki_shape *in, int n_in, ki
     return ki_shape_check(&out[0], err);
 }
 
+/* Sum of n contiguous floats in eight interleaved partial sums (independent add chains instead
+ * of one), combined pairwise; the order depends only on n. */
+static float sum_run(const float *p, int64_t n)
+{
+    float s[8] = { 0 };
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int j = 0; j < 8; j++) {
+            s[j] += p[i + j];
+        }
+    }
+    for (int j = 0; i < n; i++, j++) {
+        s[j] += p[i];
+    }
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
 /* One output cell over [y0,y1) x [x0,x1): the mean, or the first maximum (any NaN wins) and
- * its flat index, as PyTorch. */
+ * its flat index, as PyTorch. A mean over whole rows is one contiguous run. */
 static void cell(bool is_max, const float *x, int64_t w, const int64_t r[4], float *val, float *idx)
 {
+    if (!is_max && r[2] == 0 && r[3] == w) {
+        int64_t n = (r[1] - r[0]) * w;
+        *val = n > 0 ? sum_run(x + r[0] * w, n) / (float)n : NAN;
+        *idx = (float)(r[0] * w);
+        return;
+    }
     float acc = is_max ? -INFINITY : 0.0f;
     int64_t at = r[0] * w + r[2];
     for (int64_t y = r[0]; y < r[1]; y++) {

@@ -211,6 +211,11 @@ static void rconf_draw(uint64_t *s, rconf *r)
         r->p[i] = trng_int(s, 0, 2);
     }
     r->bias = trng_int(s, 0, 1);
+    if (r->dw_shape && trng_int(s, 0, 1) == 0) { /* the 3x3 depthwise kernels */
+        r->kh = r->kw = 3, r->dh = r->dw = 1, r->mode = 0;
+        r->sh = r->sw = trng_int(s, 1, 2);
+        r->h += 4;
+    }
     if (trng_int(s, 0, 4) == 0) { /* 1x1 stride 1 unpadded: the no-im2col path */
         r->kh = r->kw = r->sh = r->sw = 1;
         r->p[0] = r->p[1] = r->p[2] = r->p[3] = 0;
@@ -234,18 +239,23 @@ static void run_variant(const ki_conv2d *c, const ki_conv2d_geom *g, int p, ki_g
 
 /* Every fast path against the reference: the best micro-kernel on 1 and 2 threads (which must
  * agree bitwise), then the plain C and AVX2 micro-kernels where the CPU has them. */
-static void check_paths(const rconf *r, uint64_t seed, const ki_conv2d *c, const float *x)
+static void check_paths(const rconf *r, uint64_t seed, const ki_conv2d *c0, const float *x)
 {
     static const int th_of[4] = { 1, 2, 2, 2 };
     ki_conv2d_geom g;
     ki_error err = { 0 };
     ki_shape in = ki_shape_make(4, (const int64_t[]){ r->n, r->in, r->h, r->w });
-    if (ki_conv2d_geom_make(c, &in, &g, &err) != KI_OK) {
+    if (ki_conv2d_geom_make(c0, &in, &g, &err) != KI_OK) {
         return; /* kernel larger than the padded input: a valid rejection */
     }
     size_t n_out = (size_t)(r->n * r->out * g.oh * g.ow);
     float *ref = malloc(n_out * sizeof *ref + 4), *fast = malloc(n_out * sizeof *ref + 4);
-    float *first = malloc(n_out * sizeof *ref + 4);
+    float *first = malloc(n_out * sizeof *ref + 4), *res = malloc(n_out * sizeof *ref + 4);
+    ki_conv2d cc = *c0, *c = &cc; /* every third seed with a fused residual add */
+    uint64_t s = seed;
+    trng_fill(&s, res, n_out);
+    cc.residual = seed % 3 == 0;
+    cc.res = cc.residual ? res : NULL;
     ki_gemm_isa isa_of[4] = { ki_gemm_best_isa(), ki_gemm_best_isa(), KI_GEMM_REF, KI_GEMM_AVX2 };
     ki_conv2d_forward_ref(c, &g, x, ref);
     for (int p = KI_CONV2D_GEMM; p <= KI_CONV2D_DW; p++) {
@@ -267,7 +277,7 @@ static void check_paths(const rconf *r, uint64_t seed, const ki_conv2d *c, const
             }
         }
     }
-    free(ref), free(fast), free(first);
+    free(ref), free(fast), free(first), free(res);
 }
 
 static void test_random_vs_ref(void **unused)

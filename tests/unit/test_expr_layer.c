@@ -212,6 +212,61 @@ static void test_broadcast(void **state)
     }
 }
 
+/* Runs expr on inputs 0 and 1 of case b into out (capacity cap), in place when inplace and
+ * input 0 has the output's size. */
+static void run_pair(const bcase *b, const char *expr, int threads, bool inplace, float *out,
+                     int64_t cap, int64_t *n_out)
+{
+    run_ctx c;
+    ki_tensor in[2], o;
+    static float scal = 1.75f;
+    for (int i = 0; i < 2; i++) {
+        in[i].shape = b->nd[i] < 0 ? scalar_shape(scal, true) : tshape(b->nd[i], b->d[i]);
+        in[i].data = b->nd[i] < 0 ? &scal : random_data(ki_shape_count(&in[i].shape), 3u + i);
+    }
+    assert_int_equal(create(&c, expr, 2), KI_OK);
+    o.data = out;
+    if (inplace && b->nd[0] >= 0) {
+        ki_shape sh[2] = { in[0].shape, in[1].shape };
+        assert_int_equal(c.ops->shape(c.state, sh, 2, &o.shape, 1, &c.err), KI_OK);
+        o.data =
+            ki_shape_count(&o.shape) == ki_shape_count(&in[0].shape) ? (float *)in[0].data : out;
+    }
+    assert_int_equal(run(&c, in, 2, &o, (size_t)cap, threads), KI_OK);
+    int64_t n = ki_shape_count(&o.shape);
+    memmove(out, o.data, (size_t)n * sizeof(float));
+    *n_out = n;
+    for (int i = 0; i < 2; i++) {
+        if (b->nd[i] >= 0) {
+            free((void *)in[i].data);
+        }
+    }
+    destroy(&c);
+}
+
+/* add(@0,@1) and mul(@0,@1) take a direct loop: equal, bit for bit, to the general evaluator
+ * running the same operation with the operands swapped, broadcast, in place and threaded. */
+static void test_binop_direct(void **state)
+{
+    (void)state;
+    static const char *const fast[2] = { "add(@0,@1)", "mul(@0,@1)" };
+    static const char *const slow[2] = { "add(@1,@0)", "mul(@1,@0)" };
+    enum { CAP = 2 * 3 * 40 * 70 };
+    float *a = malloc(CAP * sizeof(float)), *b = malloc(CAP * sizeof(float));
+    for (size_t k = 0; k < sizeof bcases / sizeof bcases[0]; k++) {
+        for (int f = 0; f < 4; f++) {
+            int64_t n, m;
+            run_pair(&bcases[k], fast[f % 2], 1 + f / 2, f / 2 == 1, a, CAP, &n);
+            run_pair(&bcases[k], slow[f % 2], 1, false, b, CAP, &m);
+            assert_int_equal(n, m);
+            if (n > 0 && memcmp(a, b, (size_t)n * sizeof(float)) != 0) {
+                fail_msg("case %zu %s: differs from the evaluator", k, fast[f % 2]);
+            }
+        }
+    }
+    free(a), free(b);
+}
+
 /* Output 0 may share input 0's buffer. */
 static void test_inplace(void **state)
 {
@@ -357,6 +412,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_broadcast),
         cmocka_unit_test(test_inplace),
+        cmocka_unit_test(test_binop_direct),
         cmocka_unit_test(test_shape_values),
         cmocka_unit_test(test_errors),
     };

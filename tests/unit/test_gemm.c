@@ -24,7 +24,7 @@ static void gemm_run(ki_gemm_ukernel uk, int64_t m, int64_t n, int64_t k, const 
         ki_gemm_pack_row(b + r * n, r, k, n, bp);
     }
     ki_cv_epilogue ep = { NULL, { KI_ACT_NONE, 0, 0 } };
-    ki_gemm_args g = { m, n, k, a, lda, bp, c, n, &ep, ki_cv_epilogue_ref, 0, uk };
+    ki_gemm_args g = { m, n, k, a, lda, bp, c, n, &ep, ki_cv_epilogue_ref, 0, uk, NULL };
     for (int t = 0; t < nt; t++) {
         ki_gemm_compute(&g, t, nt);
     }
@@ -84,21 +84,22 @@ static void test_epilogue_avx2(void **unused)
         skip();
     }
     uint64_t s = 7;
-    float x[37], a[37], b[37], bias[2] = { 0.25f, -3.0f };
-    trng_fill(&s, x, 37);
+    float x[37], a[37], b[37], r[37], bias[2] = { 0.25f, -3.0f };
+    trng_fill(&s, x, 37), trng_fill(&s, r, 37);
     for (int i = 0; i < 37; i++) {
         x[i] *= 10.0f;
     }
     x[5] = NAN, x[6] = -0.0f, x[7] = -3.0f;
     for (size_t q = 0; q < sizeof acts / sizeof acts[0]; q++) {
-        for (int nb = 0; nb < 2; nb++) {
-            ki_cv_epilogue ep = { nb ? bias : NULL, acts[q] };
+        for (int nb = 0; nb < 4; nb++) { /* bit 0: bias, bit 1: residual */
+            ki_cv_epilogue ep = { nb & 1 ? bias : NULL, acts[q] };
+            const float *res = nb & 2 ? r : NULL;
             memcpy(a, x, sizeof x), memcpy(b, x, sizeof x);
-            ki_cv_epilogue_avx2(&ep, 1, a, 37);
-            ki_cv_epilogue_ref(&ep, 1, b, 37);
+            ki_cv_epilogue_avx2(&ep, res, 1, a, 37);
+            ki_cv_epilogue_ref(&ep, res, 1, b, 37);
             for (int i = 0; i < 37; i++) {
                 if (!(a[i] == b[i] || (isnan(a[i]) && isnan(b[i])))) {
-                    fail_msg("act %zu bias %d: [%d] %g vs %g", q, nb, i, a[i], b[i]);
+                    fail_msg("act %zu variant %d: [%d] %g vs %g", q, nb, i, a[i], b[i]);
                 }
             }
         }
@@ -138,6 +139,66 @@ static void test_fuse_hook(void **unused)
     ops->destroy(st);
 }
 
+/* A 3x3 convolution (bias, padding 1) of x (1 x 5 x 9 x 11) into 12 channels; fuse() is offered
+ * the add (slot `slot`) and then ReLU. */
+static void res_conv(top *t, const float *w, const float *b)
+{
+    int64_t wd[4] = { 12, 5, 3, 3 }, nb = 12;
+    top_init(t, "nn.Conv2d", 1, 1);
+    top_attr(t, "weight", 4, wd, w);
+    top_attr(t, "bias", 1, &nb, b);
+    top_ints2(t, "padding", 1, 1);
+}
+
+/* fuse() takes a residual add(@0,@1) (either slot) before an activation, then the activation;
+ * the fused conv equals conv, add, relu run one after the other, bit for bit. */
+static void test_residual_fuse(void **unused)
+{
+    (void)unused;
+    static float w[12 * 5 * 9], b[12], x[5 * 99], r[12 * 99];
+    uint64_t s = 5;
+    trng_fill(&s, w, sizeof w / 4), trng_fill(&s, b, 12), trng_fill(&s, x, sizeof x / 4);
+    trng_fill(&s, r, sizeof r / 4);
+    top conv, add, mul, relu;
+    res_conv(&conv, w, b);
+    top_init(&add, "pnnx.Expression", 2, 1);
+    top_str(&add, "expr", "add(@0,@1)");
+    top_init(&mul, "pnnx.Expression", 2, 1);
+    top_str(&mul, "expr", "mul(@0,@1)");
+    top_init(&relu, "nn.ReLU", 1, 1);
+    const ki_layer_ops *ops;
+    void *plain, *st;
+    ki_error err = { 0 };
+    assert_int_equal(top_create(&conv, &ops, &plain, &err), KI_OK);
+    assert_int_equal(top_create(&conv, &ops, &st, &err), KI_OK);
+    assert_false(ops->fuse(st, &mul.d, 1));
+    assert_true(ops->fuse(st, &add.d, 1));
+    assert_false(ops->fuse(st, &add.d, 0)); /* one residual only */
+    assert_true(ops->fuse(st, &relu.d, 0));
+    int64_t di[4] = { 1, 5, 9, 11 }, dr[4] = { 1, 12, 9, 11 };
+    ki_tensor in[2] = { { ki_shape_make(4, di), x }, { ki_shape_make(4, dr), r } }, want, out;
+    for (int th = 1; th <= 2; th++) {
+        assert_int_equal(top_run(ops, plain, in, 1, &want, 1, th, &err), KI_OK);
+        assert_int_equal(top_run(ops, st, in, 2, &out, 1, th, &err), KI_OK);
+        for (int i = 0; i < 12 * 99; i++) {
+            float v = want.data[i] + r[i];
+            assert_true(out.data[i] == (v < 0.0f ? 0.0f : v));
+        }
+        free(want.data), free(out.data);
+    }
+    in[1].shape.d[1] = 11; /* a broadcast or mismatched operand is refused */
+    ki_shape shp[2] = { in[0].shape, in[1].shape }, o;
+    assert_int_equal(ops->shape(st, shp, 2, &o, 1, &err), KI_ERR_SHAPE);
+    assert_non_null(strstr(err.msg, "residual"));
+    ops->destroy(st);
+    /* an activation absorbed first closes the epilogue to a residual */
+    assert_int_equal(top_create(&conv, &ops, &st, &err), KI_OK);
+    assert_true(ops->fuse(st, &relu.d, 0));
+    assert_false(ops->fuse(st, &add.d, 0));
+    ops->destroy(st);
+    ops->destroy(plain);
+}
+
 /* nn.Linear's one-row path with a fused Hardswish equals the activation applied afterwards. */
 static void test_linear_fuse(void **unused)
 {
@@ -175,9 +236,8 @@ static void test_linear_fuse(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gemm_random),
-        cmocka_unit_test(test_epilogue_avx2),
-        cmocka_unit_test(test_fuse_hook),
+        cmocka_unit_test(test_gemm_random), cmocka_unit_test(test_epilogue_avx2),
+        cmocka_unit_test(test_fuse_hook),   cmocka_unit_test(test_residual_fuse),
         cmocka_unit_test(test_linear_fuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "../../layers/conv_common.h"
 #include "test_conv_util.h"
 
 static const float grid4[16] = { 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3 };
@@ -163,6 +164,46 @@ static void test_adaptive_hand(void **unused)
                (const float[]){ 9 }, NULL);
 }
 
+/* Adaptive average pooling (whole-row cells: the contiguous summation) against a double mean on
+ * random shapes, output sizes 1 (global), (2,1) and (3,3), 1 and 2 threads. */
+static void test_adaptive_random(void **unused)
+{
+    (void)unused;
+    static const int64_t sizes[3][2] = { { 1, 1 }, { 2, 1 }, { 3, 3 } };
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        uint64_t s = seed * 0x9E3779B97F4A7C15ull;
+        int64_t d[4] = { 1, trng_int(&s, 1, 4), trng_int(&s, 3, 30), trng_int(&s, 3, 40) };
+        const int64_t *os = sizes[seed % 3];
+        size_t nx = (size_t)(d[1] * d[2] * d[3]);
+        float *x = malloc(nx * 4);
+        trng_fill(&s, x, nx);
+        top t;
+        top_init(&t, "nn.AdaptiveAvgPool2d", 1, 1);
+        top_ints2(&t, "output_size", os[0], os[1]);
+        const ki_layer_ops *ops;
+        void *st;
+        ki_error err = { 0 };
+        ki_tensor in = { ki_shape_make(4, d), x }, out;
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        assert_int_equal(top_run(ops, st, &in, 1, &out, 1, (int)(seed % 2) + 1, &err), KI_OK);
+        for (int64_t i = 0; i < d[1] * os[0] * os[1]; i++) {
+            int64_t pl = i / (os[0] * os[1]), oy = i / os[1] % os[0], ox = i % os[1];
+            int64_t y0 = oy * d[2] / os[0], y1 = ((oy + 1) * d[2] + os[0] - 1) / os[0];
+            int64_t x0 = ox * d[3] / os[1], x1 = ((ox + 1) * d[3] + os[1] - 1) / os[1];
+            double acc = 0;
+            for (int64_t y = y0; y < y1; y++) {
+                for (int64_t xx = x0; xx < x1; xx++) {
+                    acc += x[(pl * d[2] + y) * d[3] + xx];
+                }
+            }
+            assert_float_equal(out.data[i], acc / (double)((y1 - y0) * (x1 - x0)), 1e-5);
+        }
+        free(out.data);
+        ops->destroy(st);
+        free(x);
+    }
+}
+
 static void expect_fail(const top *t, ki_status code)
 {
     const ki_layer_ops *ops;
@@ -282,12 +323,88 @@ static void test_random_vs_naive(void **unused)
     }
 }
 
+/* NaN-aware naive max: any NaN tap makes the window NaN (torch.max_pool2d propagates it). */
+static void naive_max_nan(const int64_t *p, const float *x, int64_t h, int64_t w, int64_t oh,
+                          int64_t ow, float *out)
+{
+    naive_pool(true, p, x, h, w, oh, ow, out);
+    for (int64_t i = 0; i < oh * ow; i++) {
+        for (int64_t t = 0; t < p[0] * p[1]; t++) {
+            int64_t y = i / ow * p[2] - p[4] + t / p[1] * p[6];
+            int64_t xx = i % ow * p[3] - p[5] + t % p[1] * p[7];
+            if (y >= 0 && y < h && xx >= 0 && xx < w && isnan(x[y * w + xx])) {
+                out[i] = NAN;
+            }
+        }
+    }
+}
+
+/* The row kernels of max pooling (wide rows for the vector loop, strides 1 and 2, NaN in some
+ * planes) against the naive loops, and the AVX2 row kernel against the plain one. */
+static void test_max_rows(void **unused)
+{
+    (void)unused;
+    for (uint64_t seed = 1; seed <= 150; seed++) {
+        uint64_t s = seed * 0x2545F4914F6CDD1Dull;
+        int64_t p[8] = {
+            trng_int(&s, 1, 4), trng_int(&s, 1, 4), trng_int(&s, 1, 3), trng_int(&s, 1, 2), 0, 0,
+            trng_int(&s, 1, 2), trng_int(&s, 1, 2)
+        };
+        p[4] = trng_int(&s, 0, ((p[0] - 1) * p[6] + 1) / 2);
+        p[5] = trng_int(&s, 0, ((p[1] - 1) * p[7] + 1) / 2);
+        int64_t d[4] = { 1, trng_int(&s, 1, 3), trng_int(&s, 2, 9), trng_int(&s, 5, 70) };
+        size_t nx = (size_t)(d[1] * d[2] * d[3]);
+        float *x = malloc(nx * 4);
+        trng_fill(&s, x, nx);
+        if (seed % 3 == 0) {
+            x[trng_int(&s, 0, (int64_t)nx - 1)] = NAN;
+        }
+        top t;
+        pool_op(&t, "nn.MaxPool2d", 1, p[0], p[1]);
+        top_ints2(&t, "stride", p[2], p[3]);
+        top_ints2(&t, "padding", p[4], p[5]);
+        top_ints2(&t, "dilation", p[6], p[7]);
+        top_bool(&t, "ceil_mode", (int)trng_int(&s, 0, 1));
+        const ki_layer_ops *ops;
+        void *st;
+        ki_error err = { 0 };
+        ki_tensor in = { ki_shape_make(4, d), x }, out;
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        if (top_run(ops, st, &in, 1, &out, 1, (int)(seed % 2) + 1, &err) == KI_OK) {
+            int64_t oh = out.shape.d[2], ow = out.shape.d[3];
+            float *want = malloc((size_t)(oh * ow) * 4);
+            for (int64_t pl = 0; pl < d[1]; pl++) {
+                naive_max_nan(p, x + pl * d[2] * d[3], d[2], d[3], oh, ow, want);
+                long bad = tclose(out.data + pl * oh * ow, want, (size_t)(oh * ow), 0, 0);
+                if (bad >= 0) {
+                    fail_msg("seed %llu plane %lld: out[%ld] %g want %g", (unsigned long long)seed,
+                             (long long)pl, bad, out.data[pl * oh * ow + bad], want[bad]);
+                }
+            }
+            free(want);
+            free(out.data);
+        }
+        ops->destroy(st);
+        if (__builtin_cpu_supports("avx2")) {
+            float a[40], b[40];
+            int64_t n = (int64_t)(nx < 81 ? (nx - 1) / 2 : 40), sw = p[3];
+            trng_fill(&s, a, 40);
+            memcpy(b, a, sizeof a);
+            int na = ki_pool_rowmax_avx2(x, sw, a, n), nb = ki_pool_rowmax_ref(x, sw, b, n);
+            assert_int_equal(na != 0, nb != 0);
+            assert_memory_equal(a, b, sizeof a);
+        }
+        free(x);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_max_hand), cmocka_unit_test(test_ceil_mode),
         cmocka_unit_test(test_avg_hand), cmocka_unit_test(test_adaptive_hand),
         cmocka_unit_test(test_errors),   cmocka_unit_test(test_random_vs_naive),
+        cmocka_unit_test(test_max_rows), cmocka_unit_test(test_adaptive_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
