@@ -71,7 +71,21 @@ static void test_gemm_random(void **unused)
     }
 }
 
-/* The vector epilogue computes the scalar formulas exactly, NaN and tails included. */
+/* a and b agree: equal (both NaN counts), or for the exp-based kinds within 4e-7 relative plus
+ * 1e-30 absolute (the vector exp is not libm's). */
+static bool epi_close(ki_act_kind k, float a, float b)
+{
+    if (a == b || (isnan(a) && isnan(b))) {
+        return true;
+    }
+    if (k != KI_ACT_SILU && k != KI_ACT_SIGMOID) {
+        return false;
+    }
+    return fabs((double)a - b) <= 4e-7 * fabs((double)b) + 1e-30;
+}
+
+/* The vector epilogue computes the scalar formulas exactly (the exp-based ones closely), NaN and
+ * tails included. */
 static void test_epilogue_avx2(void **unused)
 {
     (void)unused;
@@ -98,12 +112,69 @@ static void test_epilogue_avx2(void **unused)
             ki_cv_epilogue_avx2(&ep, res, 1, a, 37);
             ki_cv_epilogue_ref(&ep, res, 1, b, 37);
             for (int i = 0; i < 37; i++) {
-                if (!(a[i] == b[i] || (isnan(a[i]) && isnan(b[i])))) {
+                if (!epi_close(acts[q].kind, a[i], b[i])) {
                     fail_msg("act %zu variant %d: [%d] %g vs %g", q, nb, i, a[i], b[i]);
                 }
             }
         }
     }
+}
+
+/* n inputs for the SiLU/Sigmoid sweep: the special values, then magnitudes from the subnormal
+ * range to 1e4 (densest where sigmoid bends, |x| < 20), both signs. */
+static void silu_inputs(float *x, int n)
+{
+    static const float special[] = {
+        0.0f,   -0.0f,   100.0f,  -100.0f, INFINITY, -INFINITY, NAN,
+        1e-45f, -1e-45f, 1e-39f,  -1e-39f, 88.7f,    -88.7f,    87.4f,
+        -87.4f, 103.9f,  -103.9f, 89.0f,   -89.0f,   1e4f,      -1e4f
+    };
+    int ns = (int)(sizeof special / sizeof special[0]);
+    uint64_t s = 11;
+    for (int i = 0; i < n; i++) {
+        if (i < ns) {
+            x[i] = special[i];
+            continue;
+        }
+        float u;
+        trng_fill(&s, &u, 1);
+        double mag = i % 3 ? 20.0 * fabs((double)u) : pow(10.0, 49.0 * fabs((double)u) - 45.0);
+        x[i] = (float)(i & 1 ? -mag : mag);
+    }
+}
+
+/* SiLU and Sigmoid through the vector exp against the scalar expf ones over a wide range, every
+ * length up to 40 (tails of 0..7) and with bias/residual. */
+static void test_epilogue_avx2_silu(void **unused)
+{
+    (void)unused;
+    enum { N = 4096 };
+    static const ki_act acts[] = { { KI_ACT_SILU, 0, 0 }, { KI_ACT_SIGMOID, 0, 0 } };
+    if (!ki_gemm_ukernel_for(KI_GEMM_AVX2)) {
+        skip();
+    }
+    float *x = malloc(N * sizeof *x), *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+    assert_non_null(x), assert_non_null(a), assert_non_null(b);
+    silu_inputs(x, N);
+    float bias[2] = { 0.0f, -0.75f };
+    for (int q = 0; q < 2; q++) {
+        for (int t = 0; t <= 41; t++) {
+            int len = t <= 40 ? t : N;
+            ki_cv_epilogue ep = { len & 1 ? bias : NULL, acts[q] };
+            const float *res = len == N ? x + 1 : NULL;
+            int64_t m = len == N ? N - 1 : len;
+            memcpy(a, x, N * sizeof *x), memcpy(b, x, N * sizeof *x);
+            ki_cv_epilogue_avx2(&ep, res, 1, a, (size_t)m);
+            ki_cv_epilogue_ref(&ep, res, 1, b, (size_t)m);
+            for (int64_t i = 0; i < m; i++) {
+                if (!epi_close(acts[q].kind, a[i], b[i])) {
+                    fail_msg("act %d len %d: x=%g [%d] %.9g vs %.9g", q, len, (double)x[i], (int)i,
+                             (double)a[i], (double)b[i]);
+                }
+            }
+        }
+    }
+    free(x), free(a), free(b);
 }
 
 /* fuse() takes one cheap activation into the epilogue, and nothing else. */
@@ -236,9 +307,9 @@ static void test_linear_fuse(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gemm_random), cmocka_unit_test(test_epilogue_avx2),
-        cmocka_unit_test(test_fuse_hook),   cmocka_unit_test(test_residual_fuse),
-        cmocka_unit_test(test_linear_fuse),
+        cmocka_unit_test(test_gemm_random),        cmocka_unit_test(test_epilogue_avx2),
+        cmocka_unit_test(test_epilogue_avx2_silu), cmocka_unit_test(test_fuse_hook),
+        cmocka_unit_test(test_residual_fuse),      cmocka_unit_test(test_linear_fuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

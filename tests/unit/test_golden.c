@@ -21,7 +21,7 @@
 #define MAX_IO 32
 
 typedef struct gcase {
-    char name[256];
+    char name[1024];
     char dir[512];
     char param[128], bin[128];
     char inputs[MAX_IO][128], outputs[MAX_IO][128];

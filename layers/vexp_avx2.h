@@ -1,0 +1,55 @@
+/* vexp_avx2.h - exp(x) of eight floats with AVX2+FMA, for the sigmoid-based activations of the
+ * *_avx2.c files (include it only from those; static inline functions only).
+ *
+ * x = n*ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact reduction), e^r by its degree-7
+ * Taylor polynomial (truncation below 0.1 ulp), then scaled by 2^n in two steps so results in
+ * the subnormal range and overflow to +inf come out right. About 1 ulp against expf over the
+ * whole float range; exp(+inf) = inf, exp(-inf) = 0, NaN stays NaN. */
+#ifndef KI_VEXP_AVX2_H
+#define KI_VEXP_AVX2_H
+
+#include <immintrin.h>
+
+static inline __m256 ki_vexp_avx2(__m256 x)
+{
+    /* Beyond these exp is inf / rounds to 0; min/max keep a NaN in x (second operand). */
+    x = _mm256_min_ps(_mm256_set1_ps(89.0f), x);
+    x = _mm256_max_ps(_mm256_set1_ps(-104.0f), x);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* 2^n = 2^n1 * 2^n2 with n1 = n >> 1, both factors normal for n in [-150, 129]. */
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i n1 = _mm256_srai_epi32(ni, 1);
+    __m256i n2 = _mm256_sub_epi32(ni, n1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+/* 1 / (1 + exp(-x)), as KI_ACT_SIGMOID. */
+static inline __m256 ki_vsigmoid_avx2(__m256 x)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 e = ki_vexp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(one, _mm256_add_ps(one, e));
+}
+
+/* x / (1 + exp(-x)), as KI_ACT_SILU. */
+static inline __m256 ki_vsilu_avx2(__m256 x)
+{
+    __m256 e = ki_vexp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+#endif
