@@ -2,6 +2,7 @@
 #include "npy.h"
 
 #include "../core/ckd.h"
+#include "../core/half.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -116,14 +117,6 @@ static const npy_type types[] = { { "<f4", 4 }, { "<f8", 8 }, { "<f2", 2 }, { "<
                                   { "<i4", 4 }, { "<i2", 2 }, { "|i1", 1 }, { "|u1", 1 },
                                   { "|b1", 1 } };
 
-static float half_to_float(uint16_t h)
-{
-    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v = e == 0 ? (float)m * 5.9604644775390625e-8f
-                     : (e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 0x400), e - 25));
-    return (h & 0x8000) ? -v : v;
-}
-
 static float load_elem(const unsigned char *p, int t)
 {
     float f;
@@ -141,7 +134,7 @@ static float load_elem(const unsigned char *p, int t)
         return (float)d;
     case 2:
         memcpy(&h, p, 2);
-        return half_to_float(h);
+        return ki_half_to_float(h);
     case 3:
         memcpy(&q, p, 8);
         return (float)q;

@@ -1,6 +1,7 @@
 /* weights.c - attaches .bin entries to the attributes declared in the param file, converted to
  * float32 into one 64-byte-aligned block: one pass over the mapped file, no second copy. */
 #include "ckd.h"
+#include "half.h"
 #include "model_internal.h"
 
 #include <math.h>
@@ -8,29 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13); /* inf / nan */
-    } else if (exp != 0) {
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    } else if (man == 0) {
-        bits = sign;
-    } else {
-        /* subnormal half: value = man * 2^-24 */
-        float f = (float)man * 5.9604644775390625e-8f;
-        return sign ? -f : f;
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
 static void convert(float *dst, const unsigned char *src, int64_t n, ki_dtype t)
 {
+    const size_t es = ki_dtype_size(t);
+    if (t == KI_DT_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float)); /* unaligned source: one copy, no casts */
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {
-        const unsigned char *p = src + (size_t)i * ki_dtype_size(t);
+        const unsigned char *p = src + (size_t)i * es;
         switch (t) {
         case KI_DT_F32:
             memcpy(&dst[i], p, 4);
@@ -38,7 +25,7 @@ static void convert(float *dst, const unsigned char *src, int64_t n, ki_dtype t)
         case KI_DT_F16: {
             uint16_t h;
             memcpy(&h, p, 2);
-            dst[i] = half_to_float(h);
+            dst[i] = ki_half_to_float(h);
             break;
         }
         case KI_DT_BF16: {
