@@ -12,21 +12,10 @@
 #include "../../layers/conv2d.h"
 #include "test_conv_util.h"
 
-/* Builds an nn.Conv2d op with default stride, padding and dilation. */
 static void conv_op(top *t, int64_t in, int64_t out, int64_t kh, int64_t kw, int64_t groups,
                     const float *w, const float *b)
 {
-    int64_t wd[4] = { out, in / groups, kh, kw };
-    top_init(t, "nn.Conv2d", 1, 1);
-    top_int(t, "in_channels", in);
-    top_int(t, "out_channels", out);
-    top_ints2(t, "kernel_size", kh, kw);
-    top_int(t, "groups", groups);
-    top_bool(t, "bias", b != NULL);
-    top_attr(t, "weight", 4, wd, w);
-    if (b) {
-        top_attr(t, "bias", 1, &out, b);
-    }
+    top_conv_like(t, "nn.Conv2d", in, out, kh, kw, groups, w, b);
 }
 
 /* Runs op t on one input of shape d (ndim dims) and checks the output against want. */

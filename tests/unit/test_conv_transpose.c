@@ -13,17 +13,7 @@
 static void deconv_op(top *t, int64_t in, int64_t out, int64_t kh, int64_t kw, int64_t groups,
                       const float *w, const float *b)
 {
-    int64_t wd[4] = { in, out / groups, kh, kw };
-    top_init(t, "nn.ConvTranspose2d", 1, 1);
-    top_int(t, "in_channels", in);
-    top_int(t, "out_channels", out);
-    top_ints2(t, "kernel_size", kh, kw);
-    top_int(t, "groups", groups);
-    top_bool(t, "bias", b != NULL);
-    top_attr(t, "weight", 4, wd, w);
-    if (b) {
-        top_attr(t, "bias", 1, &out, b);
-    }
+    top_conv_like(t, "nn.ConvTranspose2d", in, out, kh, kw, groups, w, b);
 }
 
 static void run_expect(const top *t, const int64_t *d, const float *x, const int64_t *od,

@@ -173,4 +173,23 @@ static inline long tclose(const float *a, const float *b, size_t n, float atol, 
     return worst;
 }
 
+/* An nn.Conv2d or nn.ConvTranspose2d op with default stride, padding and dilation; the weight is
+ * (out, in/groups, kh, kw) for a convolution and (in, out/groups, kh, kw) for a transposed one. */
+static inline void top_conv_like(top *t, const char *type, int64_t in, int64_t out, int64_t kh,
+                                 int64_t kw, int64_t groups, const float *w, const float *b)
+{
+    bool transposed = strcmp(type, "nn.ConvTranspose2d") == 0;
+    int64_t wd[4] = { transposed ? in : out, (transposed ? out : in) / groups, kh, kw };
+    top_init(t, type, 1, 1);
+    top_int(t, "in_channels", in);
+    top_int(t, "out_channels", out);
+    top_ints2(t, "kernel_size", kh, kw);
+    top_int(t, "groups", groups);
+    top_bool(t, "bias", b != NULL);
+    top_attr(t, "weight", 4, wd, w);
+    if (b) {
+        top_attr(t, "bias", 1, &out, b);
+    }
+}
+
 #endif
