@@ -184,7 +184,16 @@ static void slowest(ki_session *s, const double *sec, int n, bool json, FILE *f)
         }
         one_step(s, idx[k], sec[idx[k]], json, f);
     }
-    fputs(json ? "]}" : "", f);
+    if (json) { /* and every operator in run order, for tools that compare two profiles */
+        fputs("],\"steps\":[", f);
+        for (int k = 0; k < n; k++) {
+            if (k) {
+                fputc(',', f);
+            }
+            one_step(s, k, sec[k], json, f);
+        }
+        fputs("]}", f);
+    }
     free(idx);
 }
 

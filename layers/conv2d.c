@@ -157,6 +157,9 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa)
     c->epf = avx2 ? ki_cv_epilogue_avx2 : ki_cv_epilogue_ref;
     c->dw_avx2 = avx2;
     c->gather2 = avx2 ? ki_conv2d_gather2_avx2 : ki_conv2d_gather2_ref;
+    bool avx512 = isa >= KI_GEMM_AVX512 && ki_gemm_ukernel_for(KI_GEMM_AVX512) != NULL;
+    c->wino_in = avx512 ? ki_wino_input_avx512 : ki_wino_input_ref;
+    c->wino_out = avx512 ? ki_wino_output_avx512 : ki_wino_output_ref;
 }
 
 void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n)
@@ -164,6 +167,23 @@ void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n)
     for (int64_t i = 0; i < n; i++) {
         d[i] = src[2 * i];
     }
+}
+
+/* Whether to transform the weights for Winograd at create: a 3x3 stride-1 kernel with enough
+ * channels, and, when the param file declares the input's size, enough output tiles (the
+ * transformed weights take four times the memory of the originals, so layers that would not
+ * use them do not get them). */
+static bool wino_wanted(const ki_conv2d *c, const ki_op_desc *op)
+{
+    if (!c->weight || !ki_conv2d_wino_shape_ok(c) || c->in_ch < 8 || c->out_ch < 8) {
+        return false;
+    }
+    const ki_shape *d = op->input_decl && op->n_inputs > 0 ? &op->input_decl[0] : NULL;
+    if (!d || d->ndim < 3 || d->d[d->ndim - 1] < 0 || d->d[d->ndim - 2] < 0) {
+        return true; /* size known only at run time */
+    }
+    int64_t oh = d->d[d->ndim - 2] + c->pt + c->pb - 2, ow = d->d[d->ndim - 1] + c->pl + c->pr - 2;
+    return oh > 0 && ow > 0 && ki_conv2d_wino_tiles(oh, ow) >= KI_WINO_MIN_TILES;
 }
 
 static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
@@ -174,6 +194,9 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
     }
     ki_status st = parse(op, c, err);
     ki_conv2d_set_isa(c, ki_gemm_best_isa());
+    if (st == KI_OK && wino_wanted(c, op)) {
+        st = ki_conv2d_wino_prepare(c, err);
+    }
     if (st != KI_OK) {
         free(c);
         return st;
@@ -257,7 +280,6 @@ static ki_status conv_shape(const void *state, const ki_shape *in, int n_in, ki_
 
 bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p)
 {
-    (void)g;
     switch (p) {
     case KI_CONV2D_REF:
     case KI_CONV2D_GEMM:
@@ -267,6 +289,12 @@ bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_pa
                c->pl == 0 && c->pr == 0;
     case KI_CONV2D_DW:
         return c->groups == c->in_ch && c->groups == c->out_ch && c->pad_mode == KI_CONV_PAD_ZEROS;
+    case KI_CONV2D_WINO:
+        /* the AVX-512 transforms index planes with 32-bit lanes */
+        return c->wino_u && ki_conv2d_wino_shape_ok(c) && ki_conv2d_wino_tiles(g->oh, g->ow) > 0 &&
+               ki_conv2d_wino_workspace(c, g, 1) > 0 && g->in.h < INT32_MAX / 16 &&
+               g->in.w < INT32_MAX / 16 && g->in.h * g->in.w < INT32_MAX / 2 &&
+               g->oh * g->ow < INT32_MAX / 2;
     }
     return false;
 }
@@ -276,6 +304,10 @@ ki_conv2d_path ki_conv2d_pick(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_DW)) {
         return KI_CONV2D_DW;
+    }
+    if (ki_conv2d_path_ok(c, g, KI_CONV2D_WINO) &&
+        ki_conv2d_wino_tiles(g->oh, g->ow) >= KI_WINO_MIN_TILES) {
+        return KI_CONV2D_WINO;
     }
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_GEMM1)) {
         return KI_CONV2D_GEMM1;
@@ -296,6 +328,9 @@ size_t ki_conv2d_workspace_for(const ki_conv2d *c, const ki_conv2d_geom *g, ki_c
                        ki_ckd_mul(&bytes, (size_t)packed, sizeof(float))
                    ? (bytes + 63) / 64 * 64
                    : 0;
+    }
+    if (p == KI_CONV2D_WINO) {
+        return ki_conv2d_wino_workspace(c, g, n_threads);
     }
     if (p != KI_CONV2D_GEMM && p != KI_CONV2D_GEMM1) {
         return 0;
@@ -322,6 +357,9 @@ void ki_conv2d_run(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p
         break;
     case KI_CONV2D_DW:
         ki_conv2d_forward_dw(c, g, in, out, ex);
+        break;
+    case KI_CONV2D_WINO:
+        ki_conv2d_forward_wino(c, g, in, out, ex);
         break;
     }
 }
@@ -398,6 +436,10 @@ void ki_conv2d_forward_ref(const ki_conv2d *c, const ki_conv2d_geom *g, const fl
 
 static void conv_destroy(void *state)
 {
+    ki_conv2d *c = state;
+    if (c) {
+        free(c->wino_u);
+    }
     free(state);
 }
 

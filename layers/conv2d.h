@@ -11,6 +11,18 @@
 
 #include "gemm.h"
 
+/* The 4x4 output tiles of one Winograd plane, numbered row-major (ntx per row): output oh x ow,
+ * input patches start at (4*ty - pt, 4*tx - pl). */
+typedef struct ki_wino_tiles {
+    int64_t ntx, tiles, pt, pl, oh, ow;
+} ki_wino_tiles;
+
+/* Winograd F(4x4,3x3) transforms of one channel plane (wino_xform.h). */
+typedef void (*ki_wino_in_fn)(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg,
+                              float *restrict v, int64_t pan, int64_t pstride);
+typedef void (*ki_wino_out_fn)(const float *m, int64_t pstride, float *q, const float *res,
+                               const ki_wino_tiles *tg, float b, float lo, float hi);
+
 typedef enum ki_conv_pad_mode {
     KI_CONV_PAD_ZEROS = 0,
     KI_CONV_PAD_REFLECT,
@@ -34,6 +46,11 @@ typedef struct ki_conv2d {
     bool dw_avx2;          /* depthwise planes through the AVX2 kernel */
     /* d[i] = src[2i] for i < n, reading src[0 .. 2n-1] (im2col of stride-2 convolutions) */
     void (*gather2)(const float *src, float *restrict d, int64_t n);
+    /* Winograd: the transformed weights [36][out_ch][in_ch] (owned; NULL when the layer does not
+     * use it, see ki_conv2d_wino_prepare) and the transforms for this CPU */
+    float *wino_u;
+    ki_wino_in_fn wino_in;
+    ki_wino_out_fn wino_out;
 } ki_conv2d;
 
 /* Sizes for one concrete input. */
@@ -46,8 +63,13 @@ typedef enum ki_conv2d_path {
     KI_CONV2D_REF = 0, /* direct scalar loops */
     KI_CONV2D_GEMM,    /* im2col into packed panels + our SGEMM per (image, group) */
     KI_CONV2D_GEMM1,   /* 1x1, stride 1, no padding: the input already is the column matrix */
-    KI_CONV2D_DW       /* depthwise (groups == in == out), direct, parallel over planes */
+    KI_CONV2D_DW,      /* depthwise (groups == in == out), direct, parallel over planes */
+    KI_CONV2D_WINO     /* 3x3 stride 1: Winograd F(4x4,3x3) over blocks of KI_GEMM_NR tiles */
 } ki_conv2d_path;
+
+/* Fewest 4x4 output tiles per image for which Winograd beats im2col + GEMM here (measured on
+ * resnet18's layers: 16 tiles at 256 channels lose, 49 at 128 win). */
+#define KI_WINO_MIN_TILES 32
 
 /* Maps a padded coordinate i (may be < 0 or >= n) to an input coordinate, or -1 for a zero.
  * Valid for |overhang| <= n (circular) and < n (reflect), which shape() ensures. */
@@ -121,6 +143,25 @@ static inline bool ki_conv2d_dw_padded(const ki_conv2d *c, const ki_conv2d_geom 
  * caller applies it after. */
 bool ki_conv2d_dw_plane_padded_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *xp,
                                     int64_t ch, const float *res, float *restrict o);
+
+/* conv2d_wino.c. Whether the kernel shape allows Winograd (3x3, stride 1, dilation 1, one group,
+ * zero padding); output tiles of an oh x ow plane; transforms the weights into c->wino_u (which
+ * ki_conv2d_path_ok(WINO) then requires); workspace bytes per thread (0 when too large); the
+ * kernel. */
+bool ki_conv2d_wino_shape_ok(const ki_conv2d *c);
+int64_t ki_conv2d_wino_tiles(int64_t oh, int64_t ow);
+ki_status ki_conv2d_wino_prepare(ki_conv2d *c, ki_error *err);
+size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads);
+void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                            float *restrict out, const ki_exec *ex);
+void ki_wino_input_ref(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg,
+                       float *restrict v, int64_t pan, int64_t pstride);
+void ki_wino_input_avx512(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg,
+                          float *restrict v, int64_t pan, int64_t pstride);
+void ki_wino_output_ref(const float *m, int64_t pstride, float *q, const float *res,
+                        const ki_wino_tiles *tg, float b, float lo, float hi);
+void ki_wino_output_avx512(const float *m, int64_t pstride, float *q, const float *res,
+                           const ki_wino_tiles *tg, float b, float lo, float hi);
 
 void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n);
 void ki_conv2d_gather2_avx2(const float *src, float *restrict d, int64_t n);

@@ -75,9 +75,7 @@ ki_gemm_ukernel ki_gemm_ukernel_for(ki_gemm_isa isa)
     return ki_gemm_ukernel_ref;
 }
 
-/* The in-register finishing step for ep at rows from channel ch (residual tile res or NULL);
- * false for activations the micro-kernels do not apply themselves. */
-static bool fin_of(const ki_cv_epilogue *ep, int64_t ch, const float *res, ki_gemm_fin *fin)
+bool ki_gemm_fin_of(const ki_cv_epilogue *ep, int64_t ch, const float *res, ki_gemm_fin *fin)
 {
     fin->bias = ep->bias ? ep->bias + ch : NULL;
     fin->res = res;
@@ -117,7 +115,7 @@ static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int6
     ki_gemm_fin fin;
     if (mr == KI_GEMM_MR && nr == KI_GEMM_NR) {
         /* the simple activations finish in registers; the others after the store */
-        bool in_regs = last && g->ep && fin_of(g->ep, g->ch0 + m0, res, &fin);
+        bool in_regs = last && g->ep && ki_gemm_fin_of(g->ep, g->ch0 + m0, res, &fin);
         g->uk(kc, rows, b, c, g->ldc, k0 > 0, in_regs ? &fin : NULL);
         last = last && !in_regs;
     } else {

@@ -35,6 +35,11 @@ typedef struct ki_gemm_fin {
 typedef void (*ki_gemm_ukernel)(int64_t kc, const float *const *a, const float *b, float *c,
                                 int64_t ldc, bool acc, const ki_gemm_fin *fin);
 
+/* The in-register finishing step for epilogue ep at rows from channel ch (residual tile res or
+ * NULL); false for activations the micro-kernels do not apply themselves (then lo/hi are
+ * unclamped and the caller applies the activation after the store). */
+bool ki_gemm_fin_of(const ki_cv_epilogue *ep, int64_t ch, const float *res, ki_gemm_fin *fin);
+
 typedef enum ki_gemm_isa { KI_GEMM_REF = 0, KI_GEMM_AVX2, KI_GEMM_AVX512 } ki_gemm_isa;
 
 ki_gemm_isa ki_gemm_best_isa(void);

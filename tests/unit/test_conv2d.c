@@ -211,7 +211,7 @@ static void rconf_draw(uint64_t *s, rconf *r)
     }
 }
 
-static int path_runs[KI_CONV2D_DW + 1];
+static int path_runs[KI_CONV2D_WINO + 1];
 
 /* Runs path p with micro-kernel isa on th threads into out. */
 static void run_variant(const ki_conv2d *c, const ki_conv2d_geom *g, int p, ki_gemm_isa isa, int th,
@@ -311,6 +311,111 @@ static void test_random_vs_ref(void **unused)
     }
 }
 
+/* Winograd F(4x4,3x3) against the direct reference: odd sizes (partial tiles at the right and
+ * bottom, planes smaller than a tile), paddings 0..2 on each side, batches, channel counts off
+ * the micro-kernel's 8-row tiles, bias, fused residual and the activations in and after the
+ * output transform; with every transform/micro-kernel pair this CPU runs, 1 and 2 threads
+ * bitwise equal. Its error is that of 36-term sums in float: within 2e-4 here. */
+static void test_winograd_vs_ref(void **unused)
+{
+    (void)unused;
+    static const ki_act acts[4] = { { KI_ACT_NONE, 0, 0 }, { KI_ACT_RELU, 0, 0 },
+                                    { KI_ACT_HARDTANH, -0.5f, 0.5f }, { KI_ACT_SILU, 0, 0 } };
+    int runs = 0;
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        uint64_t s = seed * 0xD1B54A32D192ED03ull;
+        int64_t n = trng_int(&s, 1, 2), ic = trng_int(&s, 1, 40), oc = trng_int(&s, 1, 40);
+        int64_t h = trng_int(&s, 1, 30), w = trng_int(&s, 1, 70), p[4];
+        for (int i = 0; i < 4; i++) {
+            p[i] = trng_int(&s, 0, 2);
+        }
+        size_t nw = (size_t)(oc * ic * 9), nx = (size_t)(n * ic * h * w);
+        float *wt = malloc(nw * sizeof *wt), *b = malloc((size_t)oc * sizeof *b);
+        float *x = malloc(nx * sizeof *x);
+        trng_fill(&s, wt, nw), trng_fill(&s, b, (size_t)oc), trng_fill(&s, x, nx);
+        top t;
+        conv_op(&t, ic, oc, 3, 3, 1, wt, seed % 2 ? b : NULL);
+        top_ints(&t, "padding", 4, p);
+        const ki_layer_ops *ops;
+        void *st;
+        ki_error err = { 0 };
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        ki_conv2d *c = st;
+        assert_int_equal(ki_conv2d_wino_prepare(c, &err), KI_OK);
+        c->ep.act = acts[seed % 4];
+        ki_conv2d_geom g;
+        ki_shape in = ki_shape_make(4, (const int64_t[]){ n, ic, h, w });
+        if (ki_conv2d_geom_make(c, &in, &g, &err) != KI_OK) {
+            ops->destroy(st), free(wt), free(b), free(x);
+            continue; /* padded input smaller than the kernel */
+        }
+        assert_true(ki_conv2d_path_ok(c, &g, KI_CONV2D_WINO));
+        size_t no = (size_t)(n * oc * g.oh * g.ow);
+        float *ref = malloc(no * sizeof *ref), *out = malloc(no * sizeof *out);
+        float *first = malloc(no * sizeof *out), *res = malloc(no * sizeof *res);
+        trng_fill(&s, res, no);
+        c->residual = seed % 3 == 0;
+        c->res = c->residual ? res : NULL;
+        ki_conv2d_forward_ref(c, &g, x, ref);
+        const ki_gemm_isa isa[4] = { ki_gemm_best_isa(), ki_gemm_best_isa(), KI_GEMM_REF,
+                                     KI_GEMM_AVX2 };
+        for (int v = 0; v < 4; v++) {
+            if (!ki_gemm_ukernel_for(isa[v])) {
+                continue;
+            }
+            run_variant(c, &g, KI_CONV2D_WINO, isa[v], v == 0 ? 1 : 2, x, out);
+            long bad = tclose(out, ref, no, 2e-4f, 2e-4f);
+            if (bad >= 0) {
+                fail_msg("seed %llu variant %d: out[%ld] %g vs ref %g", (unsigned long long)seed, v,
+                         bad, out[bad], ref[bad]);
+            }
+            if (v == 0) {
+                memcpy(first, out, no * sizeof *out);
+            } else if (v == 1 && memcmp(first, out, no * sizeof *out) != 0) {
+                fail_msg("seed %llu: 1 and 2 threads differ", (unsigned long long)seed);
+            }
+            runs++;
+        }
+        ops->destroy(st);
+        free(wt), free(b), free(x), free(ref), free(out), free(first), free(res);
+    }
+    assert_true(runs >= 100);
+}
+
+/* The loader's choice: Winograd weights only for 3x3 stride-1 layers with enough channels and,
+ * when the input size is declared, enough output tiles; pick() then takes the path. */
+static void test_winograd_choice(void **unused)
+{
+    (void)unused;
+    float *wt = calloc(16 * 16 * 9, sizeof *wt);
+    top t;
+    const ki_layer_ops *ops;
+    void *st;
+    ki_error err = { 0 };
+    ki_shape decl[2] = { ki_shape_make(4, (const int64_t[]){ 1, 16, 28, 28 }),
+                         ki_shape_make(4, (const int64_t[]){ 1, 16, 8, 8 }) };
+    for (int i = 0; i < 3; i++) {
+        conv_op(&t, 16, 16, 3, 3, 1, wt, NULL);
+        top_ints(&t, "padding", 2, (const int64_t[]){ 1, 1 });
+        t.d.input_decl = i < 2 ? &decl[i] : NULL; /* 49 tiles, 4 tiles, undeclared */
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        ki_conv2d *c = st;
+        assert_int_equal(c->wino_u != NULL, i != 1);
+        ki_conv2d_geom g;
+        assert_int_equal(ki_conv2d_geom_make(c, &decl[0], &g, &err), KI_OK);
+        assert_int_equal(ki_conv2d_pick(c, &g), i != 1 ? KI_CONV2D_WINO : KI_CONV2D_GEMM);
+        assert_int_equal(ki_conv2d_geom_make(c, &decl[1], &g, &err), KI_OK);
+        assert_int_equal(ki_conv2d_pick(c, &g), KI_CONV2D_GEMM); /* too few tiles */
+        ops->destroy(st);
+    }
+    conv_op(&t, 16, 16, 3, 3, 1, wt, NULL);
+    top_ints2(&t, "stride", 2, 2);
+    assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+    assert_null(((ki_conv2d *)st)->wino_u);
+    ops->destroy(st);
+    free(wt);
+}
+
 /* The epilogue is shared: activation hooks apply after the bias on every path. */
 static void test_epilogue_act(void **unused)
 {
@@ -333,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_basic_3x3),         cmocka_unit_test(test_pad_modes),
         cmocka_unit_test(test_same_valid_groups), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_random_vs_ref),     cmocka_unit_test(test_epilogue_act),
+        cmocka_unit_test(test_winograd_vs_ref),   cmocka_unit_test(test_winograd_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
