@@ -9,7 +9,7 @@
 #include "vexp_avx2.h"
 
 /* One vector of the activation, for the kinds of act_vectorised. */
-static inline __m256 act8(const ki_act *a, __m256 v)
+static inline __attribute__((always_inline)) __m256 act8(const ki_act *a, __m256 v)
 {
     const __m256 zero = _mm256_setzero_ps(), six = _mm256_set1_ps(6.0f);
     switch (a->kind) {
@@ -46,31 +46,41 @@ static bool act_vectorised(ki_act_kind k)
            k == KI_ACT_SILU || k == KI_ACT_SIGMOID;
 }
 
+/* The vector loop of ki_cv_epilogue_avx2 for one activation expression ACT(v): the switch on
+ * the kind stays outside the loop, so the constants of each formula are hoisted. */
+#define EPI_LOOP(ACT)                                                                              \
+    for (; i + 8 <= n; i += 8) {                                                                   \
+        __m256 v = _mm256_add_ps(_mm256_loadu_ps(p + i), bv);                                      \
+        v = res ? _mm256_add_ps(v, _mm256_loadu_ps(res + i)) : v;                                  \
+        _mm256_storeu_ps(p + i, ACT);                                                              \
+    }
+
 void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, const float *res, int64_t ch, float *p, size_t n)
 {
-    if (!act_vectorised(ep->act.kind)) {
+    const ki_act act = ep->act;
+    if (!act_vectorised(act.kind)) {
         ki_cv_epilogue_plane_res(ep, res, ch, p, n);
         return;
     }
     float b = ep->bias ? ep->bias[ch] : 0.0f;
     __m256 bv = _mm256_set1_ps(b);
     size_t i = 0;
-    if (res) {
-        for (; i + 8 <= n; i += 8) {
-            __m256 v = _mm256_add_ps(_mm256_loadu_ps(p + i), bv);
-            v = _mm256_add_ps(v, _mm256_loadu_ps(res + i));
-            _mm256_storeu_ps(p + i, act8(&ep->act, v));
-        }
-        for (; i < n; i++) {
-            p[i] = ki_act_apply(&ep->act, p[i] + b + res[i]);
-        }
-        return;
-    }
-    for (; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(p + i, act8(&ep->act, _mm256_add_ps(_mm256_loadu_ps(p + i), bv)));
+    switch (act.kind) {
+    case KI_ACT_SILU:
+        EPI_LOOP(ki_vsilu_avx2(v));
+        break;
+    case KI_ACT_SIGMOID:
+        EPI_LOOP(ki_vsigmoid_avx2(v));
+        break;
+    case KI_ACT_RELU:
+        EPI_LOOP(_mm256_max_ps(_mm256_setzero_ps(), v));
+        break;
+    default:
+        EPI_LOOP(act8(&act, v));
+        break;
     }
     for (; i < n; i++) {
-        p[i] = ki_act_apply(&ep->act, p[i] + b);
+        p[i] = ki_act_apply(&act, res ? p[i] + b + res[i] : p[i] + b);
     }
 }
 

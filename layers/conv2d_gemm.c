@@ -97,16 +97,22 @@ static void gemm_group(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
     int64_t np = (ga->n + KI_GEMM_NR - 1) / KI_GEMM_NR;
     float *ws = ex->workspace;
     if (ki_conv2d_gemm_private(np, ex->n_threads)) {
-        int64_t grp = ki_conv2d_gemm_group(np, ex->n_threads), n_grp = (np + grp - 1) / grp;
-#pragma omp parallel for num_threads(ex->n_threads) schedule(static)
-        for (int64_t q = 0; q < n_grp; q++) {
-            float *b = (float *)((char *)ws + (size_t)omp_get_thread_num() * ex->ws_per_thread);
-            int64_t p0 = q * grp, cnt = np - p0 < grp ? np - p0 : grp;
-            for (int64_t p = 0; p < cnt; p++) {
-                pack_panel(c, g, use_col, x, (p0 + p) * KI_GEMM_NR, ga->k,
-                           b + p * KI_GEMM_NR * ga->k);
+        int64_t grp = ki_conv2d_gemm_group(np, ex->n_threads);
+#pragma omp parallel num_threads(ex->n_threads)
+        {
+            /* one contiguous run of panels per thread, in groups of up to grp: equal shares
+             * (whole groups per thread would leave one thread up to a group behind) */
+            int tid = omp_get_thread_num(), nth = omp_get_num_threads();
+            float *b = (float *)((char *)ws + (size_t)tid * ex->ws_per_thread);
+            int64_t end = np * (tid + 1) / nth;
+            for (int64_t p0 = np * tid / nth; p0 < end; p0 += grp) {
+                int64_t cnt = end - p0 < grp ? end - p0 : grp;
+                for (int64_t p = 0; p < cnt; p++) {
+                    pack_panel(c, g, use_col, x, (p0 + p) * KI_GEMM_NR, ga->k,
+                               b + p * KI_GEMM_NR * ga->k);
+                }
+                ki_gemm_panels(ga, p0, cnt, b);
             }
-            ki_gemm_panels(ga, p0, cnt, b);
         }
         return;
     }

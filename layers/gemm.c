@@ -140,6 +140,21 @@ static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int6
     }
 }
 
+/* Asks for A's block of m tile mi at k0 (8 rows x kc floats, one cache line per 16): A is
+ * usually the weight, read once per run from memory in 512-byte pieces of rows far apart, which
+ * the hardware prefetchers do not follow; fetching the next tile's block while the current one
+ * is multiplied hides that latency. */
+static void prefetch_a(const ki_gemm_args *g, int64_t mi, int64_t k0, int64_t kc)
+{
+    int64_t m0 = mi * KI_GEMM_MR;
+    for (int64_t r = 0; r < KI_GEMM_MR && m0 + r < g->m; r++) {
+        const float *row = g->a + (m0 + r) * g->lda + k0;
+        for (int64_t k = 0; k < kc; k += 16) {
+            __builtin_prefetch(row + k, 0, 3);
+        }
+    }
+}
+
 /* Used when there are few panels (small outputs, large weights): tiles are numbered row-major,
  * so each thread reads only its share of A (the weight, often megabytes streamed from memory),
  * while the few packed B panels stay in cache. k blocks outermost. */
@@ -151,6 +166,9 @@ void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt)
         int64_t kc = g->k - k0 < KI_GEMM_KC ? g->k - k0 : KI_GEMM_KC;
         for (int64_t t = t0; t < t1; t++) {
             int64_t pi = t % np;
+            if (pi == 0 || t == t0) {
+                prefetch_a(g, t / np + 1, k0, kc);
+            }
             tile(g, pi, t / np, k0, kc, g->bp + pi * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR);
         }
     }
@@ -164,6 +182,7 @@ void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *
     for (int64_t k0 = 0; k0 < g->k; k0 += KI_GEMM_KC) {
         int64_t kc = g->k - k0 < KI_GEMM_KC ? g->k - k0 : KI_GEMM_KC;
         for (int64_t mi = 0; mi < mp; mi++) {
+            prefetch_a(g, mi + 1, k0, kc);
             for (int64_t q = 0; q < np; q++) {
                 tile(g, p0 + q, mi, k0, kc, b + q * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR);
             }

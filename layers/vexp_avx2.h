@@ -10,7 +10,7 @@
 
 #include <immintrin.h>
 
-static inline __m256 ki_vexp_avx2(__m256 x)
+static inline __attribute__((always_inline)) __m256 ki_vexp_avx2(__m256 x)
 {
     /* Beyond these exp is inf / rounds to 0; min/max keep a NaN in x (second operand). */
     x = _mm256_min_ps(_mm256_set1_ps(89.0f), x);
@@ -38,7 +38,7 @@ static inline __m256 ki_vexp_avx2(__m256 x)
 }
 
 /* 1 / (1 + exp(-x)), as KI_ACT_SIGMOID. */
-static inline __m256 ki_vsigmoid_avx2(__m256 x)
+static inline __attribute__((always_inline)) __m256 ki_vsigmoid_avx2(__m256 x)
 {
     const __m256 one = _mm256_set1_ps(1.0f);
     __m256 e = ki_vexp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
@@ -46,7 +46,7 @@ static inline __m256 ki_vsigmoid_avx2(__m256 x)
 }
 
 /* x / (1 + exp(-x)), as KI_ACT_SILU. */
-static inline __m256 ki_vsilu_avx2(__m256 x)
+static inline __attribute__((always_inline)) __m256 ki_vsilu_avx2(__m256 x)
 {
     __m256 e = ki_vexp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
     return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));

@@ -16,10 +16,9 @@
  * operator has 1 + nl outputs, output 1 + i is the raw convolution (N, na, H_i, W_i, no), as the
  * non-export Detect returns it.
  *
- * The convolutions are one cblas_sgemm per (image, level) into the workspace (na*no x H*W, the
- * layout the gemm is fastest in); decoding then transposes into the output rows.
- * State is immutable after create; thread-safe. */
-#include <cblas.h>
+ * The convolutions run as nn.Conv2d's 1x1 path (conv2d.h: our micro-kernels, bias and the
+ * vectorised sigmoid in its epilogue) into the workspace (na*no x H*W); decoding then transposes
+ * blocks of cells into the output rows. State is immutable after create; thread-safe. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -28,6 +27,7 @@
 
 #include "../core/ckd.h"
 #include "../core/layer.h"
+#include "conv2d.h"
 
 #define YD_MAX_LEVELS 8
 
@@ -36,6 +36,7 @@ typedef struct yd_level {
     const float *b; /* (na*no) */
     int64_t c;
     float stride;
+    ki_conv2d conv; /* the 1x1 convolution with its bias and, without raw outputs, the sigmoid */
 } yd_level;
 
 typedef struct yd_state {
@@ -224,6 +225,16 @@ static ki_status yd_create(const ki_op_desc *op, void **state, ki_error *err)
         free(s);
         return st;
     }
+    for (int i = 0; i < nl; i++) {
+        ki_conv2d *c = &s->lv[i].conv;
+        c->in_ch = s->lv[i].c, c->out_ch = (int64_t)s->na * s->no, c->groups = 1;
+        c->kh = c->kw = c->sh = c->sw = c->dh = c->dw = 1;
+        c->weight = s->lv[i].w;
+        c->ep.bias = s->lv[i].b;
+        /* the raw outputs need the values before the sigmoid; decoding then applies it */
+        c->ep.act = (ki_act){ s->raw_outputs ? KI_ACT_NONE : KI_ACT_SIGMOID, 0, 0 };
+        ki_conv2d_set_isa(c, ki_gemm_best_isa());
+    }
     *state = s;
     return KI_OK;
 }
@@ -259,55 +270,79 @@ static ki_status yd_shape(const void *state, const ki_shape *in, int n_in, ki_sh
     return ki_shape_check(&out[0], err);
 }
 
+/* The geometry of level i's convolution for input shape in. */
+static void level_geom(const yd_state *s, int i, const ki_shape *in, ki_conv2d_geom *g)
+{
+    (void)s, (void)i;
+    g->in = (ki_cv_nchw){ in->d[0], in->d[1], in->d[2], in->d[3], true };
+    g->oh = in->d[2], g->ow = in->d[3];
+}
+
+/* Per thread: the convolution's scratch (the most any level needs), then this thread's share of
+ * z, the largest level's na*no x H*W (see yd_forward). */
 static size_t yd_workspace(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
                            int n_out, int n_threads)
 {
     const yd_state *s = state;
-    (void)out, (void)n_out, (void)n_threads;
-    size_t most = 0;
+    (void)out, (void)n_out;
+    size_t most = 0, conv = 0, nt = n_threads > 0 ? (size_t)n_threads : 1;
     for (int i = 0; i < n_in; i++) {
         /* checked in shape(): na * H * W fits in int32 and no is at most 2^20 */
         size_t n = (size_t)s->na * (size_t)s->no * (size_t)in[i].d[2] * (size_t)in[i].d[3];
+        ki_conv2d_geom g;
+        level_geom(s, i, &in[i], &g);
+        size_t c = ki_conv2d_workspace_for(&s->lv[i].conv, &g, KI_CONV2D_GEMM1, (int)nt);
         most = n > most ? n : most;
+        conv = c > conv ? c : conv;
     }
-    return most * sizeof(float);
+    return conv + ((most * sizeof(float) + nt - 1) / nt + 63) / 64 * 64;
 }
 
-/* Decodes one level of one image: z is the convolution (na*no, hw) without bias; y gets the
- * level's na*hw rows of no values. Rows are split between threads. */
+/* Decodes one level of one image: z is the convolution (na*no, hw), with the bias and (unless
+ * raw) the sigmoid applied; y gets the level's na*hw rows of no values. Blocks of cells are
+ * transposed into rows (both sides stay in L1), then the box formulas. */
+#define YD_CELLS 256
 static void decode_level(const yd_state *s, int level, int64_t h, int64_t w, const float *z,
                          float *y, int n_threads)
 {
     const int no = s->no;
-    const int64_t hw = h * w, rows = hw * s->na;
+    const int64_t hw = h * w, blocks = (hw + YD_CELLS - 1) / YD_CELLS;
     const float stride = s->lv[level].stride;
-#pragma omp parallel for num_threads(n_threads) schedule(static) if (rows * no > 32768)
-    for (int64_t row = 0; row < rows; row++) {
-        const int64_t a = row / hw, c = row % hw;
-        const float *bias = s->lv[level].b + a * no, *zc = z + a * no * hw + c;
+    const bool sig = s->raw_outputs;
+#pragma omp parallel for num_threads(n_threads) schedule(static) if (hw * no > 32768)
+    for (int64_t item = 0; item < blocks * s->na; item++) {
+        const int64_t a = item / blocks, c0 = item % blocks * YD_CELLS;
+        const int64_t nc = hw - c0 < YD_CELLS ? hw - c0 : YD_CELLS;
         const float *anc = s->anchors + ((int64_t)level * s->na + a) * 2;
-        float *r = y + row * no;
+        float *r0 = y + (a * hw + c0) * no;
         for (int k = 0; k < no; k++) {
-            r[k] = 1.0f / (1.0f + expf(-(zc[(int64_t)k * hw] + bias[k])));
+            const float *zk = z + (a * no + k) * hw + c0;
+            for (int64_t j = 0; j < nc; j++) {
+                r0[j * no + k] = sig ? 1.0f / (1.0f + expf(-zk[j])) : zk[j];
+            }
         }
-        /* models/yolo.py: xy = (2v + grid) * stride with grid = cell - 0.5;
-         * wh = (2v)^2 * anchor_grid with anchor_grid = anchor * stride */
-        r[0] = (r[0] * 2.0f + ((float)(c % w) - 0.5f)) * stride;
-        r[1] = (r[1] * 2.0f + ((float)(c / w) - 0.5f)) * stride;
-        float tw = r[2] * 2.0f, th = r[3] * 2.0f;
-        r[2] = tw * tw * (anc[0] * stride);
-        r[3] = th * th * (anc[1] * stride);
+        for (int64_t j = 0; j < nc; j++) {
+            const int64_t c = c0 + j;
+            float *r = r0 + j * no;
+            /* models/yolo.py: xy = (2v + grid) * stride with grid = cell - 0.5;
+             * wh = (2v)^2 * anchor_grid with anchor_grid = anchor * stride */
+            r[0] = (r[0] * 2.0f + ((float)(c % w) - 0.5f)) * stride;
+            r[1] = (r[1] * 2.0f + ((float)(c / w) - 0.5f)) * stride;
+            float tw = r[2] * 2.0f, th = r[3] * 2.0f;
+            r[2] = tw * tw * (anc[0] * stride);
+            r[3] = th * th * (anc[1] * stride);
+        }
     }
 }
 
-/* The raw convolution with bias as (na, hw, no), for the extra outputs. */
-static void raw_level(const yd_state *s, int level, int64_t hw, const float *z, float *raw)
+/* The raw convolution (bias included) as (na, hw, no), for the extra outputs. */
+static void raw_level(const yd_state *s, int64_t hw, const float *z, float *raw)
 {
     const int64_t rows = hw * s->na, no = s->no;
     for (int64_t row = 0; row < rows; row++) {
         const int64_t a = row / hw, c = row % hw;
         for (int64_t k = 0; k < no; k++) {
-            raw[row * no + k] = z[(a * no + k) * hw + c] + s->lv[level].b[a * no + k];
+            raw[row * no + k] = z[(a * no + k) * hw + c];
         }
     }
 }
@@ -318,22 +353,34 @@ static ki_status yd_forward(const void *state, const ki_tensor *in, int n_in, ki
     const yd_state *s = state;
     (void)n_out;
     const int64_t n_img = in[0].shape.d[0], rows = out[0].shape.d[1], no = s->no;
-    float *z = ex->workspace;
+    size_t conv = 0;
+    ki_conv2d_geom g[YD_MAX_LEVELS];
+    for (int i = 0; i < n_in; i++) {
+        level_geom(s, i, &in[i].shape, &g[i]);
+        size_t c = ki_conv2d_workspace_for(&s->lv[i].conv, &g[i], KI_CONV2D_GEMM1, ex->n_threads);
+        conv = c > conv ? c : conv;
+    }
+    /* thread slices of `conv` bytes first, z after them (yd_workspace reserved both) */
+    const ki_exec sub = { ex->n_threads, ex->workspace, conv };
+    float *z = (float *)((char *)ex->workspace + conv * (size_t)ex->n_threads);
+    if (conv > ex->ws_per_thread) {
+        return KI_ERR_INTERNAL;
+    }
     for (int64_t n = 0; n < n_img; n++) {
         int64_t row = 0;
         for (int i = 0; i < n_in; i++) {
-            const int64_t c = s->lv[i].c, h = in[i].shape.d[2], w = in[i].shape.d[3], hw = h * w;
+            const int64_t c = s->lv[i].c, hw = g[i].oh * g[i].ow;
+            ki_conv2d_geom one = g[i];
             if (hw == 0) {
                 continue;
             }
-            /* z (na*no x hw) = W (na*no x c) * x (c x hw): the 1x1 convolution, bias later */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(s->na * no), (int)hw,
-                        (int)c, 1.0f, s->lv[i].w, (int)c, in[i].data + n * c * hw, (int)hw, 0.0f, z,
-                        (int)hw);
+            one.in.n = 1;
+            ki_conv2d_run(&s->lv[i].conv, &one, KI_CONV2D_GEMM1, in[i].data + n * c * hw, z, &sub);
             if (s->raw_outputs) {
-                raw_level(s, i, hw, z, out[1 + i].data + n * s->na * hw * no);
+                raw_level(s, hw, z, out[1 + i].data + n * s->na * hw * no);
             }
-            decode_level(s, i, h, w, z, out[0].data + (n * rows + row) * no, ex->n_threads);
+            decode_level(s, i, g[i].oh, g[i].ow, z, out[0].data + (n * rows + row) * no,
+                         ex->n_threads);
             row += s->na * hw;
         }
     }
