@@ -69,31 +69,39 @@ static void col_run(const ki_conv2d *c, const ki_conv2d_geom *g, const float *pl
     }
 }
 
-/* pack_panel for a whole panel inside one output row (oy, columns ox..ox+NR-1) with zero
- * padding: rows walked as (channel, ky, kx) without divisions; a tap whose 32 columns all lie
+/* pack_panel with zero padding: rows walked as (channel, ky, kx) without divisions, each row's
+ * nr columns (output pixels j0..) in runs along the output rows; a run whose columns all lie
  * inside the input row is one copy (stride 1) or one stride-2 gather, the rest zero_pad_run. */
-static void pack_row_panel(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t oy,
-                           int64_t ox, int64_t k, float *restrict dst)
+static void pack_zero_padded(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
+                             int64_t j0, int64_t nr, int64_t k, float *restrict dst)
 {
-    int64_t hw = g->in.h * g->in.w, w = g->in.w, sw = c->sw, r = 0;
+    int64_t hw = g->in.h * g->in.w, w = g->in.w, sw = c->sw, ow = g->ow, r = 0;
     for (int64_t ch = 0; r < k; ch++) {
         const float *plane = x + ch * hw;
         for (int64_t ky = 0; ky < c->kh; ky++) {
-            int64_t iy = oy * c->sh - c->pt + ky * c->dh;
             for (int64_t kx = 0; kx < c->kw; kx++, r++) {
                 float *d = dst + r * KI_GEMM_NR;
-                int64_t off = kx * c->dw - c->pl, first = ox * sw + off;
-                int64_t last = first + (KI_GEMM_NR - 1) * sw, lo, hi;
-                if (iy < 0 || iy >= g->in.h) {
-                    memset(d, 0, KI_GEMM_NR * sizeof *d);
-                } else if (first >= 0 && sw == 1 && last < w) {
-                    memcpy(d, plane + iy * w + first, KI_GEMM_NR * sizeof *d);
-                } else if (first >= 0 && sw == 2 && last + 1 < w) {
-                    c->gather2(plane + iy * w + first, d, KI_GEMM_NR);
-                } else {
-                    valid_range(off, sw, w, g->ow, &lo, &hi);
-                    zero_pad_run(c, plane + iy * w, w, ox, KI_GEMM_NR, lo, hi, off, d);
+                int64_t off = kx * c->dw - c->pl, lo = -1, hi = -1;
+                for (int64_t j = 0, oy = j0 / ow, ox = j0 % ow; j < nr; oy++, ox = 0) {
+                    int64_t len = nr - j < ow - ox ? nr - j : ow - ox;
+                    int64_t iy = oy * c->sh - c->pt + ky * c->dh;
+                    int64_t first = ox * sw + off, last = first + (len - 1) * sw;
+                    const float *src = plane + iy * w;
+                    if (iy < 0 || iy >= g->in.h) {
+                        memset(d + j, 0, (size_t)len * sizeof *d);
+                    } else if (first >= 0 && sw == 1 && last < w) {
+                        memcpy(d + j, src + first, (size_t)len * sizeof *d);
+                    } else if (first >= 0 && sw == 2 && last + 1 < w) {
+                        c->gather2(src + first, d + j, len);
+                    } else {
+                        if (lo < 0) {
+                            valid_range(off, sw, w, ow, &lo, &hi);
+                        }
+                        zero_pad_run(c, src, w, ox, len, lo, hi, off, d + j);
+                    }
+                    j += len;
                 }
+                memset(d + nr, 0, (size_t)(KI_GEMM_NR - nr) * sizeof *d);
             }
         }
     }
@@ -106,9 +114,8 @@ static void pack_panel(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
 {
     int64_t khw = c->kh * c->kw, hw = g->in.h * g->in.w, n = g->oh * g->ow;
     int64_t nr = n - j0 < KI_GEMM_NR ? n - j0 : KI_GEMM_NR;
-    if (use_col && nr == KI_GEMM_NR && c->pad_mode == KI_CONV_PAD_ZEROS &&
-        j0 % g->ow + KI_GEMM_NR <= g->ow) {
-        pack_row_panel(c, g, x, j0 / g->ow, j0 % g->ow, k, dst);
+    if (use_col && c->pad_mode == KI_CONV_PAD_ZEROS) {
+        pack_zero_padded(c, g, x, j0, nr, k, dst);
         return;
     }
     for (int64_t r = 0; r < k; r++) {
