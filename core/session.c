@@ -1,4 +1,5 @@
 /* session.c - shape inference, memory planning and execution for one set of input shapes. */
+#include "bigbuf.h"
 #include "ckd.h"
 #include "model_internal.h"
 #include "plan.h"
@@ -233,8 +234,8 @@ static ki_status session_alloc(ki_session *s, const ki_session_options *opt, ki_
                        "the model needs %zu MiB of tensor memory for these input shapes, more than the %zu MiB available",
                        total >> 20, opt->memory_limit >> 20);
     }
-    s->arena = aligned_alloc(ALIGN, round_up(s->arena_bytes) + ALIGN);
-    s->ws = ws_total ? aligned_alloc(ALIGN, ws_total) : NULL;
+    s->arena = ki_bigbuf_alloc(round_up(s->arena_bytes) + ALIGN);
+    s->ws = ws_total ? ki_bigbuf_alloc(ws_total) : NULL;
     if (!s->arena || (ws_total && !s->ws)) {
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory for %zu bytes of tensors", total);
     }

@@ -1,5 +1,6 @@
 /* weights.c - attaches .bin entries to the attributes declared in the param file, converted to
  * float32 into one 64-byte-aligned block: one pass over the mapped file, no second copy. */
+#include "bigbuf.h"
 #include "ckd.h"
 #include "half.h"
 #include "model_internal.h"
@@ -156,7 +157,7 @@ ki_status ki_weights_attach(ki_model *m, bool verify_crc, ki_error *err)
             }
         }
     }
-    m->weights = aligned_alloc(64, round64(total));
+    m->weights = ki_bigbuf_alloc(round64(total));
     if (!m->weights) {
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory for %zu bytes of weights", total);
     }

@@ -7,6 +7,8 @@
 #include <omp.h>
 #include <stdlib.h>
 
+#include "../core/bigbuf.h"
+
 #define KI_WINO_SUFFIX _ref
 #include "wino_xform.h"
 
@@ -42,7 +44,7 @@ ki_status ki_conv2d_wino_prepare(ki_conv2d *c, ki_error *err)
         !ki_ckd_mul(&bytes, n, sizeof(float)) || bytes > SIZE_MAX - 63) {
         return KI_FAIL(err, KI_ERR_LIMIT, "Winograd weights too large");
     }
-    float *u = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    float *u = ki_bigbuf_alloc(bytes);
     if (!u) {
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory for the Winograd weights (%zu bytes)",
                        bytes);
