@@ -169,21 +169,30 @@ void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n)
     }
 }
 
-/* Whether to transform the weights for Winograd at create: a 3x3 stride-1 kernel with enough
- * channels, and, when the param file declares the input's size, enough output tiles (the
- * transformed weights take four times the memory of the originals, so layers that would not
- * use them do not get them). */
-static bool wino_wanted(const ki_conv2d *c, const ki_op_desc *op)
+/* Whether Winograd pays for output size oh x ow with m x m tiles (see KI_WINO_MIN_TILES4). */
+static bool wino_pays(int64_t oh, int64_t ow, int m)
+{
+    return ki_conv2d_wino_tiles(oh, ow, m) >= (m == 4 ? KI_WINO_MIN_TILES4 : KI_WINO_MIN_TILES2);
+}
+
+/* Which Winograd variant to transform the weights for at create (4, 2, or 0 for none): a 3x3
+ * stride-1 kernel with enough channels and, when the param file declares the input's size,
+ * enough output tiles (the transformed weights take 4x / 1.8x the memory of the originals, so
+ * layers that would not use them do not get them). Undeclared sizes get F(4x4). */
+static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op)
 {
     if (!c->weight || !ki_conv2d_wino_shape_ok(c) || c->in_ch < 8 || c->out_ch < 8) {
-        return false;
+        return 0;
     }
     const ki_shape *d = op->input_decl && op->n_inputs > 0 ? &op->input_decl[0] : NULL;
     if (!d || d->ndim < 3 || d->d[d->ndim - 1] < 0 || d->d[d->ndim - 2] < 0) {
-        return true; /* size known only at run time */
+        return 4; /* size known only at run time */
     }
     int64_t oh = d->d[d->ndim - 2] + c->pt + c->pb - 2, ow = d->d[d->ndim - 1] + c->pl + c->pr - 2;
-    return oh > 0 && ow > 0 && ki_conv2d_wino_tiles(oh, ow) >= KI_WINO_MIN_TILES;
+    if (oh <= 0 || ow <= 0) {
+        return 0;
+    }
+    return wino_pays(oh, ow, 4) ? 4 : wino_pays(oh, ow, 2) ? 2 : 0;
 }
 
 static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
@@ -194,8 +203,9 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
     }
     ki_status st = parse(op, c, err);
     ki_conv2d_set_isa(c, ki_gemm_best_isa());
-    if (st == KI_OK && wino_wanted(c, op)) {
-        st = ki_conv2d_wino_prepare(c, err);
+    int wm = st == KI_OK ? wino_wanted(c, op) : 0;
+    if (wm) {
+        st = ki_conv2d_wino_prepare(c, wm, err);
     }
     if (st != KI_OK) {
         free(c);
@@ -291,7 +301,7 @@ bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_pa
         return c->groups == c->in_ch && c->groups == c->out_ch && c->pad_mode == KI_CONV_PAD_ZEROS;
     case KI_CONV2D_WINO:
         /* the AVX-512 transforms index planes with 32-bit lanes */
-        return c->wino_u && ki_conv2d_wino_shape_ok(c) && ki_conv2d_wino_tiles(g->oh, g->ow) > 0 &&
+        return c->wino_u && ki_conv2d_wino_shape_ok(c) && g->oh > 0 && g->ow > 0 &&
                ki_conv2d_wino_workspace(c, g, 1) > 0 && g->in.h < INT32_MAX / 16 &&
                g->in.w < INT32_MAX / 16 && g->in.h * g->in.w < INT32_MAX / 2 &&
                g->oh * g->ow < INT32_MAX / 2;
@@ -305,8 +315,7 @@ ki_conv2d_path ki_conv2d_pick(const ki_conv2d *c, const ki_conv2d_geom *g)
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_DW)) {
         return KI_CONV2D_DW;
     }
-    if (ki_conv2d_path_ok(c, g, KI_CONV2D_WINO) &&
-        ki_conv2d_wino_tiles(g->oh, g->ow) >= KI_WINO_MIN_TILES) {
+    if (ki_conv2d_path_ok(c, g, KI_CONV2D_WINO) && wino_pays(g->oh, g->ow, c->wino_m)) {
         return KI_CONV2D_WINO;
     }
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_GEMM1)) {

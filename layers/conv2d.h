@@ -11,10 +11,10 @@
 
 #include "gemm.h"
 
-/* The 4x4 output tiles of one Winograd plane, numbered row-major (ntx per row): output oh x ow,
- * input patches start at (4*ty - pt, 4*tx - pl). */
+/* The m x m output tiles (m = 4 or 2) of one Winograd plane, numbered row-major (ntx per row):
+ * output oh x ow, input patches of (m+2) x (m+2) start at (m*ty - pt, m*tx - pl). */
 typedef struct ki_wino_tiles {
-    int64_t ntx, tiles, pt, pl, oh, ow;
+    int64_t ntx, tiles, pt, pl, oh, ow, m;
 } ki_wino_tiles;
 
 /* Winograd F(4x4,3x3) transforms of one channel plane (wino_xform.h). */
@@ -46,8 +46,10 @@ typedef struct ki_conv2d {
     bool dw_avx2;          /* depthwise planes through the AVX2 kernel */
     /* d[i] = src[2i] for i < n, reading src[0 .. 2n-1] (im2col of stride-2 convolutions) */
     void (*gather2)(const float *src, float *restrict d, int64_t n);
-    /* Winograd: the transformed weights [36][out_ch][in_ch] (owned; NULL when the layer does not
-     * use it, see ki_conv2d_wino_prepare) and the transforms for this CPU */
+    /* Winograd F(m x m, 3x3), m = wino_m (4 or 2): the transformed weights
+     * [(m+2)^2][out_ch][in_ch] (owned; NULL when the layer does not use Winograd, see
+     * ki_conv2d_wino_prepare) and the transforms for this CPU */
+    int wino_m;
     float *wino_u;
     ki_wino_in_fn wino_in;
     ki_wino_out_fn wino_out;
@@ -64,13 +66,16 @@ typedef enum ki_conv2d_path {
     KI_CONV2D_GEMM,    /* im2col into packed panels + our SGEMM per (image, group) */
     KI_CONV2D_GEMM1,   /* 1x1, stride 1, no padding: the input already is the column matrix */
     KI_CONV2D_DW,      /* depthwise (groups == in == out), direct, parallel over planes */
-    KI_CONV2D_WINO     /* 3x3 stride 1: Winograd F(4x4,3x3) over blocks of KI_GEMM_NR tiles */
+    KI_CONV2D_WINO     /* 3x3 stride 1: Winograd F(4x4,3x3) or F(2x2,3x3), see ki_conv2d_wino_* */
 } ki_conv2d_path;
 
-/* Fewest 4x4 output tiles per image for which a layer gets Winograd: 20 x 20 outputs (25 tiles,
- * 256 channels) run 1.9x faster than im2col + GEMM on one thread; at 14 x 14 (16 tiles, half a
- * GEMM panel) the gain is 1.2x and would cost resnet18 28 MB of transformed weights. */
-#define KI_WINO_MIN_TILES 20
+/* Fewest output tiles per image for which a layer gets Winograd. F(4x4,3x3) (36 products per
+ * 16 outputs, weights x4): from 20 tiles, e.g. 20 x 20 outputs (25 tiles, 256 channels: 1.9x
+ * faster than im2col + GEMM on one thread). Below that, at 14 x 14, F(4x4) leaves half a GEMM
+ * panel empty and would cost resnet18 28 MB of weights: F(2x2,3x3) (16 products per 4 outputs,
+ * weights x1.8) from 32 of its tiles instead (14 x 14: 49 tiles). */
+#define KI_WINO_MIN_TILES4 20
+#define KI_WINO_MIN_TILES2 32
 
 /* Maps a padded coordinate i (may be < 0 or >= n) to an input coordinate, or -1 for a zero.
  * Valid for |overhang| <= n (circular) and < n (reflect), which shape() ensures. */
@@ -146,12 +151,12 @@ bool ki_conv2d_dw_plane_padded_avx2(const ki_conv2d *c, const ki_conv2d_geom *g,
                                     int64_t ch, const float *res, float *restrict o);
 
 /* conv2d_wino.c. Whether the kernel shape allows Winograd (3x3, stride 1, dilation 1, one group,
- * zero padding); output tiles of an oh x ow plane; transforms the weights into c->wino_u (which
- * ki_conv2d_path_ok(WINO) then requires); workspace bytes per thread (0 when too large); the
- * kernel. */
+ * zero padding); m x m output tiles of an oh x ow plane; transforms the weights for F(m x m,
+ * 3x3) into c->wino_u and sets c->wino_m (ki_conv2d_path_ok(WINO) then holds); workspace bytes
+ * per thread (0 when too large); the kernel. */
 bool ki_conv2d_wino_shape_ok(const ki_conv2d *c);
-int64_t ki_conv2d_wino_tiles(int64_t oh, int64_t ow);
-ki_status ki_conv2d_wino_prepare(ki_conv2d *c, ki_error *err);
+int64_t ki_conv2d_wino_tiles(int64_t oh, int64_t ow, int m);
+ki_status ki_conv2d_wino_prepare(ki_conv2d *c, int m, ki_error *err);
 size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads);
 void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex);

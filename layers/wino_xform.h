@@ -1,12 +1,15 @@
-/* wino_xform.h - the input and output transforms of Winograd F(4x4, 3x3) (Lavin & Gray), written
- * once over 16 lanes (16 tiles side by side) and compiled twice: plainly in conv2d_wino.c (the
- * reference, any x86-64) and with AVX-512 in conv2d_wino_avx512.c, where every lane loop is one
- * zmm operation. Included only by those two files; each defines KI_WINO_SUFFIX first.
+/* wino_xform.h - the input and output transforms of Winograd F(4x4, 3x3) and F(2x2, 3x3) (Lavin &
+ * Gray), written once over 16 lanes (16 tiles side by side) and compiled twice: plainly in
+ * conv2d_wino.c (the reference, any x86-64) and with AVX-512 in conv2d_wino_avx512.c, where
+ * every lane loop is one zmm operation. Included only by those two files; each defines
+ * KI_WINO_SUFFIX first.
  *
- * With d a 6x6 input patch, g a 3x3 kernel and the matrices below, one output tile is
- *     Y = A^T [ (G g G^T) .* (B^T d B) ] A          (4x4 outputs from 36 multiplies)
+ * With d a t x t input patch (t = m + 2), g a 3x3 kernel and the matrices below, one m x m output
+ * tile is  Y = A^T [ (G g G^T) .* (B^T d B) ] A  (t*t multiplies instead of 9*m*m).
+ * F(4x4,3x3), t = 6:
  * B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
  * A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+ * F(2x2,3x3), t = 4:  B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],  A^T = [1 1 1 0; 0 1 -1 -1]
  * (G is in conv2d_wino.c, applied once to the weights.) */
 #include <math.h>
 #include <stdint.h>
@@ -52,6 +55,30 @@ static inline void wino_at6(float (*restrict m)[WL], int s, float (*restrict o)[
     }
 }
 
+/* F(2x2,3x3): o[r] = (B^T d)[r] for the four values d[0..3] (stride s). */
+static inline void wino_bt4(float (*restrict d)[WL], int s, float (*restrict o)[WL], int os)
+{
+#pragma omp simd
+    for (int l = 0; l < WL; l++) {
+        float d0 = d[0][l], d1 = d[s][l], d2 = d[2 * s][l], d3 = d[3 * s][l];
+        o[0][l] = d0 - d2;
+        o[os][l] = d1 + d2;
+        o[2 * os][l] = d2 - d1;
+        o[3 * os][l] = d1 - d3;
+    }
+}
+
+/* F(2x2,3x3): o[r] = (A^T m)[r], r < 2, for the four values m[0..3] (stride s). */
+static inline void wino_at4(float (*restrict m)[WL], int s, float (*restrict o)[WL], int os)
+{
+#pragma omp simd
+    for (int l = 0; l < WL; l++) {
+        float m0 = m[0][l], m1 = m[s][l], m2 = m[2 * s][l], m3 = m[3 * s][l];
+        o[0][l] = m0 + m1 + m2;
+        o[os][l] = m1 - m2 - m3;
+    }
+}
+
 #ifdef __AVX512F__
 #include <immintrin.h>
 
@@ -82,20 +109,20 @@ static inline __attribute__((always_inline)) void wino_tr16(__m512 r[16])
     }
 }
 
-/* d[i*6+j][l] = the plane at the lanes' patch positions, zero outside it or past n: each lane's
- * patch row is one masked load (no fault on the masked-out columns), then a transpose. */
+/* d[i*t+j][l] = the plane at the lanes' t x t patch positions, zero outside it or past n: each
+ * lane's patch row is one masked load (no fault on the masked-out columns), then a transpose. */
 static inline void wino_gather(const float *p, int64_t h, int64_t w, const int64_t *y0,
-                               const int64_t *x0, int n, float (*restrict d)[WL])
+                               const int64_t *x0, int n, int t, float (*restrict d)[WL])
 {
     __mmask16 cm[WL];
     for (int l = 0; l < WL; l++) {
         unsigned m = 0;
-        for (int j = 0; j < 6 && l < n; j++) {
+        for (int j = 0; j < t && l < n; j++) {
             m |= x0[l] + j >= 0 && x0[l] + j < w ? 1u << j : 0u;
         }
         cm[l] = (__mmask16)m;
     }
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < t; i++) {
         __m512 r[16];
         for (int l = 0; l < WL; l++) {
             int64_t y = l < n ? y0[l] + i : -1;
@@ -103,22 +130,22 @@ static inline void wino_gather(const float *p, int64_t h, int64_t w, const int64
                                    : _mm512_setzero_ps();
         }
         wino_tr16(r);
-        for (int j = 0; j < 6; j++) {
-            _mm512_store_ps(d[i * 6 + j], r[j]);
+        for (int j = 0; j < t; j++) {
+            _mm512_store_ps(d[i * t + j], r[j]);
         }
     }
 }
 
-/* The lanes' 4x4 tiles o[i*4+j] (+ b, + res, clamped to [lo, hi]) into q, inside the plane:
- * transposed to one register per tile, then one masked 4-float store per tile row. */
-static inline void wino_scatter(float (*restrict o)[WL], float *q, const float *res, int64_t oh,
-                                int64_t ow, const int64_t *y0, const int64_t *x0, int n, float b,
-                                float lo, float hi)
+/* The lanes' m x m tiles o[i*m+j] (+ b, + res, clamped to [lo, hi]) into q, inside the plane:
+ * transposed to one register per tile, then one masked m-float store per tile row. */
+static inline void wino_scatter(float (*restrict o)[WL], int m, float *q, const float *res,
+                                int64_t oh, int64_t ow, const int64_t *y0, const int64_t *x0, int n,
+                                float b, float lo, float hi)
 {
     _Alignas(64) float tt[WL][16];
     __m512 r[16];
     for (int k = 0; k < 16; k++) {
-        r[k] = _mm512_load_ps(o[k]);
+        r[k] = k < m * m ? _mm512_load_ps(o[k]) : _mm512_setzero_ps();
     }
     wino_tr16(r);
     for (int l = 0; l < WL; l++) {
@@ -126,11 +153,11 @@ static inline void wino_scatter(float (*restrict o)[WL], float *q, const float *
     }
     const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
     for (int l = 0; l < n && l < WL; l++) {
-        int64_t cols = ow - x0[l] < 4 ? ow - x0[l] : 4;
+        int64_t cols = ow - x0[l] < m ? ow - x0[l] : m;
         __mmask16 cm = (__mmask16)((1u << cols) - 1u);
-        for (int i = 0; i < 4 && y0[l] + i < oh; i++) {
+        for (int i = 0; i < m && y0[l] + i < oh; i++) {
             int64_t at = (y0[l] + i) * ow + x0[l];
-            __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(cm, tt[l] + 4 * i), vb);
+            __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(cm, tt[l] + m * i), vb);
             if (res) {
                 v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(cm, res + at));
             }
@@ -141,42 +168,42 @@ static inline void wino_scatter(float (*restrict o)[WL], float *q, const float *
     }
 }
 #else
-/* d[i*6+j][l] = the plane at the lanes' patch positions, zero outside it or past n: a patch
- * inside the plane takes 36 unconditional loads. */
+/* d[i*t+j][l] = the plane at the lanes' t x t patch positions, zero outside it or past n: a
+ * patch inside the plane takes t*t unconditional loads. */
 static inline void wino_gather(const float *p, int64_t h, int64_t w, const int64_t *y0,
-                               const int64_t *x0, int n, float (*restrict d)[WL])
+                               const int64_t *x0, int n, int t, float (*restrict d)[WL])
 {
     for (int l = 0; l < WL; l++) {
         int64_t ya = l < n ? y0[l] : -8, xa = l < n ? x0[l] : -8;
-        if (ya >= 0 && xa >= 0 && ya + 6 <= h && xa + 6 <= w) {
+        if (ya >= 0 && xa >= 0 && ya + t <= h && xa + t <= w) {
             const float *s = p + ya * w + xa;
-            for (int i = 0; i < 6; i++) {
-                for (int j = 0; j < 6; j++) {
-                    d[i * 6 + j][l] = s[i * w + j];
+            for (int i = 0; i < t; i++) {
+                for (int j = 0; j < t; j++) {
+                    d[i * t + j][l] = s[i * w + j];
                 }
             }
             continue;
         }
-        for (int i = 0; i < 6; i++) {
+        for (int i = 0; i < t; i++) {
             int64_t y = ya + i;
-            for (int j = 0; j < 6; j++) {
+            for (int j = 0; j < t; j++) {
                 int64_t x = xa + j;
-                d[i * 6 + j][l] = l < n && y >= 0 && y < h && x >= 0 && x < w ? p[y * w + x] : 0.0f;
+                d[i * t + j][l] = l < n && y >= 0 && y < h && x >= 0 && x < w ? p[y * w + x] : 0.0f;
             }
         }
     }
 }
 
-/* The lanes' 4x4 tiles o[i*4+j] (+ b, + res, clamped to [lo, hi]) into q, inside the plane. */
-static inline void wino_scatter(float (*restrict o)[WL], float *q, const float *res, int64_t oh,
-                                int64_t ow, const int64_t *y0, const int64_t *x0, int n, float b,
-                                float lo, float hi)
+/* The lanes' m x m tiles o[i*m+j] (+ b, + res, clamped to [lo, hi]) into q, inside the plane. */
+static inline void wino_scatter(float (*restrict o)[WL], int m, float *q, const float *res,
+                                int64_t oh, int64_t ow, const int64_t *y0, const int64_t *x0, int n,
+                                float b, float lo, float hi)
 {
     for (int l = 0; l < n && l < WL; l++) {
-        for (int i = 0; i < 4 && y0[l] + i < oh; i++) {
-            for (int j = 0; j < 4 && x0[l] + j < ow; j++) {
+        for (int i = 0; i < m && y0[l] + i < oh; i++) {
+            for (int j = 0; j < m && x0[l] + j < ow; j++) {
                 int64_t at = (y0[l] + i) * ow + x0[l] + j;
-                float v = o[i * 4 + j][l] + b;
+                float v = o[i * m + j][l] + b;
                 v = res ? v + res[at] : v;
                 v = v < lo ? lo : v;
                 q[at] = v > hi ? hi : v;
@@ -194,7 +221,7 @@ static inline int wino_lanes(const ki_wino_tiles *tg, int64_t t0, int64_t *iy0, 
     int n = tg->tiles - t0 < WL ? (int)(tg->tiles - t0) : WL;
     int64_t ty = t0 / tg->ntx, tx = t0 % tg->ntx;
     for (int l = 0; l < n; l++) {
-        oy0[l] = ty * 4, ox0[l] = tx * 4;
+        oy0[l] = ty * tg->m, ox0[l] = tx * tg->m;
         iy0[l] = oy0[l] - tg->pt, ix0[l] = ox0[l] - tg->pl;
         if (++tx == tg->ntx) {
             tx = 0, ty++;
@@ -203,8 +230,8 @@ static inline int wino_lanes(const ki_wino_tiles *tg, int64_t t0, int64_t *iy0, 
     return n;
 }
 
-/* Input transform of one channel plane p (h x w): the 6x6 patch of each tile (zero outside the
- * plane) becomes 36 values u[pos], stored for tile t at v[pos * pstride + t / NR * pan + t % NR]
+/* Input transform of one channel plane p (h x w): the t x t patch of each tile (zero outside the
+ * plane) becomes t*t values u[pos], stored for tile t at v[pos * pstride + t / NR * pan + t % NR]
  * (v already offset to the channel's row of the packed panels: pan floats per panel). Lanes past
  * the last tile up to a whole panel get zeros. */
 void WNAME(ki_wino_input)(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg,
@@ -213,41 +240,43 @@ void WNAME(ki_wino_input)(const float *p, int64_t h, int64_t w, const ki_wino_ti
     _Alignas(64) float d[36][WL], t[36][WL], u[36][WL];
     int64_t iy0[WL], ix0[WL], oy0[WL], ox0[WL];
     int64_t padded = (tg->tiles + KI_GEMM_NR - 1) / KI_GEMM_NR * KI_GEMM_NR;
+    const int ts = tg->m + 2, npos = ts * ts;
     for (int64_t t0 = 0; t0 < padded; t0 += WL) {
         int n = t0 < tg->tiles ? wino_lanes(tg, t0, iy0, ix0, oy0, ox0) : 0;
-        wino_gather(p, h, w, iy0, ix0, n, d);
-        for (int j = 0; j < 6; j++) { /* columns: t = B^T d */
-            wino_bt6(&d[j], 6, &t[j], 6);
+        wino_gather(p, h, w, iy0, ix0, n, ts, d);
+        for (int j = 0; j < ts; j++) { /* columns: t = B^T d, then rows: u = t B */
+            ts == 6 ? wino_bt6(&d[j], 6, &t[j], 6) : wino_bt4(&d[j], 4, &t[j], 4);
         }
-        for (int i = 0; i < 6; i++) { /* rows: u = t B */
-            wino_bt6(&t[i * 6], 1, &u[i * 6], 1);
+        for (int i = 0; i < ts; i++) {
+            ts == 6 ? wino_bt6(&t[i * 6], 1, &u[i * 6], 1) : wino_bt4(&t[i * 4], 1, &u[i * 4], 1);
         }
         float *dst = v + t0 / KI_GEMM_NR * pan + t0 % KI_GEMM_NR;
-        for (int pos = 0; pos < 36; pos++) {
+        for (int pos = 0; pos < npos; pos++) {
             memcpy(dst + pos * pstride, u[pos], sizeof u[pos]);
         }
     }
 }
 
-/* Output transform of one channel: m[pos * pstride + t] (the 36 GEMM products of tile t) becomes
- * the 4x4 output tiles of plane q (clipped to oh x ow), each value + b, + res at the same place
- * (res: the channel's residual plane, or NULL), then min(hi, max(lo, .)). */
+/* Output transform of one channel: m[pos * pstride + t] (the t*t GEMM products of tile t)
+ * becomes the output tiles of plane q (clipped to oh x ow), each value + b, + res at the same
+ * place (res: the channel's residual plane, or NULL), then min(hi, max(lo, .)). */
 void WNAME(ki_wino_output)(const float *m, int64_t pstride, float *q, const float *res,
                            const ki_wino_tiles *tg, float b, float lo, float hi)
 {
     _Alignas(64) float a[36][WL], t[24][WL], o[16][WL];
     int64_t iy0[WL], ix0[WL], oy0[WL], ox0[WL];
+    const int mo = tg->m, ts = mo + 2, npos = ts * ts;
     for (int64_t t0 = 0; t0 < tg->tiles; t0 += WL) {
         int n = wino_lanes(tg, t0, iy0, ix0, oy0, ox0);
-        for (int pos = 0; pos < 36; pos++) {
+        for (int pos = 0; pos < npos; pos++) {
             memcpy(a[pos], m + pos * pstride + t0, sizeof a[pos]);
         }
-        for (int j = 0; j < 6; j++) { /* columns: t = A^T a (4 x 6) */
-            wino_at6(&a[j], 6, &t[j], 6);
+        for (int j = 0; j < ts; j++) { /* columns: t = A^T a (m x t), then rows: o = t A */
+            ts == 6 ? wino_at6(&a[j], 6, &t[j], 6) : wino_at4(&a[j], 4, &t[j], 4);
         }
-        for (int i = 0; i < 4; i++) { /* rows: o = t A (4 x 4) */
-            wino_at6(&t[i * 6], 1, &o[i * 4], 1);
+        for (int i = 0; i < mo; i++) {
+            ts == 6 ? wino_at6(&t[i * 6], 1, &o[i * 4], 1) : wino_at4(&t[i * 4], 1, &o[i * 2], 1);
         }
-        wino_scatter(o, q, res, tg->oh, tg->ow, oy0, ox0, n, b, lo, hi);
+        wino_scatter(o, mo, q, res, tg->oh, tg->ow, oy0, ox0, n, b, lo, hi);
     }
 }

@@ -295,8 +295,10 @@ static void test_random_vs_ref(void **unused)
             fail_msg("seed %llu: %s", (unsigned long long)seed, err.msg);
         }
         ki_conv2d *c = st;
-        static const ki_act acts[4] = { { KI_ACT_NONE, 0, 0 }, { KI_ACT_RELU, 0, 0 },
-                                        { KI_ACT_RELU6, 0, 0 }, { KI_ACT_HARDSWISH, 0, 0 } };
+        static const ki_act acts[4] = { { KI_ACT_NONE, 0, 0 },
+                                        { KI_ACT_RELU, 0, 0 },
+                                        { KI_ACT_RELU6, 0, 0 },
+                                        { KI_ACT_HARDSWISH, 0, 0 } };
         c->ep.act = acts[seed % 4]; /* as fuse() would: in-register and after-store epilogues */
         int64_t m[4] = { r.p[2], r.p[3], r.p[0], r.p[1] };
         assert_memory_equal(&c->pt, m, sizeof m); /* (l,r,t,b) read as documented */
@@ -311,16 +313,18 @@ static void test_random_vs_ref(void **unused)
     }
 }
 
-/* Winograd F(4x4,3x3) against the direct reference: odd sizes (partial tiles at the right and
- * bottom, planes smaller than a tile), paddings 0..2 on each side, batches, channel counts off
- * the micro-kernel's 8-row tiles, bias, fused residual and the activations in and after the
- * output transform; with every transform/micro-kernel pair this CPU runs, 1 and 2 threads
+/* Winograd F(4x4,3x3) and F(2x2,3x3) against the direct reference: odd sizes (partial tiles at the
+ * right and bottom, planes smaller than a tile), paddings 0..2 on each side, batches, channel
+ * counts off the micro-kernel's 8-row tiles, bias, fused residual and the activations in and after
+ * the output transform; with every transform/micro-kernel pair this CPU runs, 1 and 2 threads
  * bitwise equal. Its error is that of 36-term sums in float: within 2e-4 here. */
 static void test_winograd_vs_ref(void **unused)
 {
     (void)unused;
-    static const ki_act acts[4] = { { KI_ACT_NONE, 0, 0 }, { KI_ACT_RELU, 0, 0 },
-                                    { KI_ACT_HARDTANH, -0.5f, 0.5f }, { KI_ACT_SILU, 0, 0 } };
+    static const ki_act acts[4] = { { KI_ACT_NONE, 0, 0 },
+                                    { KI_ACT_RELU, 0, 0 },
+                                    { KI_ACT_HARDTANH, -0.5f, 0.5f },
+                                    { KI_ACT_SILU, 0, 0 } };
     int runs = 0;
     for (uint64_t seed = 1; seed <= 60; seed++) {
         uint64_t s = seed * 0xD1B54A32D192ED03ull;
@@ -341,7 +345,9 @@ static void test_winograd_vs_ref(void **unused)
         ki_error err = { 0 };
         assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
         ki_conv2d *c = st;
-        assert_int_equal(ki_conv2d_wino_prepare(c, &err), KI_OK);
+        const int wm = seed % 5 < 3 ? 4 : 2;
+        assert_int_equal(ki_conv2d_wino_prepare(c, wm, &err), KI_OK);
+        assert_int_equal(c->wino_m, wm);
         c->ep.act = acts[seed % 4];
         ki_conv2d_geom g;
         ki_shape in = ki_shape_make(4, (const int64_t[]){ n, ic, h, w });
@@ -366,8 +372,8 @@ static void test_winograd_vs_ref(void **unused)
             run_variant(c, &g, KI_CONV2D_WINO, isa[v], v == 0 ? 1 : 2, x, out);
             long bad = tclose(out, ref, no, 2e-4f, 2e-4f);
             if (bad >= 0) {
-                fail_msg("seed %llu variant %d: out[%ld] %g vs ref %g", (unsigned long long)seed, v,
-                         bad, out[bad], ref[bad]);
+                fail_msg("seed %llu F(%d) variant %d: out[%ld] %g vs ref %g",
+                         (unsigned long long)seed, wm, v, bad, out[bad], ref[bad]);
             }
             if (v == 0) {
                 memcpy(first, out, no * sizeof *out);
@@ -383,7 +389,8 @@ static void test_winograd_vs_ref(void **unused)
 }
 
 /* The loader's choice: Winograd weights only for 3x3 stride-1 layers with enough channels and,
- * when the input size is declared, enough output tiles; pick() then takes the path. */
+ * when the input size is declared, enough output tiles: F(4x4) from 20 of its tiles, else
+ * F(2x2) from 32 of its tiles, else none; pick() then takes the path. */
 static void test_winograd_choice(void **unused)
 {
     (void)unused;
@@ -392,20 +399,24 @@ static void test_winograd_choice(void **unused)
     const ki_layer_ops *ops;
     void *st;
     ki_error err = { 0 };
-    ki_shape decl[2] = { ki_shape_make(4, (const int64_t[]){ 1, 16, 28, 28 }),
+    ki_shape decl[3] = { ki_shape_make(4, (const int64_t[]){ 1, 16, 28, 28 }),
+                         ki_shape_make(4, (const int64_t[]){ 1, 16, 14, 14 }),
                          ki_shape_make(4, (const int64_t[]){ 1, 16, 8, 8 }) };
-    for (int i = 0; i < 3; i++) {
+    const int want_m[4] = { 4, 2, 0, 4 }; /* 49 F(4) tiles, 49 F(2) tiles, too few, undeclared */
+    for (int i = 0; i < 4; i++) {
         conv_op(&t, 16, 16, 3, 3, 1, wt, NULL);
         top_ints(&t, "padding", 2, (const int64_t[]){ 1, 1 });
-        t.d.input_decl = i < 2 ? &decl[i] : NULL; /* 49 tiles, 4 tiles, undeclared */
+        t.d.input_decl = i < 3 ? &decl[i] : NULL;
         assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
         ki_conv2d *c = st;
-        assert_int_equal(c->wino_u != NULL, i != 1);
+        assert_int_equal(c->wino_u != NULL, want_m[i] != 0);
+        assert_int_equal(c->wino_m, want_m[i]);
         ki_conv2d_geom g;
-        assert_int_equal(ki_conv2d_geom_make(c, &decl[0], &g, &err), KI_OK);
-        assert_int_equal(ki_conv2d_pick(c, &g), i != 1 ? KI_CONV2D_WINO : KI_CONV2D_GEMM);
-        assert_int_equal(ki_conv2d_geom_make(c, &decl[1], &g, &err), KI_OK);
-        assert_int_equal(ki_conv2d_pick(c, &g), KI_CONV2D_GEMM); /* too few tiles */
+        for (int j = 0; j < 3; j++) {
+            assert_int_equal(ki_conv2d_geom_make(c, &decl[j], &g, &err), KI_OK);
+            bool wino = (c->wino_m == 4 && j == 0) || (c->wino_m == 2 && j < 2);
+            assert_int_equal(ki_conv2d_pick(c, &g), wino ? KI_CONV2D_WINO : KI_CONV2D_GEMM);
+        }
         ops->destroy(st);
     }
     conv_op(&t, 16, 16, 3, 3, 1, wt, NULL);
