@@ -19,9 +19,11 @@ typedef struct ki_wino_tiles {
 
 /* Winograd F(4x4,3x3) transforms of one channel plane (wino_xform.h). */
 typedef void (*ki_wino_in_fn)(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg,
-                              float *restrict v, int64_t pan, int64_t pstride);
+                              int64_t tb, int64_t te, float *restrict v, int64_t pan,
+                              int64_t pstride);
 typedef void (*ki_wino_out_fn)(const float *m, int64_t pstride, float *q, const float *res,
-                               const ki_wino_tiles *tg, float b, float lo, float hi);
+                               const ki_wino_tiles *tg, int64_t tb, int64_t te, float b, float lo,
+                               float hi);
 
 typedef enum ki_conv_pad_mode {
     KI_CONV_PAD_ZEROS = 0,
@@ -160,14 +162,16 @@ ki_status ki_conv2d_wino_prepare(ki_conv2d *c, int m, ki_error *err);
 size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads);
 void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex);
-void ki_wino_input_ref(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg,
-                       float *restrict v, int64_t pan, int64_t pstride);
-void ki_wino_input_avx512(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg,
-                          float *restrict v, int64_t pan, int64_t pstride);
+void ki_wino_input_ref(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg, int64_t tb,
+                       int64_t te, float *restrict v, int64_t pan, int64_t pstride);
+void ki_wino_input_avx512(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg, int64_t tb,
+                          int64_t te, float *restrict v, int64_t pan, int64_t pstride);
 void ki_wino_output_ref(const float *m, int64_t pstride, float *q, const float *res,
-                        const ki_wino_tiles *tg, float b, float lo, float hi);
+                        const ki_wino_tiles *tg, int64_t tb, int64_t te, float b, float lo,
+                        float hi);
 void ki_wino_output_avx512(const float *m, int64_t pstride, float *q, const float *res,
-                           const ki_wino_tiles *tg, float b, float lo, float hi);
+                           const ki_wino_tiles *tg, int64_t tb, int64_t te, float b, float lo,
+                           float hi);
 
 void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n);
 void ki_conv2d_gather2_avx2(const float *src, float *restrict d, int64_t n);

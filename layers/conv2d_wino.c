@@ -77,46 +77,146 @@ ki_status ki_conv2d_wino_prepare(ki_conv2d *c, int m, ki_error *err)
     return KI_OK;
 }
 
-/* Winograd's buffers, shared by the team: V (the transformed input, t^2 x in_ch x tiles, as
- * packed GEMM panels) and M (the products, t^2 x out_ch x tiles), tiles rounded up to a panel. */
+/* Two ways to run a layer. With at least KI_WINO_BLOCKED panels per thread (many tiles) each
+ * thread takes a contiguous run of panels (32 tiles) and does everything for one panel at a
+ * time in its own slice of the workspace: transformed input V (t^2 x in_ch x 32) and products
+ * M (t^2 x out_ch x 32) stay in L2 between the three steps. With fewer panels the team shares
+ * whole-image V and M (tiles rounded up to a panel) and splits each step: input channels, then
+ * (position, panel group) products, then output channels. */
+#define KI_WINO_BLOCKED   2
 #define KI_WINO_MAX_BYTES ((size_t)256 << 20)
 
-static bool wino_floats(const ki_conv2d *c, const ki_conv2d_geom *g, size_t *v, size_t *m)
+static bool wino_blocked(int64_t np, int n_threads)
 {
-    int64_t t = ki_conv2d_wino_tiles(g->oh, g->ow, c->wino_m), ts = c->wino_m + 2;
-    size_t tp = (size_t)((t + KI_GEMM_NR - 1) / KI_GEMM_NR * KI_GEMM_NR);
-    return c->wino_m > 0 && ki_ckd_mul(v, tp, (size_t)(ts * ts)) &&
+    return np >= KI_WINO_BLOCKED * (int64_t)(n_threads > 0 ? n_threads : 1);
+}
+
+/* Floats of V and M for `cols` tile columns. */
+static bool wino_floats(const ki_conv2d *c, int64_t cols, size_t *v, size_t *m)
+{
+    int64_t ts = c->wino_m + 2;
+    return c->wino_m > 0 && ki_ckd_mul(v, (size_t)cols, (size_t)(ts * ts)) &&
            ki_ckd_mul(m, *v, (size_t)c->out_ch) && ki_ckd_mul(v, *v, (size_t)c->in_ch);
 }
 
 size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads)
 {
     size_t v, m, n, bytes, nt = n_threads > 0 ? (size_t)n_threads : 1;
-    if (!wino_floats(c, g, &v, &m) || !ki_ckd_add(&n, v, m) ||
+    int64_t np = (ki_conv2d_wino_tiles(g->oh, g->ow, c->wino_m) + KI_GEMM_NR - 1) / KI_GEMM_NR;
+    bool blocked = wino_blocked(np, n_threads);
+    if (!wino_floats(c, blocked ? KI_GEMM_NR : np * KI_GEMM_NR, &v, &m) || !ki_ckd_add(&n, v, m) ||
         !ki_ckd_mul(&bytes, n, sizeof(float)) || bytes > KI_WINO_MAX_BYTES) {
         return 0;
     }
-    return ((bytes + nt - 1) / nt + 63) / 64 * 64;
+    return ((blocked ? bytes : (bytes + nt - 1) / nt) + 63) / 64 * 64;
 }
 
-/* Per image: (1) each input channel's tiles transformed into V, (2) for each of the t^2 positions
- * the product U[pos] (out x in) * V[pos] (in x tiles) by the micro-kernels, a few panels per
- * work item, (3) each output channel transformed back from M with the epilogue (activations
- * other than clamps on the finished plane while it is in cache). */
+/* What a run needs besides the state: the tiles, the buffers and the finishing step. */
+typedef struct wino_run {
+    const ki_conv2d *c;
+    const ki_conv2d_geom *g;
+    ki_wino_tiles tg;
+    int64_t npos, np;
+    bool post; /* the activation is applied on each finished plane (not a clamp) */
+    float lo, hi;
+} wino_run;
+
+/* The products of panels p0..p0+cnt-1 at position pos: U[pos] (out x in) times V[pos] (packed
+ * panels of in x 32, n columns in all) into M[pos] (out x n). */
+static void wino_products(const wino_run *r, int64_t pos, const float *vpos, float *mpos, int64_t n,
+                          int64_t p0, int64_t cnt)
+{
+    const ki_conv2d *c = r->c;
+    ki_gemm_args ga = { .m = c->out_ch,
+                        .n = n,
+                        .k = c->in_ch,
+                        .a = c->wino_u + pos * c->out_ch * c->in_ch,
+                        .lda = c->in_ch,
+                        .bp = vpos,
+                        .c = mpos,
+                        .ldc = n,
+                        .uk = c->uk };
+    ki_gemm_panels(&ga, p0, cnt, vpos + p0 * c->in_ch * KI_GEMM_NR);
+}
+
+/* Output channel ch of tiles [tb, te) from m (pstride floats per position). */
+static void wino_finish(const wino_run *r, const float *m, int64_t pstride, float *y,
+                        const float *res, int64_t ch, int64_t tb, int64_t te)
+{
+    const ki_conv2d *c = r->c;
+    int64_t ohw = r->g->oh * r->g->ow;
+    c->wino_out(m, pstride, y + ch * ohw, res ? res + ch * ohw : NULL, &r->tg, tb, te,
+                c->ep.bias ? c->ep.bias[ch] : 0.0f, r->lo, r->hi);
+}
+
+/* Blocked: this thread's panels of image n, one at a time (see KI_WINO_BLOCKED). */
+static void wino_blocked_run(const wino_run *r, const float *x, float *y, const float *res,
+                             float *v, int tid, int nth)
+{
+    const ki_conv2d *c = r->c;
+    const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
+    float *m = v + r->npos * ic * KI_GEMM_NR;
+    for (int64_t p = r->np * tid / nth; p < r->np * (tid + 1) / nth; p++) {
+        int64_t tb = p * KI_GEMM_NR, te = tb + KI_GEMM_NR;
+        for (int64_t ch = 0; ch < ic; ch++) {
+            c->wino_in(x + ch * hw, r->g->in.h, r->g->in.w, &r->tg, tb, te, v + ch * KI_GEMM_NR, 0,
+                       ic * KI_GEMM_NR);
+        }
+        for (int64_t pos = 0; pos < r->npos; pos++) {
+            wino_products(r, pos, v + pos * ic * KI_GEMM_NR, m + pos * oc * KI_GEMM_NR, KI_GEMM_NR,
+                          0, 1);
+        }
+        for (int64_t ch = 0; ch < oc; ch++) {
+            wino_finish(r, m + ch * KI_GEMM_NR, oc * KI_GEMM_NR, y, res, ch, tb, te);
+        }
+    }
+}
+
+/* Shared: the team splits each step over the whole image (see KI_WINO_BLOCKED). Call from
+ * every thread of the team. */
+static void wino_shared_run(const wino_run *r, const float *x, float *y, const float *res,
+                            float *vbuf)
+{
+    const ki_conv2d *c = r->c;
+    const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
+    const int64_t np = r->np, tp = np * KI_GEMM_NR, grp = np < 4 ? np : 4;
+    const int64_t ngrp = (np + grp - 1) / grp;
+    float *mbuf = vbuf + r->npos * ic * tp;
+#pragma omp for schedule(static)
+    for (int64_t ch = 0; ch < ic; ch++) {
+        c->wino_in(x + ch * hw, r->g->in.h, r->g->in.w, &r->tg, 0, tp, vbuf + ch * KI_GEMM_NR,
+                   ic * KI_GEMM_NR, ic * tp);
+    }
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < r->npos * ngrp; item++) {
+        int64_t pos = item / ngrp, p0 = item % ngrp * grp, cnt = np - p0 < grp ? np - p0 : grp;
+        wino_products(r, pos, vbuf + pos * ic * tp, mbuf + pos * oc * tp, tp, p0, cnt);
+    }
+#pragma omp for schedule(static)
+    for (int64_t ch = 0; ch < oc; ch++) {
+        wino_finish(r, mbuf + ch * tp, oc * tp, y, res, ch, 0, tp);
+    }
+}
+
 void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex)
 {
-    const int64_t wm = c->wino_m, npos = (wm + 2) * (wm + 2);
-    int64_t tiles = ki_conv2d_wino_tiles(g->oh, g->ow, (int)wm), ic = c->in_ch, oc = c->out_ch;
-    int64_t np = (tiles + KI_GEMM_NR - 1) / KI_GEMM_NR, tp = np * KI_GEMM_NR;
-    int64_t grp = np < 4 ? np : 4, ngrp = (np + grp - 1) / grp;
-    int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
-    ki_wino_tiles tg = { (g->ow + wm - 1) / wm, tiles, c->pt, c->pl, g->oh, g->ow, wm };
-    float *vbuf = ex->workspace, *mbuf = vbuf + npos * ic * tp;
+    const int64_t wm = c->wino_m, ic = c->in_ch, oc = c->out_ch;
+    const int64_t tiles = ki_conv2d_wino_tiles(g->oh, g->ow, (int)wm);
+    const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
     ki_gemm_fin gf;
     /* clamp-type activations finish in the output transform, the others on the plane after it */
     bool post = !ki_gemm_fin_of(&c->ep, 0, NULL, &gf);
+    wino_run r = { c,
+                   g,
+                   { (g->ow + wm - 1) / wm, tiles, c->pt, c->pl, g->oh, g->ow, wm },
+                   (wm + 2) * (wm + 2),
+                   (tiles + KI_GEMM_NR - 1) / KI_GEMM_NR,
+                   post,
+                   post ? -INFINITY : gf.lo,
+                   post ? INFINITY : gf.hi };
     const ki_cv_epilogue act_only = { NULL, c->ep.act };
+    const bool blocked = wino_blocked(r.np, ex->n_threads);
     if (tiles == 0 || oc == 0) {
         return;
     }
@@ -126,32 +226,17 @@ void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const f
         const float *res = c->res ? c->res + n * oc * ohw : NULL;
 #pragma omp parallel num_threads(ex->n_threads)
         {
-#pragma omp for schedule(static)
-            for (int64_t ch = 0; ch < ic; ch++) {
-                c->wino_in(x + ch * hw, g->in.h, g->in.w, &tg, vbuf + ch * KI_GEMM_NR,
-                           ic * KI_GEMM_NR, ic * tp);
+            if (blocked) {
+                int tid = omp_get_thread_num();
+                float *v = (float *)((char *)ex->workspace + (size_t)tid * ex->ws_per_thread);
+                wino_blocked_run(&r, x, y, res, v, tid, omp_get_num_threads());
+            } else {
+                wino_shared_run(&r, x, y, res, ex->workspace);
             }
+            if (post) {
+#pragma omp barrier
 #pragma omp for schedule(static)
-            for (int64_t item = 0; item < npos * ngrp; item++) {
-                int64_t pos = item / ngrp, p0 = item % ngrp * grp,
-                        cnt = np - p0 < grp ? np - p0 : grp;
-                ki_gemm_args ga = { .m = oc,
-                                    .n = tp,
-                                    .k = ic,
-                                    .a = c->wino_u + pos * oc * ic,
-                                    .lda = ic,
-                                    .bp = vbuf + pos * ic * tp,
-                                    .c = mbuf + pos * oc * tp,
-                                    .ldc = tp,
-                                    .uk = c->uk };
-                ki_gemm_panels(&ga, p0, cnt, ga.bp + p0 * ic * KI_GEMM_NR);
-            }
-#pragma omp for schedule(static)
-            for (int64_t ch = 0; ch < oc; ch++) {
-                c->wino_out(mbuf + ch * tp, oc * tp, y + ch * ohw, res ? res + ch * ohw : NULL, &tg,
-                            c->ep.bias ? c->ep.bias[ch] : 0.0f, post ? -INFINITY : gf.lo,
-                            post ? INFINITY : gf.hi);
-                if (post) {
+                for (int64_t ch = 0; ch < oc; ch++) {
                     c->epf(&act_only, NULL, ch, y + ch * ohw, (size_t)ohw);
                 }
             }

@@ -230,18 +230,18 @@ static inline int wino_lanes(const ki_wino_tiles *tg, int64_t t0, int64_t *iy0, 
     return n;
 }
 
-/* Input transform of one channel plane p (h x w): the t x t patch of each tile (zero outside the
- * plane) becomes t*t values u[pos], stored for tile t at v[pos * pstride + t / NR * pan + t % NR]
+/* Input transform of tiles [tb, te) of one channel plane p (h x w; tb and te multiples of NR, te
+ * at most the tiles rounded up to NR): the t x t patch of each tile (zero outside the plane)
+ * becomes t*t values u[pos], stored for tile tb + i at v[pos * pstride + i / NR * pan + i % NR]
  * (v already offset to the channel's row of the packed panels: pan floats per panel). Lanes past
- * the last tile up to a whole panel get zeros. */
-void WNAME(ki_wino_input)(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg,
-                          float *restrict v, int64_t pan, int64_t pstride)
+ * the last tile get zeros. */
+void WNAME(ki_wino_input)(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg, int64_t tb,
+                          int64_t te, float *restrict v, int64_t pan, int64_t pstride)
 {
     _Alignas(64) float d[36][WL], t[36][WL], u[36][WL];
     int64_t iy0[WL], ix0[WL], oy0[WL], ox0[WL];
-    int64_t padded = (tg->tiles + KI_GEMM_NR - 1) / KI_GEMM_NR * KI_GEMM_NR;
     const int ts = tg->m + 2, npos = ts * ts;
-    for (int64_t t0 = 0; t0 < padded; t0 += WL) {
+    for (int64_t t0 = tb; t0 < te; t0 += WL) {
         int n = t0 < tg->tiles ? wino_lanes(tg, t0, iy0, ix0, oy0, ox0) : 0;
         wino_gather(p, h, w, iy0, ix0, n, ts, d);
         for (int j = 0; j < ts; j++) { /* columns: t = B^T d, then rows: u = t B */
@@ -250,26 +250,28 @@ void WNAME(ki_wino_input)(const float *p, int64_t h, int64_t w, const ki_wino_ti
         for (int i = 0; i < ts; i++) {
             ts == 6 ? wino_bt6(&t[i * 6], 1, &u[i * 6], 1) : wino_bt4(&t[i * 4], 1, &u[i * 4], 1);
         }
-        float *dst = v + t0 / KI_GEMM_NR * pan + t0 % KI_GEMM_NR;
+        float *dst = v + (t0 - tb) / KI_GEMM_NR * pan + (t0 - tb) % KI_GEMM_NR;
         for (int pos = 0; pos < npos; pos++) {
             memcpy(dst + pos * pstride, u[pos], sizeof u[pos]);
         }
     }
 }
 
-/* Output transform of one channel: m[pos * pstride + t] (the t*t GEMM products of tile t)
- * becomes the output tiles of plane q (clipped to oh x ow), each value + b, + res at the same
- * place (res: the channel's residual plane, or NULL), then min(hi, max(lo, .)). */
+/* Output transform of tiles [tb, te) of one channel: m[pos * pstride + i] (the t*t GEMM products
+ * of tile tb + i) becomes the output tiles of plane q (clipped to oh x ow), each value + b, + res
+ * at the same place (res: the channel's residual plane, or NULL), then min(hi, max(lo, .)). */
 void WNAME(ki_wino_output)(const float *m, int64_t pstride, float *q, const float *res,
-                           const ki_wino_tiles *tg, float b, float lo, float hi)
+                           const ki_wino_tiles *tg, int64_t tb, int64_t te, float b, float lo,
+                           float hi)
 {
     _Alignas(64) float a[36][WL], t[24][WL], o[16][WL];
     int64_t iy0[WL], ix0[WL], oy0[WL], ox0[WL];
     const int mo = tg->m, ts = mo + 2, npos = ts * ts;
-    for (int64_t t0 = 0; t0 < tg->tiles; t0 += WL) {
+    te = te < tg->tiles ? te : tg->tiles;
+    for (int64_t t0 = tb; t0 < te; t0 += WL) {
         int n = wino_lanes(tg, t0, iy0, ix0, oy0, ox0);
         for (int pos = 0; pos < npos; pos++) {
-            memcpy(a[pos], m + pos * pstride + t0, sizeof a[pos]);
+            memcpy(a[pos], m + pos * pstride + (t0 - tb), sizeof a[pos]);
         }
         for (int j = 0; j < ts; j++) { /* columns: t = A^T a (m x t), then rows: o = t A */
             ts == 6 ? wino_at6(&a[j], 6, &t[j], 6) : wino_at4(&a[j], 4, &t[j], 4);
