@@ -89,6 +89,8 @@ static void pack_zero_padded(const ki_conv2d *c, const ki_conv2d_geom *g, const 
                     const float *src = plane + iy * w;
                     if (iy < 0 || iy >= g->in.h) {
                         memset(d + j, 0, (size_t)len * sizeof *d);
+                    } else if (first >= 0 && sw == 1 && last < w && len == KI_GEMM_NR) {
+                        memcpy(d + j, src + first, KI_GEMM_NR * sizeof *d); /* inlined */
                     } else if (first >= 0 && sw == 1 && last < w) {
                         memcpy(d + j, src + first, (size_t)len * sizeof *d);
                     } else if (first >= 0 && sw == 2 && last + 1 < w) {
@@ -123,6 +125,8 @@ static void pack_panel(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
         if (use_col) {
             int64_t t = r % khw;
             col_run(c, g, x + r / khw * hw, t / c->kw, t % c->kw, j0, nr, d);
+        } else if (nr == KI_GEMM_NR) { /* a constant size: inlined, no library call per row */
+            memcpy(d, x + r * hw + j0, KI_GEMM_NR * sizeof *d);
         } else {
             memcpy(d, x + r * hw + j0, (size_t)nr * sizeof *d);
         }
