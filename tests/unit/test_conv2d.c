@@ -226,11 +226,41 @@ static void run_variant(const ki_conv2d *c, const ki_conv2d_geom *g, int p, ki_g
     free(ex.workspace);
 }
 
-/* Every fast path against the reference: the best micro-kernel on 1 and 2 threads (which must
- * agree bitwise), then the plain C and AVX2 micro-kernels where the CPU has them. */
-static void check_paths(const rconf *r, uint64_t seed, const ki_conv2d *c0, const float *x)
+/* Runs path p with each micro-kernel this CPU has (the best on 1 and 2 threads, which must agree
+ * bitwise, then the plain C and AVX2 ones) and checks every result against ref within tol.
+ * Returns how many variants ran. */
+static int check_variants(const ki_conv2d *c, const ki_conv2d_geom *g, int p, const float *x,
+                          const float *ref, size_t n, float tol, uint64_t seed)
 {
     static const int th_of[4] = { 1, 2, 2, 2 };
+    const ki_gemm_isa isa_of[4] = { ki_gemm_best_isa(), ki_gemm_best_isa(), KI_GEMM_REF,
+                                    KI_GEMM_AVX2 };
+    float *out = malloc(n * sizeof *out + 4), *first = malloc(n * sizeof *out + 4);
+    int runs = 0;
+    for (int v = 0; v < 4; v++) {
+        if (!ki_gemm_ukernel_for(isa_of[v])) {
+            continue;
+        }
+        run_variant(c, g, p, isa_of[v], th_of[v], x, out);
+        runs++;
+        long bad = tclose(out, ref, n, tol, tol);
+        if (bad >= 0) {
+            fail_msg("seed %llu path %d variant %d: out[%ld] %g vs ref %g",
+                     (unsigned long long)seed, p, v, bad, out[bad], ref[bad]);
+        }
+        if (v == 0) {
+            memcpy(first, out, n * sizeof *out);
+        } else if (v == 1 && memcmp(first, out, n * sizeof *out) != 0) {
+            fail_msg("seed %llu path %d: 1 and 2 threads differ", (unsigned long long)seed, p);
+        }
+    }
+    free(out), free(first);
+    return runs;
+}
+
+/* Every fast path against the reference (see check_variants). */
+static void check_paths(const rconf *r, uint64_t seed, const ki_conv2d *c0, const float *x)
+{
     ki_conv2d_geom g;
     ki_error err = { 0 };
     ki_shape in = ki_shape_make(4, (const int64_t[]){ r->n, r->in, r->h, r->w });
@@ -238,35 +268,19 @@ static void check_paths(const rconf *r, uint64_t seed, const ki_conv2d *c0, cons
         return; /* kernel larger than the padded input: a valid rejection */
     }
     size_t n_out = (size_t)(r->n * r->out * g.oh * g.ow);
-    float *ref = malloc(n_out * sizeof *ref + 4), *fast = malloc(n_out * sizeof *ref + 4);
-    float *first = malloc(n_out * sizeof *ref + 4), *res = malloc(n_out * sizeof *ref + 4);
+    float *ref = malloc(n_out * sizeof *ref + 4), *res = malloc(n_out * sizeof *ref + 4);
     ki_conv2d cc = *c0, *c = &cc; /* every third seed with a fused residual add */
     uint64_t s = seed;
     trng_fill(&s, res, n_out);
     cc.residual = seed % 3 == 0;
     cc.res = cc.residual ? res : NULL;
-    ki_gemm_isa isa_of[4] = { ki_gemm_best_isa(), ki_gemm_best_isa(), KI_GEMM_REF, KI_GEMM_AVX2 };
     ki_conv2d_forward_ref(c, &g, x, ref);
     for (int p = KI_CONV2D_GEMM; p <= KI_CONV2D_DW; p++) {
-        for (int v = 0; v < 4 && ki_conv2d_path_ok(c, &g, p); v++) {
-            if (!ki_gemm_ukernel_for(isa_of[v])) {
-                continue;
-            }
-            run_variant(c, &g, p, isa_of[v], th_of[v], x, fast);
-            path_runs[p]++;
-            long bad = tclose(fast, ref, n_out, 1e-4f, 1e-4f);
-            if (bad >= 0) {
-                fail_msg("seed %llu path %d variant %d: out[%ld] %g vs ref %g",
-                         (unsigned long long)seed, p, v, bad, fast[bad], ref[bad]);
-            }
-            if (v == 0) {
-                memcpy(first, fast, n_out * sizeof *fast);
-            } else if (v == 1 && memcmp(first, fast, n_out * sizeof *fast) != 0) {
-                fail_msg("seed %llu path %d: 1 and 2 threads differ", (unsigned long long)seed, p);
-            }
+        if (ki_conv2d_path_ok(c, &g, p)) {
+            path_runs[p] += check_variants(c, &g, p, x, ref, n_out, 1e-4f, seed);
         }
     }
-    free(ref), free(fast), free(first), free(res);
+    free(ref), free(res);
 }
 
 static void test_random_vs_ref(void **unused)
@@ -357,33 +371,14 @@ static void test_winograd_vs_ref(void **unused)
         }
         assert_true(ki_conv2d_path_ok(c, &g, KI_CONV2D_WINO));
         size_t no = (size_t)(n * oc * g.oh * g.ow);
-        float *ref = malloc(no * sizeof *ref), *out = malloc(no * sizeof *out);
-        float *first = malloc(no * sizeof *out), *res = malloc(no * sizeof *res);
+        float *ref = malloc(no * sizeof *ref), *res = malloc(no * sizeof *res);
         trng_fill(&s, res, no);
         c->residual = seed % 3 == 0;
         c->res = c->residual ? res : NULL;
         ki_conv2d_forward_ref(c, &g, x, ref);
-        const ki_gemm_isa isa[4] = { ki_gemm_best_isa(), ki_gemm_best_isa(), KI_GEMM_REF,
-                                     KI_GEMM_AVX2 };
-        for (int v = 0; v < 4; v++) {
-            if (!ki_gemm_ukernel_for(isa[v])) {
-                continue;
-            }
-            run_variant(c, &g, KI_CONV2D_WINO, isa[v], v == 0 ? 1 : 2, x, out);
-            long bad = tclose(out, ref, no, 2e-4f, 2e-4f);
-            if (bad >= 0) {
-                fail_msg("seed %llu F(%d) variant %d: out[%ld] %g vs ref %g",
-                         (unsigned long long)seed, wm, v, bad, out[bad], ref[bad]);
-            }
-            if (v == 0) {
-                memcpy(first, out, no * sizeof *out);
-            } else if (v == 1 && memcmp(first, out, no * sizeof *out) != 0) {
-                fail_msg("seed %llu: 1 and 2 threads differ", (unsigned long long)seed);
-            }
-            runs++;
-        }
+        runs += check_variants(c, &g, KI_CONV2D_WINO, x, ref, no, 2e-4f, seed);
         ops->destroy(st);
-        free(wt), free(b), free(x), free(ref), free(out), free(first), free(res);
+        free(wt), free(b), free(x), free(ref), free(res);
     }
     assert_true(runs >= 100);
 }
