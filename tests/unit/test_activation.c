@@ -3,8 +3,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
+// clang-format on
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include "../../core/layer.h"
 #include "../../layers/activation.h"
 #include "../../layers/registry.h"
+#include "param_test_util.h"
 
 #define N_VALS 96
 
@@ -21,40 +24,7 @@ static const char *const in_keys[1] = { NULL };
 static ki_op_desc make_op(const char *type, const ki_param *params, int n_params,
                           const ki_attr *attrs, int n_attrs)
 {
-    ki_op_desc op;
-    memset(&op, 0, sizeof op);
-    op.type = type;
-    op.name = "t";
-    op.n_inputs = 1;
-    op.n_outputs = 1;
-    op.input_keys = in_keys;
-    op.params = params;
-    op.n_params = n_params;
-    op.attrs = attrs;
-    op.n_attrs = n_attrs;
-    return op;
-}
-
-static ki_param pfloat(const char *key, double v)
-{
-    ki_param p;
-    memset(&p, 0, sizeof p);
-    p.key = key;
-    p.raw = "x";
-    p.kind = KI_PARAM_FLOAT;
-    p.f = v;
-    return p;
-}
-
-static ki_param pstring(const char *key, const char *v)
-{
-    ki_param p;
-    memset(&p, 0, sizeof p);
-    p.key = key;
-    p.raw = v;
-    p.kind = KI_PARAM_STRING;
-    p.s = v;
-    return p;
+    return op_desc(type, 1, in_keys, params, n_params, attrs, n_attrs);
 }
 
 /* Runs op on x of the given shape into y (y may equal x); returns the status of the first
@@ -203,13 +173,13 @@ static int case_params(const act_case *c, ki_param *p)
 {
     int n = 0;
     if (c->k1) {
-        p[n++] = pfloat(c->k1, c->a);
+        p[n++] = p_float(c->k1, c->a);
     }
     if (c->k2) {
-        p[n++] = pfloat(c->k2, c->b);
+        p[n++] = p_float(c->k2, c->b);
     }
     if (c->approx) {
-        p[n++] = pstring("approximate", c->approx);
+        p[n++] = p_str("approximate", c->approx);
     }
     return n;
 }
@@ -339,16 +309,16 @@ static void test_bad_params(void **state)
     const ki_shape s = ki_shape_make(1, (const int64_t[]){ 4 });
     float x[4] = { 0 }, y[4];
     ki_error err;
-    ki_param p = pstring("approximate", "fast");
+    ki_param p = p_str("approximate", "fast");
     (void)state;
     ki_op_desc op = make_op("nn.GELU", &p, 1, NULL, 0);
     assert_int_equal(run(&op, &s, x, y, 1, &err), KI_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "approximate"));
-    p = pstring("negative_slope", "abc");
+    p = p_str("negative_slope", "abc");
     op = make_op("nn.LeakyReLU", &p, 1, NULL, 0);
     assert_int_equal(run(&op, &s, x, y, 1, &err), KI_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "negative_slope"));
-    p = pfloat("beta", 0.0);
+    p = p_float("beta", 0.0);
     op = make_op("nn.Softplus", &p, 1, NULL, 0);
     assert_int_equal(run(&op, &s, x, y, 1, &err), KI_ERR_FORMAT);
     op = make_op("nn.Tanh", NULL, 0, NULL, 0);
@@ -360,7 +330,7 @@ static void test_act_from_op(void **state)
 {
     ki_act act;
     ki_error err;
-    ki_param p = pfloat("negative_slope", 0.3);
+    ki_param p = p_float("negative_slope", 0.3);
     (void)state;
     ki_op_desc op = make_op("nn.ReLU", NULL, 0, NULL, 0);
     assert_int_equal(ki_act_from_op(&op, &act, &err), KI_OK);

@@ -3,8 +3,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
+// clang-format on
 
 #include <math.h>
 #include <stdlib.h>
@@ -12,62 +14,9 @@
 
 #include "../../core/layer.h"
 #include "../../layers/registry.h"
+#include "param_test_util.h"
 
 #define TOL 1e-5
-
-static ki_param p_int(const char *key, int64_t v)
-{
-    ki_param p;
-    memset(&p, 0, sizeof p);
-    p.key = key;
-    p.raw = "n";
-    p.kind = KI_PARAM_INT;
-    p.i = v;
-    return p;
-}
-
-static ki_param p_bool(const char *key, bool v)
-{
-    ki_param p = p_int(key, v);
-    p.kind = KI_PARAM_BOOL;
-    return p;
-}
-
-static ki_param p_float(const char *key, double v)
-{
-    ki_param p;
-    memset(&p, 0, sizeof p);
-    p.key = key;
-    p.raw = "f";
-    p.kind = KI_PARAM_FLOAT;
-    p.f = v;
-    return p;
-}
-
-static ki_param p_ints(const char *key, int n, const int64_t *v, const double *f)
-{
-    ki_param p;
-    memset(&p, 0, sizeof p);
-    p.key = key;
-    p.raw = "(..)";
-    p.kind = KI_PARAM_INTS;
-    p.n = n;
-    p.ints = v;
-    p.floats = f;
-    return p;
-}
-
-static ki_attr attr1(const char *key, int64_t n, const float *data)
-{
-    ki_attr a;
-    memset(&a, 0, sizeof a);
-    a.key = key;
-    a.shape = ki_shape_make(1, &n);
-    a.dtype = KI_DT_F32;
-    a.data = data;
-    a.numel = n;
-    return a;
-}
 
 typedef struct op_spec {
     const char *type;
@@ -84,17 +33,9 @@ static ki_status run(const op_spec *sp, const ki_tensor *in, ki_tensor *out, int
                      ki_error *err)
 {
     static const char *const no_keys[4] = { NULL, NULL, NULL, NULL };
-    ki_op_desc op;
-    memset(&op, 0, sizeof op);
-    op.type = sp->type;
-    op.name = "t";
-    op.n_inputs = sp->n_inputs ? sp->n_inputs : 1;
-    op.n_outputs = 1;
-    op.input_keys = sp->keys ? sp->keys : no_keys;
-    op.params = sp->params;
-    op.n_params = sp->n_params;
-    op.attrs = sp->attrs;
-    op.n_attrs = sp->n_attrs;
+    ki_op_desc op =
+        op_desc(sp->type, sp->n_inputs ? sp->n_inputs : 1, sp->keys ? sp->keys : no_keys,
+                sp->params, sp->n_params, sp->attrs, sp->n_attrs);
     const ki_layer_ops *ops = ki_registry_find(sp->type);
     void *st = NULL;
     ki_shape shapes[4];
@@ -229,7 +170,7 @@ static void test_layer_norm(void **state)
     /* nn.LayerNorm over the last dim with weight and bias, in place. */
     const int64_t ns1[1] = { 4 };
     const double nf1[1] = { 4 };
-    ki_param pr[3] = { p_ints("normalized_shape", 1, ns1, nf1), p_float("eps", 1e-5),
+    ki_param pr[3] = { p_list("normalized_shape", 1, ns1, nf1), p_float("eps", 1e-5),
                        p_bool("elementwise_affine", true) };
     ki_attr at[2] = { attr1("weight", 4, w), attr1("bias", 4, b) };
     op_spec sp = { "nn.LayerNorm", pr, 3, at, 2, 1, NULL };
@@ -241,7 +182,7 @@ static void test_layer_norm(void **state)
     /* F.layer_norm over the last two dims, weight=None bias=None. */
     const int64_t ns2[2] = { 3, 4 };
     const double nf2[2] = { 3, 4 };
-    ki_param pf[2] = { p_ints("normalized_shape", 2, ns2, nf2), p_float("eps", 1e-5) };
+    ki_param pf[2] = { p_list("normalized_shape", 2, ns2, nf2), p_float("eps", 1e-5) };
     op_spec sf = { "F.layer_norm", pf, 2, NULL, 0, 1, NULL };
     ln_ref(x, 24, 12, NULL, NULL, 1e-5, want);
     tin.data = x;

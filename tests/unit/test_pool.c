@@ -5,8 +5,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
+// clang-format on
 
 #include "../../layers/conv_common.h"
 #include "test_conv_util.h"
@@ -271,6 +273,17 @@ static void naive_pool(bool is_max, const int64_t *p, const float *x, int64_t h,
     }
 }
 
+/* A 2-D pooling op with kernel p[0..1], stride p[2..3], padding p[4..5], dilation p[6..7] and a
+ * random ceil_mode drawn from s. */
+static void random_pool_op(top *t, const char *type, const int64_t p[8], uint64_t *s)
+{
+    pool_op(t, type, 1, p[0], p[1]);
+    top_ints2(t, "stride", p[2], p[3]);
+    top_ints2(t, "padding", p[4], p[5]);
+    top_ints2(t, "dilation", p[6], p[7]);
+    top_bool(t, "ceil_mode", (int)trng_int(s, 0, 1));
+}
+
 static void test_random_vs_naive(void **unused)
 {
     (void)unused;
@@ -294,11 +307,7 @@ static void test_random_vs_naive(void **unused)
         float *x = malloc(nx * 4);
         trng_fill(&s, x, nx);
         top t;
-        pool_op(&t, is_max ? "nn.MaxPool2d" : "nn.AvgPool2d", 1, p[0], p[1]);
-        top_ints2(&t, "stride", p[2], p[3]);
-        top_ints2(&t, "padding", p[4], p[5]);
-        top_ints2(&t, "dilation", p[6], p[7]);
-        top_bool(&t, "ceil_mode", (int)trng_int(&s, 0, 1));
+        random_pool_op(&t, is_max ? "nn.MaxPool2d" : "nn.AvgPool2d", p, &s);
         const ki_layer_ops *ops;
         void *st;
         ki_error err = { 0 };
@@ -360,11 +369,7 @@ static void test_max_rows(void **unused)
             x[trng_int(&s, 0, (int64_t)nx - 1)] = NAN;
         }
         top t;
-        pool_op(&t, "nn.MaxPool2d", 1, p[0], p[1]);
-        top_ints2(&t, "stride", p[2], p[3]);
-        top_ints2(&t, "padding", p[4], p[5]);
-        top_ints2(&t, "dilation", p[6], p[7]);
-        top_bool(&t, "ceil_mode", (int)trng_int(&s, 0, 1));
+        random_pool_op(&t, "nn.MaxPool2d", p, &s);
         const ki_layer_ops *ops;
         void *st;
         ki_error err = { 0 };

@@ -3,8 +3,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
+// clang-format on
 
 #include <math.h>
 #include <stdlib.h>
@@ -12,42 +14,7 @@
 
 #include "../../core/layer.h"
 #include "../../layers/registry.h"
-
-static ki_param p_str(const char *key, const char *v)
-{
-    ki_param p;
-    memset(&p, 0, sizeof p);
-    p.key = key;
-    p.raw = v;
-    p.kind = KI_PARAM_STRING;
-    p.s = v;
-    return p;
-}
-
-static ki_param p_bool(const char *key, bool v)
-{
-    ki_param p;
-    memset(&p, 0, sizeof p);
-    p.key = key;
-    p.raw = v ? "True" : "False";
-    p.kind = KI_PARAM_BOOL;
-    p.i = v;
-    return p;
-}
-
-/* A list parameter: ints when f is NULL, else floats (v unused). */
-static ki_param p_list(const char *key, int n, const int64_t *v, const double *f)
-{
-    ki_param p;
-    memset(&p, 0, sizeof p);
-    p.key = key;
-    p.raw = "(..)";
-    p.kind = v ? KI_PARAM_INTS : KI_PARAM_FLOATS;
-    p.n = n;
-    p.ints = v;
-    p.floats = f;
-    return p;
-}
+#include "param_test_util.h"
 
 typedef struct up_run {
     const char *type;
@@ -63,14 +30,7 @@ typedef struct up_run {
 static ki_status run(const up_run *r, ki_shape *os, float **y, ki_error *err)
 {
     static const char *const keys[2] = { "input", "size" };
-    ki_op_desc op;
-    memset(&op, 0, sizeof op);
-    op.type = r->type;
-    op.n_inputs = r->size_in ? 2 : 1;
-    op.n_outputs = 1;
-    op.input_keys = keys;
-    op.params = r->params;
-    op.n_params = r->n_params;
+    ki_op_desc op = op_desc(r->type, r->size_in ? 2 : 1, keys, r->params, r->n_params, NULL, 0);
     const ki_layer_ops *ops = ki_registry_find(r->type);
     void *st = NULL;
     ki_shape shapes[2] = { *r->in_shape, r->size_in ? *r->size_in : *r->in_shape };
