@@ -263,7 +263,8 @@ void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
             float *xp =
                 (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
             pad_plane(c, g, in + p * hw, xp, floats);
-            if (ki_conv2d_dw_plane_padded_avx2(c, g, xp, ch, res, out + p * ohw)) {
+            if ((c->dw_avx512 && ki_conv2d_dw3s1_plane_avx512(c, g, xp, ch, res, out + p * ohw)) ||
+                ki_conv2d_dw_plane_padded_avx2(c, g, xp, ch, res, out + p * ohw)) {
                 continue; /* epilogue applied at the store */
             }
         } else if (simd) {
