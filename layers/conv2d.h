@@ -146,8 +146,8 @@ static inline bool ki_conv2d_dw_padded(const ki_conv2d *c, const ki_conv2d_geom 
            ki_ckd_add_i64(floats, *floats, 8 * c->sw + 16) && wp < INT32_MAX / 4;
 }
 
-/* conv2d_dw_avx512.c: the same for 3x3 stride-1 kernels and clamp-type activations (none, ReLU,
- * ReLU6, Hardtanh) with 16-lane vectors; false (nothing written) for anything else. */
+/* conv2d_dw_avx512.c: the same for 3x3 kernels of stride 1 or 2 and clamp-type activations (none,
+ * ReLU, ReLU6, Hardtanh) with 16-lane vectors; false (nothing written) for anything else. */
 bool ki_conv2d_dw3s1_plane_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *xp,
                                   int64_t ch, const float *res, float *restrict o);
 
