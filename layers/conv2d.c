@@ -179,7 +179,11 @@ static bool wino_pays(int64_t oh, int64_t ow, int m)
 /* Which Winograd variant to transform the weights for at create (4, 2, or 0 for none): a 3x3
  * stride-1 kernel with enough channels and, when the param file declares the input's size,
  * enough output tiles (the transformed weights take 4x / 1.8x the memory of the originals, so
- * layers that would not use them do not get them). Undeclared sizes get F(4x4). */
+ * layers that would not use them do not get them). When the size is known only at run time
+ * (dynamic exports), the channel count stands in for it, as CNNs widen where they shrink:
+ * F(4x4) up to 128 x 128 channels, F(2x2) up to 256 x 256, none above (resnet18's dynamic
+ * export then gets exactly the static export's choices instead of 140 MB of F(4x4) weights for
+ * layers whose 7 x 7 and 14 x 14 outputs would not use them). */
 static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op)
 {
     if (!c->weight || !ki_conv2d_wino_shape_ok(c) || c->in_ch < 8 || c->out_ch < 8) {
@@ -187,7 +191,8 @@ static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op)
     }
     const ki_shape *d = op->input_decl && op->n_inputs > 0 ? &op->input_decl[0] : NULL;
     if (!d || d->ndim < 3 || d->d[d->ndim - 1] < 0 || d->d[d->ndim - 2] < 0) {
-        return 4; /* size known only at run time */
+        int64_t pairs = c->in_ch * c->out_ch;
+        return pairs <= 128 * 128 ? 4 : pairs <= 256 * 256 ? 2 : 0;
     }
     int64_t oh = d->d[d->ndim - 2] + c->pt + c->pb - 2, ow = d->d[d->ndim - 1] + c->pl + c->pr - 2;
     if (oh <= 0 || ow <= 0) {

@@ -414,6 +414,17 @@ static void test_winograd_choice(void **unused)
         }
         ops->destroy(st);
     }
+    /* undeclared sizes: by channel count (F(4x4) to 128 x 128, F(2x2) to 256 x 256, then none) */
+    const int64_t chans[3][2] = { { 128, 128 }, { 128, 256 }, { 256, 512 } };
+    const int want_dyn[3] = { 4, 2, 0 };
+    float *big = calloc(256 * 512 * 9, sizeof *big);
+    for (int i = 0; i < 3; i++) {
+        conv_op(&t, chans[i][0], chans[i][1], 3, 3, 1, big, NULL);
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        assert_int_equal(((ki_conv2d *)st)->wino_m, want_dyn[i]);
+        ops->destroy(st);
+    }
+    free(big);
     conv_op(&t, 16, 16, 3, 3, 1, wt, NULL);
     top_ints2(&t, "stride", 2, 2);
     assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
