@@ -3,11 +3,11 @@
 #ifndef KI_SHAPE_TEST_UTIL_H
 #define KI_SHAPE_TEST_UTIL_H
 
-#include "../../layers/registry.h"
-
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../../layers/registry.h"
 
 #define MAXP 8
 

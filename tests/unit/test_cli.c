@@ -52,10 +52,12 @@ static void test_sample_digits(void **state)
 {
     (void)state;
     char out[16384];
-    assert_int_equal(run("%s run " SAMPLE "samples/digits --topk 1 --json%s", NULL, out, sizeof out), 0);
+    assert_int_equal(
+        run("%s run " SAMPLE "samples/digits --topk 1 --json%s", NULL, out, sizeof out), 0);
     for (int d = 0; d < 10; d++) {
         char want[128];
-        snprintf(want, sizeof want, "digit_%d.png\", \"index\": %d, \"top\": [{\"class\": %d,", d, d, d);
+        snprintf(want, sizeof want, "digit_%d.png\", \"index\": %d, \"top\": [{\"class\": %d,", d,
+                 d, d);
         if (!strstr(out, want)) {
             fail_msg("digit %d not recognised; output:\n%s", d, out);
         }
@@ -68,12 +70,13 @@ static void test_save_dir_round_trip(void **state)
     char dir[] = "/tmp/kinfer-cli-XXXXXX";
     assert_non_null(mkdtemp(dir));
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%%s run " SAMPLE "samples/digits/digit_3.png --save-dir %s/a%%s", dir);
+    snprintf(cmd, sizeof cmd, "%%s run " SAMPLE "samples/digits/digit_3.png --save-dir %s/a%%s",
+             dir);
     assert_int_equal(run(cmd, NULL, NULL, 0), 0);
     snprintf(cmd, sizeof cmd, "%%s run " SAMPLE "%s/a/in0.npy --save-dir %s/b%%s", dir, dir);
     assert_int_equal(run(cmd, NULL, NULL, 0), 0);
-    snprintf(cmd, sizeof cmd, "cmp %s/a/out0.npy %s/b/out0.npy && cmp %s/a/in0.npy %s/b/in0.npy", dir,
-             dir, dir, dir);
+    snprintf(cmd, sizeof cmd, "cmp %s/a/out0.npy %s/b/out0.npy && cmp %s/a/in0.npy %s/b/in0.npy",
+             dir, dir, dir, dir);
     assert_int_equal(system(cmd), 0);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
@@ -90,7 +93,8 @@ static void test_exit_codes(void **state)
     assert_int_equal(run("%s 2>/dev/null%s", NULL, NULL, 0), 2);
     assert_int_equal(run("%s frobnicate 2>/dev/null%s", NULL, NULL, 0), 2);
     assert_int_equal(run("%s run 2>/dev/null%s", NULL, NULL, 0), 2);
-    assert_int_equal(run("%s run " SAMPLE "samples/digits --threads zero 2>/dev/null%s", NULL, NULL, 0), 2);
+    assert_int_equal(
+        run("%s run " SAMPLE "samples/digits --threads zero 2>/dev/null%s", NULL, NULL, 0), 2);
     assert_int_equal(run("%s run " SAMPLE "no-such.png 2>&1%s", NULL, out, sizeof out), 1);
     assert_non_null(strstr(out, "no-such.png"));
     assert_int_equal(run("%s ops%s", NULL, out, sizeof out), 0);

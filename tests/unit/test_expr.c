@@ -1,16 +1,19 @@
 /* test_expr.c - the expression module (parser/): tokens, tree, RPN, both evaluators, errors. */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
-
-#include "../../parser/expr.h"
+// clang-format on
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../../parser/expr.h"
 
 /* ---- helpers ---- */
 
@@ -34,8 +37,8 @@ static void compile_bad(const char *text, ki_status code, const char *needle, lo
     size_t at = 0;
     ki_status st = ki_expr_compile(text, &e, &at, &err);
     if (st != code || !strstr(err.msg, needle) || (pos >= 0 && (long)at != pos)) {
-        fail_msg("'%.60s': got status %d at %zu '%s', expected %d at %ld containing '%s'", text,
-                 st, at, err.msg, code, pos, needle);
+        fail_msg("'%.60s': got status %d at %zu '%s', expected %d at %ld containing '%s'", text, st,
+                 at, err.msg, code, pos, needle);
     }
     assert_null(e);
 }
@@ -62,8 +65,7 @@ static void serialize(const ki_expr *e, char *buf, size_t size)
         }
         while (n != e->root && e->nodes[n].next_sibling < 0) {
             n = e->nodes[n].parent;
-            p += (size_t)snprintf(buf + p, size - p,
-                                  e->nodes[n].kind == KI_NODE_LIST ? "]" : ")");
+            p += (size_t)snprintf(buf + p, size - p, e->nodes[n].kind == KI_NODE_LIST ? "]" : ")");
         }
         if (n == e->root) {
             if (e->nodes[n].kind == KI_NODE_LIST && e->nodes[n].first_child < 0) {
@@ -104,10 +106,10 @@ static void test_tokens_exact(void **state)
 {
     (void)state;
     ki_expr *e = compile_ok("add(@0,mul(@1,@2))");
-    static const ki_expr_tok_kind kinds[] = {
-        KI_TOK_NAME,  KI_TOK_LPAREN, KI_TOK_REF,   KI_TOK_COMMA,  KI_TOK_NAME, KI_TOK_LPAREN,
-        KI_TOK_REF,   KI_TOK_COMMA,  KI_TOK_REF,   KI_TOK_RPAREN, KI_TOK_RPAREN, KI_TOK_END
-    };
+    static const ki_expr_tok_kind kinds[] = { KI_TOK_NAME,   KI_TOK_LPAREN, KI_TOK_REF,
+                                              KI_TOK_COMMA,  KI_TOK_NAME,   KI_TOK_LPAREN,
+                                              KI_TOK_REF,    KI_TOK_COMMA,  KI_TOK_REF,
+                                              KI_TOK_RPAREN, KI_TOK_RPAREN, KI_TOK_END };
     static const size_t starts[] = { 0, 3, 4, 6, 7, 10, 11, 13, 14, 16, 17, 18 };
     static const size_t ends[] = { 3, 4, 6, 7, 10, 11, 13, 14, 16, 17, 18, 18 };
     assert_int_equal(e->n_tokens, 12);
@@ -256,8 +258,8 @@ static void test_zoo_strings(void **state)
 static void test_errors(void **state)
 {
     (void)state;
-    compile_bad("add(@0 @1)", KI_ERR_FORMAT, "expected ',' or ')', got '@1' at column 7: add(@0 @1)",
-                6);
+    compile_bad("add(@0 @1)", KI_ERR_FORMAT,
+                "expected ',' or ')', got '@1' at column 7: add(@0 @1)", 6);
     compile_bad("add(@0,@1", KI_ERR_FORMAT, "expected ',' or ')', got the end at column 10", 9);
     compile_bad("add(@0,@1))", KI_ERR_FORMAT, "expected the end of the expression, got ')'", 10);
     compile_bad("add@0,@1)", KI_ERR_FORMAT, "expected '(' after 'add'", 3);
@@ -362,9 +364,9 @@ static void test_limits(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tokens_exact), cmocka_unit_test(test_literal_tokens),
+        cmocka_unit_test(test_tokens_exact),  cmocka_unit_test(test_literal_tokens),
         cmocka_unit_test(test_trees_and_rpn), cmocka_unit_test(test_zoo_strings),
-        cmocka_unit_test(test_errors),       cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_errors),        cmocka_unit_test(test_limits),
     };
     return cmocka_run_group_tests_name("expr_parse", tests, NULL, NULL);
 }

@@ -1,18 +1,21 @@
 /* test_expr_eval.c - both expression evaluators: every function against the C library, the
  * PyTorch rules (half-to-even round, remainder/floor_divide signs, int() truncation, ...), and
  * Python's integer rules in the scalar evaluator. */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
-
-#include "../../parser/expr.h"
+// clang-format on
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../../parser/expr.h"
 
 static ki_expr *compile_ok(const char *text)
 {
@@ -96,32 +99,67 @@ typedef struct unary_case {
     double (*d)(double);
 } unary_case;
 
-static float f_neg(float x) { return -x; }
-static double d_neg(double x) { return -x; }
-static float f_recip(float x) { return 1.0f / x; }
-static double d_recip(double x) { return 1.0 / x; }
-static float f_rsqrt(float x) { return 1.0f / sqrtf(x); }
-static double d_rsqrt(double x) { return 1.0 / sqrt(x); }
-static float f_square(float x) { return x * x; }
-static double d_square(double x) { return x * x; }
-static float f_sign(float x) { return (float)((x > 0) - (x < 0)); }
-static double d_sign(double x) { return (double)((x > 0) - (x < 0)); }
+static float f_neg(float x)
+{
+    return -x;
+}
+static double d_neg(double x)
+{
+    return -x;
+}
+static float f_recip(float x)
+{
+    return 1.0f / x;
+}
+static double d_recip(double x)
+{
+    return 1.0 / x;
+}
+static float f_rsqrt(float x)
+{
+    return 1.0f / sqrtf(x);
+}
+static double d_rsqrt(double x)
+{
+    return 1.0 / sqrt(x);
+}
+static float f_square(float x)
+{
+    return x * x;
+}
+static double d_square(double x)
+{
+    return x * x;
+}
+static float f_sign(float x)
+{
+    return (float)((x > 0) - (x < 0));
+}
+static double d_sign(double x)
+{
+    return (double)((x > 0) - (x < 0));
+}
 
 static const unary_case unary_cases[] = {
-    { "abs", fabsf, fabs },       { "acos", acosf, acos },      { "acosh", acoshf, acosh },
-    { "asin", asinf, asin },      { "asinh", asinhf, asinh },   { "atan", atanf, atan },
-    { "atanh", atanhf, atanh },   { "cos", cosf, cos },         { "cosh", coshf, cosh },
-    { "sin", sinf, sin },         { "sinh", sinhf, sinh },      { "tan", tanf, tan },
-    { "tanh", tanhf, tanh },      { "exp", expf, exp },         { "log", logf, log },
-    { "log10", log10f, log10 },   { "sqrt", sqrtf, sqrt },      { "erf", erff, erf },
-    { "expm1", expm1f, expm1 },   { "log1p", log1pf, log1p },   { "ceil", ceilf, ceil },
-    { "floor", floorf, floor },   { "trunc", truncf, trunc },   { "round", nearbyintf, nearbyint },
-    { "neg", f_neg, d_neg },      { "reciprocal", f_recip, d_recip },
-    { "rsqrt", f_rsqrt, d_rsqrt }, { "square", f_square, d_square }, { "sign", f_sign, d_sign },
+    { "abs", fabsf, fabs },        { "acos", acosf, acos },
+    { "acosh", acoshf, acosh },    { "asin", asinf, asin },
+    { "asinh", asinhf, asinh },    { "atan", atanf, atan },
+    { "atanh", atanhf, atanh },    { "cos", cosf, cos },
+    { "cosh", coshf, cosh },       { "sin", sinf, sin },
+    { "sinh", sinhf, sinh },       { "tan", tanf, tan },
+    { "tanh", tanhf, tanh },       { "exp", expf, exp },
+    { "log", logf, log },          { "log10", log10f, log10 },
+    { "sqrt", sqrtf, sqrt },       { "erf", erff, erf },
+    { "expm1", expm1f, expm1 },    { "log1p", log1pf, log1p },
+    { "ceil", ceilf, ceil },       { "floor", floorf, floor },
+    { "trunc", truncf, trunc },    { "round", nearbyintf, nearbyint },
+    { "neg", f_neg, d_neg },       { "reciprocal", f_recip, d_recip },
+    { "rsqrt", f_rsqrt, d_rsqrt }, { "square", f_square, d_square },
+    { "sign", f_sign, d_sign },
 };
 
-static const float probe[] = { -3.7f, -2.5f, -1.0f, -0.5f, -0.25f, 0.0f, 0.3f, 0.5f,
-                                0.99f, 1.0f,  1.5f,  2.5f,  3.5f,   7.25f, 1e-3f, 40.0f };
+static const float probe[] = { -3.7f, -2.5f, -1.0f, -0.5f, -0.25f, 0.0f,  0.3f,  0.5f,
+                               0.99f, 1.0f,  1.5f,  2.5f,  3.5f,   7.25f, 1e-3f, 40.0f };
 #define N_PROBE (sizeof probe / sizeof probe[0])
 
 static void test_unary_vs_libm(void **state)
@@ -155,33 +193,87 @@ typedef struct binary_case {
     double (*d)(double, double);
 } binary_case;
 
-static float f_add(float a, float b) { return a + b; }
-static double d_add(double a, double b) { return a + b; }
-static float f_sub(float a, float b) { return a - b; }
-static double d_sub(double a, double b) { return a - b; }
-static float f_mul(float a, float b) { return a * b; }
-static double d_mul(double a, double b) { return a * b; }
-static float f_div(float a, float b) { return a / b; }
-static double d_div(double a, double b) { return a / b; }
-static float f_max(float a, float b) { return a > b ? a : b; }
-static double d_max(double a, double b) { return a > b ? a : b; }
-static float f_min(float a, float b) { return a < b ? a : b; }
-static double d_min(double a, double b) { return a < b ? a : b; }
-static float f_lae(float a, float b) { return logf(expf(a) + expf(b)); }
-static double d_lae(double a, double b) { return log(exp(a) + exp(b)); }
-static float f_rem(float a, float b) { return a - b * floorf(a / b); }
-static double d_rem(double a, double b) { return a - b * floor(a / b); }
-static float f_fdiv(float a, float b) { return floorf(a / b); }
-static double d_fdiv(double a, double b) { return floor(a / b); }
+static float f_add(float a, float b)
+{
+    return a + b;
+}
+static double d_add(double a, double b)
+{
+    return a + b;
+}
+static float f_sub(float a, float b)
+{
+    return a - b;
+}
+static double d_sub(double a, double b)
+{
+    return a - b;
+}
+static float f_mul(float a, float b)
+{
+    return a * b;
+}
+static double d_mul(double a, double b)
+{
+    return a * b;
+}
+static float f_div(float a, float b)
+{
+    return a / b;
+}
+static double d_div(double a, double b)
+{
+    return a / b;
+}
+static float f_max(float a, float b)
+{
+    return a > b ? a : b;
+}
+static double d_max(double a, double b)
+{
+    return a > b ? a : b;
+}
+static float f_min(float a, float b)
+{
+    return a < b ? a : b;
+}
+static double d_min(double a, double b)
+{
+    return a < b ? a : b;
+}
+static float f_lae(float a, float b)
+{
+    return logf(expf(a) + expf(b));
+}
+static double d_lae(double a, double b)
+{
+    return log(exp(a) + exp(b));
+}
+static float f_rem(float a, float b)
+{
+    return a - b * floorf(a / b);
+}
+static double d_rem(double a, double b)
+{
+    return a - b * floor(a / b);
+}
+static float f_fdiv(float a, float b)
+{
+    return floorf(a / b);
+}
+static double d_fdiv(double a, double b)
+{
+    return floor(a / b);
+}
 
 static const binary_case binary_cases[] = {
-    { "add", f_add, d_add },          { "sub", f_sub, d_sub },
-    { "mul", f_mul, d_mul },          { "div", f_div, d_div },
-    { "fmod", fmodf, fmod },          { "pow", powf, pow },
-    { "atan2", atan2f, atan2 },       { "max", f_max, d_max },
-    { "maximum", f_max, d_max },      { "min", f_min, d_min },
-    { "minimum", f_min, d_min },      { "logaddexp", f_lae, d_lae },
-    { "remainder", f_rem, d_rem },    { "floor_divide", f_fdiv, d_fdiv },
+    { "add", f_add, d_add },       { "sub", f_sub, d_sub },
+    { "mul", f_mul, d_mul },       { "div", f_div, d_div },
+    { "fmod", fmodf, fmod },       { "pow", powf, pow },
+    { "atan2", atan2f, atan2 },    { "max", f_max, d_max },
+    { "maximum", f_max, d_max },   { "min", f_min, d_min },
+    { "minimum", f_min, d_min },   { "logaddexp", f_lae, d_lae },
+    { "remainder", f_rem, d_rem }, { "floor_divide", f_fdiv, d_fdiv },
 };
 
 static void test_binary_vs_libm(void **state)
@@ -198,7 +290,8 @@ static void test_binary_vs_libm(void **state)
         for (int i = 0; i < 8; i++) {
             float want = c->f(a[i], b[i]);
             double wd = c->d(a[i] + 0.03125, b[i]);
-            if (fabsf(out[i] - want) > 1e-6f * (1 + fabsf(want)) && !(isnan(out[i]) && isnan(want))) {
+            if (fabsf(out[i] - want) > 1e-6f * (1 + fabsf(want)) &&
+                !(isnan(out[i]) && isnan(want))) {
                 fail_msg("%s(%g,%g): float %.9g vs %.9g", c->name, a[i], b[i], out[i], want);
             }
             double got = eval_d(text, a[i] + 0.03125, b[i]);
@@ -401,9 +494,9 @@ static void test_sizes_and_lists(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_unary_vs_libm),    cmocka_unit_test(test_binary_vs_libm),
-        cmocka_unit_test(test_torch_rules),      cmocka_unit_test(test_bitwise_and_casts),
-        cmocka_unit_test(test_int_rules),        cmocka_unit_test(test_sizes_and_lists),
+        cmocka_unit_test(test_unary_vs_libm), cmocka_unit_test(test_binary_vs_libm),
+        cmocka_unit_test(test_torch_rules),   cmocka_unit_test(test_bitwise_and_casts),
+        cmocka_unit_test(test_int_rules),     cmocka_unit_test(test_sizes_and_lists),
     };
     return cmocka_run_group_tests_name("expr_eval", tests, NULL, NULL);
 }

@@ -1,18 +1,21 @@
 /* test_expr_layer.c - the pnnx.Expression layer: broadcasting against a naive reference, shape-
  * time scalars and lists, in-place runs, thread-count independence, and the error paths. */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
-
-#include "../../core/layer.h"
-#include "../../layers/registry.h"
+// clang-format on
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../../core/layer.h"
+#include "../../layers/registry.h"
 
 #define MAX_IN 4
 
@@ -363,8 +366,8 @@ static void expect_create_fail(const char *expr, int n_in, ki_status code, const
     run_ctx c;
     ki_status st = create(&c, expr, n_in);
     if (st != code || !strstr(c.err.msg, needle)) {
-        fail_msg("%s: got %d '%s', want %d with '%s'", expr ? expr : "(none)", st, c.err.msg,
-                 code, needle);
+        fail_msg("%s: got %d '%s', want %d with '%s'", expr ? expr : "(none)", st, c.err.msg, code,
+                 needle);
     }
 }
 
@@ -410,10 +413,8 @@ static void test_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_broadcast),
-        cmocka_unit_test(test_inplace),
-        cmocka_unit_test(test_binop_direct),
-        cmocka_unit_test(test_shape_values),
+        cmocka_unit_test(test_broadcast),    cmocka_unit_test(test_inplace),
+        cmocka_unit_test(test_binop_direct), cmocka_unit_test(test_shape_values),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests_name("expr_layer", tests, NULL, NULL);

@@ -7,16 +7,19 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
-
-#include "../../cli/npy.h"
-#include "../../core/kinfer.h"
+// clang-format on
 
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../../cli/npy.h"
+#include "../../core/kinfer.h"
 
 #define MAX_IO 32
 
@@ -89,7 +92,8 @@ static int read_cases(const char *dir, const char *name, gcase **cases, int *n)
         gcase c;
         memset(&c, 0, sizeof c);
         json_str(p + 7, c.param, sizeof c.param);
-        const char *b = strstr(p, "\"bin\""), *in = strstr(p, "\"inputs\""), *out = strstr(p, "\"outputs\"");
+        const char *b = strstr(p, "\"bin\""), *in = strstr(p, "\"inputs\""),
+                   *out = strstr(p, "\"outputs\"");
         if (!end || !b || !in || !out || b > end) {
             break;
         }

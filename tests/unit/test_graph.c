@@ -4,15 +4,18 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
-
-#include "../../core/graph.h"
-#include "../../core/plan.h"
+// clang-format on
 
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../../core/graph.h"
+#include "../../core/plan.h"
 
 /* Every operator comes after the producers of all its inputs. */
 static void assert_topological(const ki_graph *g)
@@ -79,8 +82,8 @@ static void test_seed_graph(void **state)
     ki_error err;
     assert_int_equal(ki_param_load("tests/data/ops/seed_graph/model.pnnx.param", &g, &err), KI_OK);
     assert_int_equal(ki_graph_build(g, &err), KI_OK);
-    const char *want[] = { "pnnx_input_0", "op1", "F.relu_0", "op3", "F.sigmoid_1",
-                           "op4", "op5", "pnnx_expr_0", "pnnx_output_0" };
+    const char *want[] = { "pnnx_input_0", "op1", "F.relu_0",    "op3",          "F.sigmoid_1",
+                           "op4",          "op5", "pnnx_expr_0", "pnnx_output_0" };
     for (int k = 0; k < 9; k++) {
         assert_string_equal(g->nodes[g->order[k]].desc.name, want[k]);
     }

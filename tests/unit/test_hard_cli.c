@@ -1,10 +1,13 @@
 /* test_hard_cli.c - regression tests for the findings of fuzzing and of the malformed corpus in
  * the CLI readers (cli/npy.c, cli/image.c). Each test names the input that once misbehaved. */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
+// clang-format on
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,17 +1,20 @@
 /* test_hard_model.c - regression tests for fuzz-model findings in model loading (core/weights.c).
  * Each test names the input that once misbehaved. */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
-
-#include "../../core/kinfer.h"
+// clang-format on
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "../../core/kinfer.h"
 
 #define CONV_BIN "tests/data/ops/conv_basic/model.pnnx.bin"
 

@@ -5,7 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
+// clang-format on
 
 #include "test_conv_util.h"
 

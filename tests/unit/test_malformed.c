@@ -2,11 +2,14 @@
  * checks its exit status, that stderr holds the expected message (and no sanitizer report), and
  * that a failing run left no file in its --save-dir. The binary is BUILD/kinfer, found from
  * argv[0] (BUILD/tests/test_malformed); cases are read relative to the repository root. */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
+// clang-format on
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -4,15 +4,18 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
-
-#include "../../cli/npy.h"
-#include "../../core/kinfer.h"
+// clang-format on
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "../../cli/npy.h"
+#include "../../core/kinfer.h"
 
 #define MNIST "tests/data/nets/mnist_cnn/"
 
@@ -52,9 +55,10 @@ static void test_weights_checked(void **state)
     (void)state;
     ki_error err;
     /* fc2.weight is (10,64) f32 in the bin; declaring it (10,65) must fail naming the entry */
-    const char *bad = "7767517\n3 2\npnnx.Input in 0 1 a #a=(1,64)f32\n"
-                      "nn.Linear fc2 1 1 a b bias=True in_features=65 out_features=10 @bias=(10)f32 "
-                      "@weight=(10,65)f32\npnnx.Output out 1 0 b\n";
+    const char *bad =
+        "7767517\n3 2\npnnx.Input in 0 1 a #a=(1,64)f32\n"
+        "nn.Linear fc2 1 1 a b bias=True in_features=65 out_features=10 @bias=(10)f32 "
+        "@weight=(10,65)f32\npnnx.Output out 1 0 b\n";
     assert_int_equal(load_text(bad, MNIST "model.pnnx.bin", &err), KI_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "entry 'fc2.weight' has 2560 bytes"));
     assert_non_null(strstr(err.msg, ":4: op 'fc2'"));
@@ -96,7 +100,8 @@ static void test_batch_matches_single(void **state)
     ki_error err;
     ki_shape sh;
     float *x;
-    assert_int_equal(ki_model_load(MNIST "model.pnnx.param", MNIST "model.pnnx.bin", NULL, &m, &err), KI_OK);
+    assert_int_equal(
+        ki_model_load(MNIST "model.pnnx.param", MNIST "model.pnnx.bin", NULL, &m, &err), KI_OK);
     assert_int_equal(ki_npy_read(MNIST "test1000_in0.npy", &sh, &x, &err), KI_OK);
     ki_session *big = mnist_session(m, 5, x);
     ki_tensor out = ki_session_output(big, 0);
@@ -124,7 +129,8 @@ static void test_session_errors(void **state)
     ki_model *m;
     ki_error err;
     ki_session *s = NULL;
-    assert_int_equal(ki_model_load(MNIST "model.pnnx.param", MNIST "model.pnnx.bin", NULL, &m, &err), KI_OK);
+    assert_int_equal(
+        ki_model_load(MNIST "model.pnnx.param", MNIST "model.pnnx.bin", NULL, &m, &err), KI_OK);
     int64_t wrong[4] = { 1, 3, 28, 28 };
     ki_shape sh = ki_shape_make(4, wrong);
     assert_int_equal(ki_session_create(m, &sh, 1, NULL, &s, &err), KI_ERR_SHAPE);

@@ -3,14 +3,17 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
-
-#include "../../core/graph.h"
+// clang-format on
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../../core/graph.h"
 
 static ki_param value(ki_arena *a, const char *text)
 {
@@ -40,17 +43,19 @@ static void test_value_scalars(void **state)
     assert_int_equal(value(a, "2147483647").i, 2147483647);
     assert_int_equal(value(a, "-2147483648").i, -2147483648LL);
     /* every float spelling of both writer generations */
-    const char *floats[] = { "1.000000e-05", "1.000000e-5", "0.0", "-0.5", "123456.703", "3.14159274",
-                             "1.67772160e7", "2.000000e+00", "0.500000", "1e-3" };
-    const double want[] = { 1e-5, 1e-5, 0.0, -0.5, 123456.703, 3.14159274, 16777216.0, 2.0, 0.5, 1e-3 };
+    const char *floats[] = { "1.000000e-05", "1.000000e-5", "0.0",          "-0.5",
+                             "123456.703",   "3.14159274",  "1.67772160e7", "2.000000e+00",
+                             "0.500000",     "1e-3" };
+    const double want[] = { 1e-5,       1e-5,       0.0, -0.5, 123456.703,
+                            3.14159274, 16777216.0, 2.0, 0.5,  1e-3 };
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
         p = value(a, floats[i]);
         assert_int_equal(p.kind, KI_PARAM_FLOAT);
         assert_float_equal(p.f, (double)(float)want[i], fabs(want[i]) * 1e-7);
     }
     /* strings: words, non-finite spellings, a '%', malformed numbers */
-    const char *strings[] = { "bilinear", "zeros", "torch.float", "ij,jk->ik", "inf", "-inf", "nan.0",
-                              "nan", "-nan", "%x", "1.2.3", "same" };
+    const char *strings[] = { "bilinear", "zeros", "torch.float", "ij,jk->ik", "inf",   "-inf",
+                              "nan.0",    "nan",   "-nan",        "%x",        "1.2.3", "same" };
     for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
         assert_int_equal(value(a, strings[i]).kind, KI_PARAM_STRING);
     }
@@ -112,9 +117,11 @@ static void test_shapes(void **state)
     assert_int_equal(ki_param_shape_parse("(1,?)f32", 8, false, &s, &t, &err), KI_ERR_FORMAT);
     assert_int_equal(ki_param_shape_parse("(1,2)f31", 8, true, &s, &t, &err), KI_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "f31"));
-    assert_int_equal(ki_param_shape_parse("(1,2,3,4,5,6,7)f32", 18, true, &s, &t, &err), KI_ERR_LIMIT);
+    assert_int_equal(ki_param_shape_parse("(1,2,3,4,5,6,7)f32", 18, true, &s, &t, &err),
+                     KI_ERR_LIMIT);
     assert_int_equal(ki_param_shape_parse("(-1)f32", 7, true, &s, &t, &err), KI_ERR_FORMAT);
-    assert_int_equal(ki_param_shape_parse("(99999999999)f32", 16, true, &s, &t, &err), KI_ERR_LIMIT);
+    assert_int_equal(ki_param_shape_parse("(99999999999)f32", 16, true, &s, &t, &err),
+                     KI_ERR_LIMIT);
     assert_int_equal(ki_param_shape_parse("1,2f32", 6, true, &s, &t, &err), KI_ERR_FORMAT);
 }
 
@@ -171,7 +178,8 @@ static void test_seed_file(void **state)
 static void test_crlf_tabs_blank(void **state)
 {
     (void)state;
-    const char *text = "7767517\r\n2 1\r\n\r\npnnx.Input\tin0 0 1 x\r\npnnx.Output  out0   1 0  x \r\n";
+    const char *text =
+        "7767517\r\n2 1\r\n\r\npnnx.Input\tin0 0 1 x\r\npnnx.Output  out0   1 0  x \r\n";
     ki_graph *g;
     ki_error err;
     assert_int_equal(parse(text, &g, &err), KI_OK);
@@ -204,14 +212,17 @@ static void test_malformed(void **state)
     expect_fail("7767517\n2 5\npnnx.Input in0 0 1 x\npnnx.Output out 1 0 x\n", KI_ERR_FORMAT,
                 "declares 5 operands");
     expect_fail("7767517\n1 1\npnnx.Input in0\n", KI_ERR_FORMAT, "m.param:3: expected");
-    expect_fail("7767517\n1 1\npnnx.Input in0 0 3 x\n", KI_ERR_FORMAT, "m.param:3: 0 inputs and 3 outputs");
+    expect_fail("7767517\n1 1\npnnx.Input in0 0 3 x\n", KI_ERR_FORMAT,
+                "m.param:3: 0 inputs and 3 outputs");
     expect_fail("7767517\n1 1\npnnx.Input in0 0 -1 x\n", KI_ERR_FORMAT, "bad input/output count");
     expect_fail("7767517\n1 1\npnnx.Input in0 0 1 x foo\n", KI_ERR_FORMAT, "has no '='");
     expect_fail("7767517\n1 1\npnnx.Input in0 0 1 x =3\n", KI_ERR_FORMAT, "empty key");
-    expect_fail("7767517\n1 1\npnnx.Input in0 0 1 x a=1 a=2\n", KI_ERR_FORMAT, "duplicate parameter 'a'");
+    expect_fail("7767517\n1 1\npnnx.Input in0 0 1 x a=1 a=2\n", KI_ERR_FORMAT,
+                "duplicate parameter 'a'");
     expect_fail("7767517\n1 1\npnnx.Input in0 0 1 x @w=(1)f32 @w=(2)f32\n", KI_ERR_FORMAT,
                 "duplicate attribute 'w'");
-    expect_fail("7767517\n1 1\npnnx.Input in0 0 1 x #y=(1)f32\n", KI_ERR_FORMAT, "annotates an operand");
+    expect_fail("7767517\n1 1\npnnx.Input in0 0 1 x #y=(1)f32\n", KI_ERR_FORMAT,
+                "annotates an operand");
     expect_fail("7767517\n1 1\npnnx.Input in0 0 1 x #x=(1,a)f32\n", KI_ERR_FORMAT, "bad dimension");
     expect_fail("7767517\n1 1\npnnx.Input in0 0 1 x $in=y\n", KI_ERR_FORMAT, "not an input");
     expect_fail("7767517\n1 1\npnnx.Input in0 0 1 x @w=(4294967296,4294967296,4294967296)f32\n",
@@ -260,8 +271,8 @@ static void test_unsorted_file(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_value_scalars), cmocka_unit_test(test_value_lists),
-        cmocka_unit_test(test_shapes),        cmocka_unit_test(test_seed_file),
+        cmocka_unit_test(test_value_scalars),   cmocka_unit_test(test_value_lists),
+        cmocka_unit_test(test_shapes),          cmocka_unit_test(test_seed_file),
         cmocka_unit_test(test_crlf_tabs_blank), cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_unsorted_file),
     };

@@ -5,13 +5,15 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
-
-#include "../../layers/registry.h"
+// clang-format on
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../layers/registry.h"
 #include "shape_test_util.h"
 
 /* ---- cat / stack ---- */

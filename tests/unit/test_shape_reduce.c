@@ -4,14 +4,16 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
-
-#include "../../layers/registry.h"
+// clang-format on
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../layers/registry.h"
 #include "shape_test_util.h"
 
 /* ---- reductions on x[i][j][k] = 12i + 4j + k, shape (2,3,4) ---- */
@@ -263,14 +265,10 @@ static void test_sum_large_threads(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sum_mean),
-        cmocka_unit_test(test_prod_amax_amin),
-        cmocka_unit_test(test_max_min_indices),
-        cmocka_unit_test(test_fpad_constant),
-        cmocka_unit_test(test_fpad_modes),
-        cmocka_unit_test(test_pad_modules),
-        cmocka_unit_test(test_attribute),
-        cmocka_unit_test(test_sum_large_threads),
+        cmocka_unit_test(test_sum_mean),        cmocka_unit_test(test_prod_amax_amin),
+        cmocka_unit_test(test_max_min_indices), cmocka_unit_test(test_fpad_constant),
+        cmocka_unit_test(test_fpad_modes),      cmocka_unit_test(test_pad_modules),
+        cmocka_unit_test(test_attribute),       cmocka_unit_test(test_sum_large_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
+// clang-format on
 
 #include <math.h>
 #include <stdlib.h>

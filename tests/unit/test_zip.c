@@ -4,12 +4,15 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka needs the headers above first */
+// clang-format off
 #include <cmocka.h>
-
-#include "../../core/zip.h"
+// clang-format on
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "../../core/zip.h"
 
 typedef struct buf {
     unsigned char *p;
@@ -80,7 +83,8 @@ static buf write_zip(const entry *e, int n, int zip64)
         u32(&b, zip64 ? 0xFFFFFFFFu : (uint32_t)off[i]);
         put(&b, e[i].name, strlen(e[i].name));
         if (zip64) {
-            u16(&b, 1), u16(&b, 28), u64(&b, e[i].size), u64(&b, e[i].size), u64(&b, off[i]), u32(&b, 0);
+            u16(&b, 1), u16(&b, 28), u64(&b, e[i].size), u64(&b, e[i].size), u64(&b, off[i]),
+                u32(&b, 0);
         }
     }
     size_t cd_size = b.n - cd;
@@ -216,7 +220,8 @@ static void test_file_and_real_bins(void **state)
     ki_zip_close(z);
     assert_int_equal(ki_zip_open("tests/data/no-such.bin", &z, &err), KI_ERR_IO);
     assert_non_null(strstr(err.msg, "no-such.bin"));
-    assert_int_equal(ki_zip_open("tests/data/nets/mnist_cnn/model.pnnx.param", &z, &err), KI_ERR_FORMAT);
+    assert_int_equal(ki_zip_open("tests/data/nets/mnist_cnn/model.pnnx.param", &z, &err),
+                     KI_ERR_FORMAT);
 }
 
 int main(void)
