@@ -1,12 +1,12 @@
 /* cmd_graph.c - `kinfer dump-graph` and `kinfer ops`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "../core/kinfer.h"
 #include "../layers/registry.h"
 #include "commands.h"
 #include "npy.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 static void print_operands(FILE *f, const ki_op_desc *d, bool outputs)
 {
@@ -31,7 +31,8 @@ static void print_op(FILE *f, int i, const ki_op_desc *d)
     }
     for (int k = 0; k < d->n_attrs; k++) {
         fprintf(f, "  @%s%s%s", d->attrs[k].key, ki_shape_str(&d->attrs[k].shape, buf, sizeof buf),
-                d->attrs[k].dtype == KI_DT_F32 ? "" : (d->attrs[k].dtype == KI_DT_F16 ? "f16" : "*"));
+                d->attrs[k].dtype == KI_DT_F32 ? ""
+                                               : (d->attrs[k].dtype == KI_DT_F16 ? "f16" : "*"));
     }
     fputc('\n', f);
 }
@@ -59,7 +60,9 @@ static char *dot_text(const ki_model *m, size_t *len)
                 for (int k = 0; k < c->n_inputs; k++) {
                     if (strcmp(c->input_names[k], d->output_names[o]) == 0) {
                         fprintf(f, "  op%d -> op%d [label=\"%s%s\"];\n", i, j, d->output_names[o],
-                                d->output_decl[o].ndim >= 0 ? ki_shape_str(&d->output_decl[o], sh, sizeof sh) : "");
+                                d->output_decl[o].ndim >= 0
+                                    ? ki_shape_str(&d->output_decl[o], sh, sizeof sh)
+                                    : "");
                     }
                 }
             }
@@ -113,7 +116,8 @@ int ki_cli_dump_graph(int argc, char **argv)
     }
     int n = ki_model_n_ops(m);
     printf("# %s: %d operators, %d input%s, %d output%s", files[0], n, ki_model_n_inputs(m),
-           ki_model_n_inputs(m) == 1 ? "" : "s", ki_model_n_outputs(m), ki_model_n_outputs(m) == 1 ? "" : "s");
+           ki_model_n_inputs(m) == 1 ? "" : "s", ki_model_n_outputs(m),
+           ki_model_n_outputs(m) == 1 ? "" : "s");
     if (files[1]) {
         printf(", %.1f MiB of weights as float32", (double)ki_model_weight_bytes(m) / (1 << 20));
     }

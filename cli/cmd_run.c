@@ -1,9 +1,4 @@
 /* cmd_run.c - `kinfer run MODEL.pnnx.param MODEL.pnnx.bin INPUT... [options]`. */
-#include "commands.h"
-#include "image.h"
-#include "npy.h"
-#include "run_opts.h"
-
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -12,37 +7,43 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "commands.h"
+#include "image.h"
+#include "npy.h"
+#include "run_opts.h"
+
 static void run_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: kinfer run MODEL.pnnx.param MODEL.pnnx.bin INPUT... [options]\n"
-            "\n"
-            "INPUT is a .npy tensor or an image (PNG, JPEG, BMP, GIF, ...), one per model input in\n"
-            "file order. For a single-input model, several images or a directory of images form one\n"
-            "batch. Images are converted to the input's channel count, resized (bilinear) to its HxW,\n"
-            "scaled to [0,1] and normalised with --mean/--std.\n"
-            "\n"
-            "options:\n"
-            "  --save-dir DIR     write each output as DIR/out0.npy, out1.npy, ... (float32), and the\n"
-            "                     inputs as the model saw them as DIR/in0.npy, ...\n"
-            "  --threads N        threads to use (default: all cores, here %d)\n"
-            "  --topk K           classes to show for a classifier (default 5)\n"
-            "  --labels FILE      class names, one a line\n"
-            "  --mean a,b,c       per-channel mean subtracted after scaling (default 0)\n"
-            "  --std a,b,c        per-channel divisor (default 1)\n"
-            "  --imagenet         --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225\n"
-            "  --letterbox        keep the aspect ratio, pad with 114/255 (on for detectors)\n"
-            "  --task T           classify | detect | raw: how to present outputs (default:\n"
-            "                     automatic; an output (N, >=100 boxes, 5+classes) is a detector)\n"
-            "  --conf C           detector: keep boxes with objectness x class score >= C (0.25)\n"
-            "  --iou T            detector: class-aware NMS IoU threshold (default 0.45)\n"
-            "  --draw OUT.jpg     detector: write the image with boxes (.png/.bmp/.tga/JPEG;\n"
-            "                     several images give OUT_0.jpg, OUT_1.jpg, ...)\n"
-            "  --json             machine-readable results on stdout\n"
-            "  --memory-limit MB  fail before planning more tensor memory than this\n"
-            "                     (default: the memory the system has available)\n"
-            "  --verbose          report weights, planned tensor memory and peak resident memory\n",
-            ki_cli_default_threads());
+    fprintf(
+        f,
+        "usage: kinfer run MODEL.pnnx.param MODEL.pnnx.bin INPUT... [options]\n"
+        "\n"
+        "INPUT is a .npy tensor or an image (PNG, JPEG, BMP, GIF, ...), one per model input in\n"
+        "file order. For a single-input model, several images or a directory of images form one\n"
+        "batch. Images are converted to the input's channel count, resized (bilinear) to its HxW,\n"
+        "scaled to [0,1] and normalised with --mean/--std.\n"
+        "\n"
+        "options:\n"
+        "  --save-dir DIR     write each output as DIR/out0.npy, out1.npy, ... (float32), and the\n"
+        "                     inputs as the model saw them as DIR/in0.npy, ...\n"
+        "  --threads N        threads to use (default: all cores, here %d)\n"
+        "  --topk K           classes to show for a classifier (default 5)\n"
+        "  --labels FILE      class names, one a line\n"
+        "  --mean a,b,c       per-channel mean subtracted after scaling (default 0)\n"
+        "  --std a,b,c        per-channel divisor (default 1)\n"
+        "  --imagenet         --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225\n"
+        "  --letterbox        keep the aspect ratio, pad with 114/255 (on for detectors)\n"
+        "  --task T           classify | detect | raw: how to present outputs (default:\n"
+        "                     automatic; an output (N, >=100 boxes, 5+classes) is a detector)\n"
+        "  --conf C           detector: keep boxes with objectness x class score >= C (0.25)\n"
+        "  --iou T            detector: class-aware NMS IoU threshold (default 0.45)\n"
+        "  --draw OUT.jpg     detector: write the image with boxes (.png/.bmp/.tga/JPEG;\n"
+        "                     several images give OUT_0.jpg, OUT_1.jpg, ...)\n"
+        "  --json             machine-readable results on stdout\n"
+        "  --memory-limit MB  fail before planning more tensor memory than this\n"
+        "                     (default: the memory the system has available)\n"
+        "  --verbose          report weights, planned tensor memory and peak resident memory\n",
+        ki_cli_default_threads());
 }
 
 static int parse_floats3(const char *s, float *out)
@@ -143,7 +144,8 @@ static int parse_args(int argc, char **argv, run_opts *o)
         } else if (next && a[0] == '-' && parse_value_opt(a, next, o)) {
             i++;
         } else if (a[0] == '-' && a[1] != '\0') {
-            ki_cli_error("run: bad option or value: '%s%s%s'", a, next ? " " : "", next ? next : "");
+            ki_cli_error("run: bad option or value: '%s%s%s'", a, next ? " " : "",
+                         next ? next : "");
             return KI_EXIT_USAGE;
         } else if (npos == 0) {
             o->param = a, npos++;
@@ -272,12 +274,13 @@ static ki_status image_batch(const run_opts *o, const ki_model *m, input_buf *ib
     char buf[128];
     if (decl.ndim != 4 || decl.d[1] < 0) {
         return KI_FAIL(err, KI_ERR_SHAPE,
-                       "input 0 has shape %s: images need an (N,C,H,W) input with a known C; give a .npy instead",
+                       "input 0 has shape %s: images need an (N,C,H,W) input with a known C; give "
+                       "a .npy instead",
                        decl.ndim < 0 ? "(unannotated)" : ki_shape_str(&decl, buf, sizeof buf));
     }
     bool detect = wants_detect(o, m);
-    ki_image_prep p = { (int)decl.d[1], (int)decl.d[2], (int)decl.d[3], o->letterbox || detect,
-                        { 0 }, { 0 } };
+    ki_image_prep p = { (int)decl.d[1],         (int)decl.d[2], (int)decl.d[3],
+                        o->letterbox || detect, { 0 },          { 0 } };
     memcpy(p.mean, o->mean, sizeof p.mean);
     memcpy(p.std, o->std, sizeof p.std);
     ki_status st = image_size(o, &p, &decl, detect, err);
@@ -344,7 +347,8 @@ static ki_status save_outputs(const run_opts *o, const ki_model *m, const ki_ses
                               ki_error *err)
 {
     if (mkdir(o->save_dir, 0777) != 0 && errno != EEXIST) {
-        return KI_FAIL(err, KI_ERR_IO, "%s: cannot create directory: %s", o->save_dir, strerror(errno));
+        return KI_FAIL(err, KI_ERR_IO, "%s: cannot create directory: %s", o->save_dir,
+                       strerror(errno));
     }
     size_t len = strlen(o->save_dir) + 32;
     char *path = malloc(len);
@@ -386,7 +390,8 @@ static ki_status run_session(const run_opts *o, const ki_model *m, const input_b
     for (int i = 0; i < n_in; i++) {
         shapes[i] = ib[i].shape;
     }
-    ki_session_options so = { o->threads, o->memory_limit ? o->memory_limit : ki_cli_memory_available() };
+    ki_session_options so = { o->threads,
+                              o->memory_limit ? o->memory_limit : ki_cli_memory_available() };
     ki_status st = ki_session_create(m, shapes, n_in, &so, out, err);
     free(shapes);
     for (int i = 0; st == KI_OK && i < n_in; i++) {
@@ -402,7 +407,8 @@ static ki_status run_session(const run_opts *o, const ki_model *m, const input_b
         st = ki_session_run(*out, err);
     }
     if (st == KI_OK && o->verbose) {
-        fprintf(stderr, "kinfer: peak resident memory %.1f MiB\n", (double)ki_cli_peak_rss() / (1 << 20));
+        fprintf(stderr, "kinfer: peak resident memory %.1f MiB\n",
+                (double)ki_cli_peak_rss() / (1 << 20));
     }
     return st;
 }

@@ -9,8 +9,8 @@
 
 bool ki_image_is_image_path(const char *path)
 {
-    static const char *const ext[] = { ".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga", ".pgm",
-                                       ".ppm", ".pnm", ".psd", ".hdr", ".pic" };
+    static const char *const ext[] = { ".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga",
+                                       ".pgm", ".ppm", ".pnm",  ".psd", ".hdr", ".pic" };
     const char *dot = strrchr(path, '.');
     for (size_t i = 0; dot && i < sizeof ext / sizeof ext[0]; i++) {
         if (strcasecmp(dot, ext[i]) == 0) {
@@ -84,8 +84,8 @@ ki_status ki_image_load(const char *path, const ki_image_prep *prep, float *dst,
         return KI_FAIL(err, KI_ERR_FORMAT, "%s: invalid image size %dx%d", path, w, h);
     }
     if ((int64_t)w * h > KI_IMAGE_MAX_PIXELS) {
-        return KI_FAIL(err, KI_ERR_LIMIT, "%s: %dx%d pixels is more than kinfer accepts (%lld)", path,
-                       w, h, (long long)KI_IMAGE_MAX_PIXELS);
+        return KI_FAIL(err, KI_ERR_LIMIT, "%s: %dx%d pixels is more than kinfer accepts (%lld)",
+                       path, w, h, (long long)KI_IMAGE_MAX_PIXELS);
     }
     if (prep->channels != 1 && prep->channels != 3) {
         return KI_FAIL(err, KI_ERR_SHAPE, "%s: the model input has %d channels; images give 1 or 3",

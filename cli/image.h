@@ -2,22 +2,22 @@
 #ifndef KI_IMAGE_H
 #define KI_IMAGE_H
 
-#include "../core/kinfer.h"
-
 #include <stdbool.h>
+
+#include "../core/kinfer.h"
 
 #define KI_IMAGE_MAX_PIXELS ((int64_t)1 << 28)
 
 typedef struct ki_image_prep {
-    int channels;       /* 1 (gray) or 3 (RGB) */
-    int height, width;  /* network input size */
-    bool letterbox;     /* keep aspect ratio, pad with 114/255 */
+    int channels;      /* 1 (gray) or 3 (RGB) */
+    int height, width; /* network input size */
+    bool letterbox;    /* keep aspect ratio, pad with 114/255 */
     float mean[3], std[3];
 } ki_image_prep;
 
 typedef struct ki_image_info {
     int orig_w, orig_h;
-    float scale;       /* network pixels per original pixel */
+    float scale;        /* network pixels per original pixel */
     float pad_x, pad_y; /* letterbox offsets in network pixels */
 } ki_image_info;
 

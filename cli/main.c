@@ -1,30 +1,33 @@
 /* main.c - the kinfer command: dispatches to the subcommands. */
-#include "../core/kinfer.h"
-#include "commands.h"
-
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/kinfer.h"
+#include "commands.h"
+
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "kinfer %s - run PyTorch models exported by pnnx on the CPU\n"
-            "\n"
-            "usage: kinfer COMMAND [ARGS...]\n"
-            "\n"
-            "commands:\n"
-            "  run MODEL.pnnx.param MODEL.pnnx.bin INPUT...   run a model on images or .npy tensors\n"
-            "  dump-graph MODEL.pnnx.param [MODEL.pnnx.bin]   print the operators in execution order\n"
-            "  eval-expr EXPR [VALUES...]                    tokenize, parse and evaluate a pnnx expression\n"
-            "  bench MODEL.pnnx.param [MODEL.pnnx.bin]       time forward passes (generated weights without a .bin)\n"
-            "  ops                                           list the supported operator types\n"
-            "\n"
-            "options:\n"
-            "  -h, --help       this help; 'kinfer COMMAND --help' for a command's options\n"
-            "  -V, --version    print the version\n"
-            "\n"
-            "exit status: 0 success, 1 failure (bad model or input), 2 usage error\n",
-            KI_VERSION);
+    fprintf(
+        f,
+        "kinfer %s - run PyTorch models exported by pnnx on the CPU\n"
+        "\n"
+        "usage: kinfer COMMAND [ARGS...]\n"
+        "\n"
+        "commands:\n"
+        "  run MODEL.pnnx.param MODEL.pnnx.bin INPUT...   run a model on images or .npy tensors\n"
+        "  dump-graph MODEL.pnnx.param [MODEL.pnnx.bin]   print the operators in execution order\n"
+        "  eval-expr EXPR [VALUES...]                    tokenize, parse and evaluate a pnnx "
+        "expression\n"
+        "  bench MODEL.pnnx.param [MODEL.pnnx.bin]       time forward passes (generated weights "
+        "without a .bin)\n"
+        "  ops                                           list the supported operator types\n"
+        "\n"
+        "options:\n"
+        "  -h, --help       this help; 'kinfer COMMAND --help' for a command's options\n"
+        "  -V, --version    print the version\n"
+        "\n"
+        "exit status: 0 success, 1 failure (bad model or input), 2 usage error\n",
+        KI_VERSION);
 }
 
 int main(int argc, char **argv)

@@ -1,9 +1,6 @@
 /* npy.c - .npy reading and writing (format versions 1.0, 2.0 and 3.0). */
 #include "npy.h"
 
-#include "../core/ckd.h"
-#include "../core/half.h"
-
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -11,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "../core/ckd.h"
+#include "../core/half.h"
 
 #define NPY_MAX_FILE ((size_t)1 << 36)
 
@@ -45,7 +45,8 @@ static const char *dict_value(const char *h, size_t n, const char *key)
 {
     size_t kl = strlen(key);
     for (size_t i = 0; i + kl + 2 < n; i++) {
-        if ((h[i] == '\'' || h[i] == '"') && memcmp(h + i + 1, key, kl) == 0 && h[i + 1 + kl] == h[i]) {
+        if ((h[i] == '\'' || h[i] == '"') && memcmp(h + i + 1, key, kl) == 0 &&
+            h[i + 1 + kl] == h[i]) {
             const char *p = h + i + kl + 2;
             while (p < h + n && (*p == ' ' || *p == ':')) {
                 p++;
@@ -113,9 +114,9 @@ typedef struct npy_type {
     size_t size;
 } npy_type;
 
-static const npy_type types[] = { { "<f4", 4 }, { "<f8", 8 }, { "<f2", 2 }, { "<i8", 8 },
-                                  { "<i4", 4 }, { "<i2", 2 }, { "|i1", 1 }, { "|u1", 1 },
-                                  { "|b1", 1 } };
+static const npy_type types[] = { { "<f4", 4 }, { "<f8", 8 }, { "<f2", 2 },
+                                  { "<i8", 8 }, { "<i4", 4 }, { "<i2", 2 },
+                                  { "|i1", 1 }, { "|u1", 1 }, { "|b1", 1 } };
 
 static float load_elem(const unsigned char *p, int t)
 {
@@ -163,7 +164,8 @@ ki_status ki_npy_parse(const unsigned char *buf, size_t len, const char *label, 
         hl = (size_t)buf[8] | ((size_t)buf[9] << 8);
         start = 10;
     } else if ((major == 2 || major == 3) && len >= 12) {
-        hl = (size_t)buf[8] | ((size_t)buf[9] << 8) | ((size_t)buf[10] << 16) | ((size_t)buf[11] << 24);
+        hl = (size_t)buf[8] | ((size_t)buf[9] << 8) | ((size_t)buf[10] << 16) |
+             ((size_t)buf[11] << 24);
         start = 12;
     } else {
         return KI_FAIL(err, KI_ERR_FORMAT, "%s: unsupported .npy version %d", label, major);
@@ -178,7 +180,8 @@ ki_status ki_npy_parse(const unsigned char *buf, size_t len, const char *label, 
         return KI_FAIL(err, KI_ERR_FORMAT, "%s: header lacks descr, fortran_order or shape", label);
     }
     if (end - fo < 5 || memcmp(fo, "False", 5) != 0) {
-        return KI_FAIL(err, KI_ERR_UNSUPPORTED, "%s: Fortran-order arrays are not supported", label);
+        return KI_FAIL(err, KI_ERR_UNSUPPORTED, "%s: Fortran-order arrays are not supported",
+                       label);
     }
     int t = -1;
     for (int k = 0; k < (int)(sizeof types / sizeof types[0]) && t < 0; k++) {
@@ -197,8 +200,9 @@ ki_status ki_npy_parse(const unsigned char *buf, size_t len, const char *label, 
     }
     size_t n = (size_t)ki_shape_count(shape), bytes;
     if (!ki_ckd_mul(&bytes, n, types[t].size) || bytes != len - start - hl) {
-        return KI_FAIL(err, KI_ERR_FORMAT, "%s: shape %s needs %zu data bytes, the file has %zu", label,
-                       ki_shape_str(shape, (char[128]){ 0 }, 128), n * types[t].size, len - start - hl);
+        return KI_FAIL(err, KI_ERR_FORMAT, "%s: shape %s needs %zu data bytes, the file has %zu",
+                       label, ki_shape_str(shape, (char[128]){ 0 }, 128), n * types[t].size,
+                       len - start - hl);
     }
     float *out = malloc(n ? n * sizeof(float) : 1);
     if (!out) {
@@ -237,8 +241,8 @@ ki_status ki_npy_write(const char *path, const ki_shape *shape, const float *dat
         dims[pos - 1] = '\0'; /* (2, 3) not (2, 3,) */
     }
     char header[512];
-    int hl = snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }",
-                      dims);
+    int hl = snprintf(header, sizeof header,
+                      "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }", dims);
     int total = 10 + hl + 1;
     int pad = (64 - total % 64) % 64;
     size_t n = (size_t)ki_shape_count(shape), bytes = 10 + (size_t)hl + (size_t)pad + 1 + n * 4;

@@ -1,12 +1,12 @@
 /* run_output.c - presenting the outputs of `kinfer run`. */
-#include "commands.h"
-#include "npy.h"
-#include "run_opts.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "commands.h"
+#include "npy.h"
+#include "run_opts.h"
 
 #define MAX_LABELS      100000
 #define MAX_LABELS_FILE ((size_t)16 << 20)
@@ -132,7 +132,8 @@ static void print_row_topk(const run_opts *o, const float *row, int64_t k, const
         double p = exp((double)(row[best[t]] - mx)) / sum;
         const char *name = (lb->names && best[t] < lb->n) ? lb->names[best[t]] : NULL;
         if (o->json) {
-            printf("%s{\"class\": %d, \"score\": %.6f, \"logit\": %.6g", t ? ", " : "", best[t], p, row[best[t]]);
+            printf("%s{\"class\": %d, \"score\": %.6f, \"logit\": %.6g", t ? ", " : "", best[t], p,
+                   row[best[t]]);
             if (name) {
                 printf(", \"label\": ");
                 json_string(name);
@@ -172,7 +173,8 @@ static void print_stats(const run_opts *o, const ki_model *m, const ki_session *
                    i + 1 < ki_model_n_outputs(m) ? "," : "");
         } else {
             printf("out%d  %-10s shape %-20s min %-12.6g max %-12.6g mean %.6g\n", i,
-                   ki_model_output_name(m, i), ki_shape_str(&t.shape, buf, sizeof buf), mn, mx, mean);
+                   ki_model_output_name(m, i), ki_shape_str(&t.shape, buf, sizeof buf), mn, mx,
+                   mean);
         }
     }
 }
@@ -190,8 +192,8 @@ static void draw_path(const char *draw, int idx, int n, char *buf, size_t size)
     }
 }
 
-static void print_dets(const run_opts *o, const ki_det *d, int n, const labels *lb,
-                       const char *src, int idx, bool last)
+static void print_dets(const run_opts *o, const ki_det *d, int n, const labels *lb, const char *src,
+                       int idx, bool last)
 {
     if (o->json) {
         printf("    {\"input\": ");
@@ -229,8 +231,8 @@ static ki_status detect_image(const run_opts *o, const ki_tensor *t, int64_t r, 
 {
     const int64_t boxes = t->shape.d[1], no = t->shape.d[2];
     const char *path = r < src->n ? src->paths[r] : src->paths[0];
-    int n = ki_detect_candidates(t->data + r * boxes * no, boxes, (int)no, o->conf, buf,
-                                 (int)boxes);
+    int n =
+        ki_detect_candidates(t->data + r * boxes * no, boxes, (int)no, o->conf, buf, (int)boxes);
     n = ki_detect_nms(buf, n, o->iou, KI_DETECT_MAX_DET);
     if (src->maps && r < src->n) {
         ki_detect_unmap(buf, n, &src->maps[r]);

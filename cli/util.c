@@ -1,6 +1,4 @@
 /* util.c - helpers shared by the subcommands. */
-#include "commands.h"
-
 #include <cblas.h>
 #include <errno.h>
 #include <omp.h>
@@ -10,6 +8,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+
+#include "commands.h"
 
 void ki_cli_error(const char *fmt, ...)
 {

@@ -1,10 +1,10 @@
 /* arena.c - chunked bump allocator. */
 #include "arena.h"
 
-#include "ckd.h"
-
 #include <stdlib.h>
 #include <string.h>
+
+#include "ckd.h"
 
 typedef struct chunk {
     struct chunk *next;
@@ -17,8 +17,8 @@ struct ki_arena {
     size_t total;
 };
 
-#define CHUNK_HDR  ((sizeof(chunk) + 15) & ~(size_t)15)
-#define CHUNK_MIN  (64 * 1024)
+#define CHUNK_HDR ((sizeof(chunk) + 15) & ~(size_t)15)
+#define CHUNK_MIN (64 * 1024)
 
 ki_arena *ki_arena_create(void)
 {

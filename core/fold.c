@@ -9,11 +9,11 @@
  *  - prim::ListUnpack as the only consumer of a list output: the producer gets the unpacked
  *    outputs directly.
  * Operators left without consumers by a rewrite are removed. */
-#include "graph.h"
-
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "graph.h"
 
 static const char *expr_of(const ki_node *nd)
 {
@@ -69,7 +69,8 @@ static bool takes_tensor_list(const char *type)
 }
 
 /* Replaces input slot j of nd by the k operands in ops (k may be 0: the slot is dropped). */
-static ki_status splice_inputs(ki_graph *g, ki_node *nd, int j, const int *ops, int k, ki_error *err)
+static ki_status splice_inputs(ki_graph *g, ki_node *nd, int j, const int *ops, int k,
+                               ki_error *err)
 {
     ki_op_desc *d = &nd->desc;
     int n = d->n_inputs - 1 + k;
@@ -214,8 +215,8 @@ static void drop_dead(ki_graph *g)
     for (int n = 0; n < g->n_nodes; n++) {
         ki_node *nd = &g->nodes[n];
         bool unpacked = strcmp(nd->desc.type, "prim::ListUnpack") == 0 && nd->desc.n_outputs == 0;
-        bool unused_expr = expr_of(nd) && nd->desc.n_outputs == 1 &&
-                           g->operands[nd->out[0]].n_consumers == 0;
+        bool unused_expr =
+            expr_of(nd) && nd->desc.n_outputs == 1 && g->operands[nd->out[0]].n_consumers == 0;
         if (unpacked || unused_expr) {
             for (int i = 0; i < nd->desc.n_inputs; i++) {
                 g->operands[nd->in[i]].n_consumers--;

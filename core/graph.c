@@ -1,11 +1,11 @@
 /* graph.c - name resolution, checks and topological order of a parsed graph. */
 #include "graph.h"
 
-#include "ckd.h"
-#include "hash.h"
-
 #include <stdlib.h>
 #include <string.h>
+
+#include "ckd.h"
+#include "hash.h"
 
 /* ---- a string -> index hash map (open addressing, FNV-1a) ---- */
 typedef struct name_map {
@@ -121,8 +121,9 @@ static ki_status check_dangling_and_names(ki_graph *g, ki_error *err)
     for (int n = 0; n < g->n_nodes; n++) {
         size_t s = map_slot(&m, g->nodes[n].desc.name);
         if (m.keys[s]) {
-            st = KI_FAIL(err, KI_ERR_FORMAT, "%s:%d: duplicate operator name '%s' (first on line %d)",
-                         g->path, g->nodes[n].desc.line, g->nodes[n].desc.name,
+            st = KI_FAIL(err, KI_ERR_FORMAT,
+                         "%s:%d: duplicate operator name '%s' (first on line %d)", g->path,
+                         g->nodes[n].desc.line, g->nodes[n].desc.name,
                          g->nodes[m.vals[s]].desc.line);
             break;
         }

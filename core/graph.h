@@ -13,10 +13,10 @@
 #include "layer.h"
 #include "status.h"
 
-#define KI_MAX_OPS       1000000
-#define KI_MAX_OP_ARGS   4096  /* inputs or outputs of one operator */
-#define KI_MAX_ITEMS     4096  /* params/attributes of one operator */
-#define KI_MAX_LIST      4096  /* elements of one list parameter */
+#define KI_MAX_OPS        1000000
+#define KI_MAX_OP_ARGS    4096 /* inputs or outputs of one operator */
+#define KI_MAX_ITEMS      4096 /* params/attributes of one operator */
+#define KI_MAX_LIST       4096 /* elements of one list parameter */
 #define KI_MAX_PARAM_FILE ((size_t)1 << 30)
 
 typedef enum ki_graph_state {
@@ -30,7 +30,7 @@ typedef struct ki_operand {
     int producer;      /* node index, -1 if none */
     int producer_slot; /* output position on the producer */
     int n_consumers;
-    ki_shape decl;     /* `#` annotation (ndim -1 when none) */
+    ki_shape decl; /* `#` annotation (ndim -1 when none) */
     ki_dtype dtype;
 } ki_operand;
 
@@ -48,11 +48,11 @@ typedef struct ki_graph {
     ki_node *nodes; /* file order */
     int n_operands;
     ki_operand *operands;
-    int *order;     /* execution order: node indices */
+    int *order; /* execution order: node indices */
     int n_inputs;
-    int *inputs;    /* operands produced by pnnx.Input, file order */
+    int *inputs; /* operands produced by pnnx.Input, file order */
     int n_outputs;
-    int *outputs;   /* operands consumed by pnnx.Output (tuples expanded), file order */
+    int *outputs; /* operands consumed by pnnx.Output (tuples expanded), file order */
 } ki_graph;
 
 /* Parses param text (len bytes, need not be NUL-terminated). path is used in messages. */

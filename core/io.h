@@ -2,9 +2,9 @@
 #ifndef KI_IO_H
 #define KI_IO_H
 
-#include "status.h"
-
 #include <stddef.h>
+
+#include "status.h"
 
 /* Reads a whole file (at most max bytes, else KI_ERR_LIMIT) into a malloc'd buffer the caller
  * frees. Messages name the path. */

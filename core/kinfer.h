@@ -6,12 +6,12 @@
 #ifndef KINFER_H
 #define KINFER_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "layer.h"
 #include "status.h"
 #include "tensor.h"
-
-#include <stdbool.h>
-#include <stddef.h>
 
 #define KI_VERSION "0.1.0"
 
@@ -42,7 +42,7 @@ ki_shape ki_model_output_decl(const ki_model *m, int i);
 size_t ki_model_weight_bytes(const ki_model *m);
 
 typedef struct ki_session_options {
-    int n_threads;      /* OpenMP team size for each op; <= 0 means 1 */
+    int n_threads;       /* OpenMP team size for each op; <= 0 means 1 */
     size_t memory_limit; /* fail before allocating more than this many bytes; 0 = no limit */
 } ki_session_options;
 

@@ -14,12 +14,12 @@
 #ifndef KI_LAYER_H
 #define KI_LAYER_H
 
-#include "status.h"
-#include "tensor.h"
-
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "status.h"
+#include "tensor.h"
 
 typedef enum ki_param_kind {
     KI_PARAM_NONE = 0, /* None, (), [], or an empty value */
@@ -66,9 +66,9 @@ typedef enum ki_dtype {
 
 typedef struct ki_attr {
     const char *key;
-    ki_shape shape;     /* as declared; a `()` declaration is a rank-0 shape of one element */
-    ki_dtype dtype;     /* element type in the file */
-    const float *data;  /* numel floats, 64-byte aligned; NULL when no .bin was loaded */
+    ki_shape shape;    /* as declared; a `()` declaration is a rank-0 shape of one element */
+    ki_dtype dtype;    /* element type in the file */
+    const float *data; /* numel floats, 64-byte aligned; NULL when no .bin was loaded */
     int64_t numel;
 } ki_attr;
 
@@ -78,10 +78,10 @@ typedef struct ki_op_desc {
     const char *file; /* the .param path, for messages */
     int line;         /* 1-based line in the .param file */
     int n_inputs, n_outputs;
-    const char *const *input_names;  /* operand names */
+    const char *const *input_names; /* operand names */
     const char *const *output_names;
-    const char *const *input_keys;   /* the `$key` of each input, or NULL when unnamed */
-    const ki_shape *input_decl;      /* `#` annotations; ndim -1 when absent */
+    const char *const *input_keys; /* the `$key` of each input, or NULL when unnamed */
+    const ki_shape *input_decl;    /* `#` annotations; ndim -1 when absent */
     const ki_shape *output_decl;
     const ki_dtype *input_dtype;
     const ki_dtype *output_dtype;
@@ -138,13 +138,12 @@ const ki_param *ki_op_param(const ki_op_desc *op, const char *key);
 bool ki_op_has(const ki_op_desc *op, const char *key); /* present and not None */
 ki_status ki_op_get_int(const ki_op_desc *op, const char *key, int64_t def, int64_t *out,
                         ki_error *err);
-ki_status ki_op_get_bool(const ki_op_desc *op, const char *key, bool def, bool *out,
-                         ki_error *err);
+ki_status ki_op_get_bool(const ki_op_desc *op, const char *key, bool def, bool *out, ki_error *err);
 /* Accepts float or int spellings and inf/-inf/nan strings. */
 ki_status ki_op_get_float(const ki_op_desc *op, const char *key, double def, double *out,
                           ki_error *err);
-ki_status ki_op_get_string(const ki_op_desc *op, const char *key, const char *def,
-                           const char **out, ki_error *err);
+ki_status ki_op_get_string(const ki_op_desc *op, const char *key, const char *def, const char **out,
+                           ki_error *err);
 /* An int list of exactly n entries; a single int is repeated n times (PyTorch's `2` for
  * `(2,2)`). Absent or None: out gets def[0..n-1] (def may be NULL only if the key is required,
  * in which case absence is an error). */
@@ -159,8 +158,8 @@ ki_status ki_op_get_float_list(const ki_op_desc *op, const char *key, int max, d
 
 const ki_attr *ki_op_attr(const ki_op_desc *op, const char *key);
 /* Finds attribute key with exactly the given rank and dims (a dim of -1 matches anything). */
-ki_status ki_op_require_attr(const ki_op_desc *op, const char *key, int ndim,
-                             const int64_t *dims, const ki_attr **out, ki_error *err);
+ki_status ki_op_require_attr(const ki_op_desc *op, const char *key, int ndim, const int64_t *dims,
+                             const ki_attr **out, ki_error *err);
 /* Index of the input bound to `$key`, or -1. */
 int ki_op_input_index(const ki_op_desc *op, const char *key);
 

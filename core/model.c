@@ -1,9 +1,9 @@
 /* model.c - loading: param text -> graph -> weights -> one layer per operator. */
-#include "model_internal.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "model_internal.h"
 
 static bool is_tuple_to_output(const ki_graph *g, const ki_node *nd)
 {
@@ -51,13 +51,14 @@ static ki_status check_supported(ki_model *m, ki_error *err)
         }
         n_types++;
         if (len < sizeof list - 1) {
-            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s x%d", n_types > 1 ? ", " : "",
-                                    nd->desc.type, count);
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s x%d",
+                                    n_types > 1 ? ", " : "", nd->desc.type, count);
         }
     }
     if (n_types > 0) {
         return KI_FAIL(err, KI_ERR_UNSUPPORTED, "%s: %d operator%s of %d unsupported type%s: %s",
-                       g->path, n_ops, n_ops == 1 ? "" : "s", n_types, n_types == 1 ? "" : "s", list);
+                       g->path, n_ops, n_ops == 1 ? "" : "s", n_types, n_types == 1 ? "" : "s",
+                       list);
     }
     return KI_OK;
 }
@@ -243,8 +244,9 @@ ki_status ki_model_load(const char *param_path, const char *bin_path, const ki_l
     if (st == KI_OK && !o.graph_only) {
         for (int n = 0; n < m->g->n_nodes && !bin_path && st == KI_OK; n++) {
             if (m->g->nodes[n].desc.n_attrs > 0) {
-                st = KI_FAIL(err, KI_ERR_FORMAT, "%s:%d: op '%s' has attributes: a .bin file is needed",
-                             param_path, m->g->nodes[n].desc.line, m->g->nodes[n].desc.name);
+                st = KI_FAIL(err, KI_ERR_FORMAT,
+                             "%s:%d: op '%s' has attributes: a .bin file is needed", param_path,
+                             m->g->nodes[n].desc.line, m->g->nodes[n].desc.name);
             }
         }
         if (st == KI_OK) {

@@ -1,9 +1,9 @@
 /* opdesc.c - typed access to an operator's parameters and attributes. */
-#include "layer.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "layer.h"
 
 const ki_param *ki_op_param(const ki_op_desc *op, const char *key)
 {
@@ -45,8 +45,7 @@ ki_status ki_op_get_int(const ki_op_desc *op, const char *key, int64_t def, int6
     return bad_kind(p, "an integer", err);
 }
 
-ki_status ki_op_get_bool(const ki_op_desc *op, const char *key, bool def, bool *out,
-                         ki_error *err)
+ki_status ki_op_get_bool(const ki_op_desc *op, const char *key, bool def, bool *out, ki_error *err)
 {
     const ki_param *p = ki_op_param(op, key);
     if (!p || p->kind == KI_PARAM_NONE) {
@@ -101,8 +100,8 @@ ki_status ki_op_get_float(const ki_op_desc *op, const char *key, double def, dou
     return bad_kind(p, "a number", err);
 }
 
-ki_status ki_op_get_string(const ki_op_desc *op, const char *key, const char *def,
-                           const char **out, ki_error *err)
+ki_status ki_op_get_string(const ki_op_desc *op, const char *key, const char *def, const char **out,
+                           ki_error *err)
 {
     const ki_param *p = ki_op_param(op, key);
     if (!p || p->kind == KI_PARAM_NONE) {
@@ -205,8 +204,8 @@ const ki_attr *ki_op_attr(const ki_op_desc *op, const char *key)
     return NULL;
 }
 
-ki_status ki_op_require_attr(const ki_op_desc *op, const char *key, int ndim,
-                             const int64_t *dims, const ki_attr **out, ki_error *err)
+ki_status ki_op_require_attr(const ki_op_desc *op, const char *key, int ndim, const int64_t *dims,
+                             const ki_attr **out, ki_error *err)
 {
     char have[128], want[128];
     const ki_attr *a = ki_op_attr(op, key);
@@ -220,7 +219,8 @@ ki_status ki_op_require_attr(const ki_op_desc *op, const char *key, int ndim,
     if (!ok) {
         ki_shape w = ki_shape_make(ndim, dims);
         return KI_FAIL(err, KI_ERR_SHAPE, "attribute @%s has shape %s, expected %s", key,
-                       ki_shape_str(&a->shape, have, sizeof have), ki_shape_str(&w, want, sizeof want));
+                       ki_shape_str(&a->shape, have, sizeof have),
+                       ki_shape_str(&w, want, sizeof want));
     }
     if (!a->data) {
         return KI_FAIL(err, KI_ERR_FORMAT, "attribute @%s has no data (no .bin loaded)", key);

@@ -1,16 +1,16 @@
 /* param.c - reads a .pnnx.param file into a ki_graph in file order (pnnx-format.md §1).
  * Every count and length is checked against what the file actually holds before anything is
  * allocated for it, so a header claiming a billion operators costs nothing. */
-#include "ckd.h"
-#include "graph.h"
-#include "io.h"
-
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ckd.h"
+#include "graph.h"
+#include "io.h"
 
 typedef struct tok {
     const char *s;
@@ -25,8 +25,8 @@ typedef struct line_ctx {
     size_t n_toks, cap;
 } line_ctx;
 
-static ki_status line_fail(const line_ctx *c, ki_error *err, ki_status code, const char *fmt,
-                           ...) __attribute__((format(printf, 4, 5)));
+static ki_status line_fail(const line_ctx *c, ki_error *err, ki_status code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 static ki_status line_fail(const line_ctx *c, ki_error *err, ki_status code, const char *fmt, ...)
 {
@@ -146,8 +146,7 @@ static ki_status bind_input_key(line_ctx *c, ki_op_desc *d, const tok *key, cons
 }
 
 /* `#OPERAND=(...)TYPE`: the annotation of every input/output slot holding OPERAND. */
-static ki_status annotate(line_ctx *c, ki_op_desc *d, const tok *key, const tok *val,
-                          ki_error *err)
+static ki_status annotate(line_ctx *c, ki_op_desc *d, const tok *key, const tok *val, ki_error *err)
 {
     ki_shape sh;
     ki_dtype dt;
@@ -170,8 +169,9 @@ static ki_status annotate(line_ctx *c, ki_op_desc *d, const tok *key, const tok 
         }
     }
     if (!found) {
-        return line_fail(c, err, KI_ERR_FORMAT, "#%.*s annotates an operand this operator does not use",
-                         (int)key->n, key->s);
+        return line_fail(c, err, KI_ERR_FORMAT,
+                         "#%.*s annotates an operand this operator does not use", (int)key->n,
+                         key->s);
     }
     return KI_OK;
 }
@@ -189,8 +189,7 @@ static ki_status add_attr(line_ctx *c, ki_attr *a, const tok *key, const tok *va
     return a->key ? KI_OK : KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
 }
 
-static ki_status add_param(line_ctx *c, ki_param *p, const tok *key, const tok *val,
-                           ki_error *err)
+static ki_status add_param(line_ctx *c, ki_param *p, const tok *key, const tok *val, ki_error *err)
 {
     ki_status st = ki_param_value_parse(c->g->arena, val->s, val->n, p, err);
     if (st != KI_OK) {
@@ -252,7 +251,8 @@ static ki_status parse_items(line_ctx *c, ki_op_desc *d, size_t first, ki_error 
             st = bind_input_key(c, d, &key, &val, err);
         } else if (kind == '#') {
             st = annotate(c, d, &key, &val, err);
-        } else if (kind == '@' ? key_seen(akeys, d->n_attrs, &key) : key_seen(pkeys, d->n_params, &key)) {
+        } else if (kind == '@' ? key_seen(akeys, d->n_attrs, &key)
+                               : key_seen(pkeys, d->n_params, &key)) {
             st = line_fail(c, err, KI_ERR_FORMAT, "duplicate %s '%.*s'",
                            kind == '@' ? "attribute" : "parameter", (int)key.n, key.s);
         } else if (kind == '@') {
@@ -273,8 +273,8 @@ static ki_status parse_op_line(line_ctx *c, ki_node *nd, ki_error *err)
 {
     int nin, nout;
     if (c->n_toks < 4) {
-        return line_fail(c, err, KI_ERR_FORMAT,
-                         "expected 'TYPE NAME NIN NOUT ...', got %zu tokens", c->n_toks);
+        return line_fail(c, err, KI_ERR_FORMAT, "expected 'TYPE NAME NIN NOUT ...', got %zu tokens",
+                         c->n_toks);
     }
     if (!tok_is_count(&c->toks[2], KI_MAX_OP_ARGS, &nin) ||
         !tok_is_count(&c->toks[3], KI_MAX_OP_ARGS, &nout)) {
@@ -283,8 +283,9 @@ static ki_status parse_op_line(line_ctx *c, ki_node *nd, ki_error *err)
                          (int)(c->toks[3].n > 20 ? 20 : c->toks[3].n), c->toks[3].s);
     }
     if (c->n_toks < 4 + (size_t)nin + (size_t)nout) {
-        return line_fail(c, err, KI_ERR_FORMAT, "%d inputs and %d outputs declared, %zu names given",
-                         nin, nout, c->n_toks - 4);
+        return line_fail(c, err, KI_ERR_FORMAT,
+                         "%d inputs and %d outputs declared, %zu names given", nin, nout,
+                         c->n_toks - 4);
     }
     ki_status st = node_alloc(c->g, nd, nin, nout, err);
     if (st != KI_OK) {
@@ -296,7 +297,8 @@ static ki_status parse_op_line(line_ctx *c, ki_node *nd, ki_error *err)
     d->file = c->path;
     d->line = c->line;
     for (int i = 0; i < nin + nout; i++) {
-        const char **slot = (const char **)(i < nin ? &d->input_names[i] : &d->output_names[i - nin]);
+        const char **slot =
+            (const char **)(i < nin ? &d->input_names[i] : &d->output_names[i - nin]);
         *slot = tok_dup(c->g, &c->toks[4 + i]);
         if (!*slot) {
             return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
@@ -322,15 +324,16 @@ static bool next_line(const char *text, size_t len, size_t *pos, const char **s,
     return true;
 }
 
-static ki_status parse_header(line_ctx *c, const char *text, size_t len, size_t *pos,
-                              int *n_ops, int *n_operands, ki_error *err)
+static ki_status parse_header(line_ctx *c, const char *text, size_t len, size_t *pos, int *n_ops,
+                              int *n_operands, ki_error *err)
 {
     const char *s;
     size_t n;
     c->line = 1;
-    if (!next_line(text, len, pos, &s, &n) || tokenize(c, s, n, err) != KI_OK ||
-        c->n_toks != 1 || c->toks[0].n != 7 || memcmp(c->toks[0].s, "7767517", 7) != 0) {
-        return line_fail(c, err, KI_ERR_FORMAT, "bad magic: expected 7767517 (not a .pnnx.param file)");
+    if (!next_line(text, len, pos, &s, &n) || tokenize(c, s, n, err) != KI_OK || c->n_toks != 1 ||
+        c->toks[0].n != 7 || memcmp(c->toks[0].s, "7767517", 7) != 0) {
+        return line_fail(c, err, KI_ERR_FORMAT,
+                         "bad magic: expected 7767517 (not a .pnnx.param file)");
     }
     c->line = 2;
     if (!next_line(text, len, pos, &s, &n) || tokenize(c, s, n, err) != KI_OK || c->n_toks != 2 ||
@@ -347,8 +350,8 @@ static ki_status parse_header(line_ctx *c, const char *text, size_t len, size_t 
     }
     lines += len > *pos && text[len - 1] != '\n';
     if ((size_t)*n_ops > lines) {
-        return line_fail(c, err, KI_ERR_FORMAT, "header declares %d operators but only %zu lines follow",
-                         *n_ops, lines);
+        return line_fail(c, err, KI_ERR_FORMAT,
+                         "header declares %d operators but only %zu lines follow", *n_ops, lines);
     }
     return KI_OK;
 }
@@ -380,8 +383,8 @@ ki_status ki_param_parse(const char *path, const char *text, size_t len, ki_grap
         size_t n = 0;
         c.line++;
         if (!next_line(text, len, &pos, &s, &n)) {
-            st = line_fail(&c, err, KI_ERR_FORMAT, "file ends after %d of %d operators",
-                           g->n_nodes, n_ops);
+            st = line_fail(&c, err, KI_ERR_FORMAT, "file ends after %d of %d operators", g->n_nodes,
+                           n_ops);
             goto fail;
         }
         if ((st = tokenize(&c, s, n, err)) != KI_OK) {

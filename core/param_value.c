@@ -1,22 +1,22 @@
 /* param_value.c - classifying parameter values and parsing shape annotations
  * (pnnx-format.md §1.5, §1.6). */
-#include "ckd.h"
-#include "graph.h"
-
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ckd.h"
+#include "graph.h"
 
 static const struct {
     const char *name;
     ki_dtype type;
     size_t size;
 } dtypes[] = {
-    { "null", KI_DT_NULL, 0 }, { "f32", KI_DT_F32, 4 },   { "f64", KI_DT_F64, 8 },
-    { "f16", KI_DT_F16, 2 },   { "bf16", KI_DT_BF16, 2 }, { "i8", KI_DT_I8, 1 },
-    { "u8", KI_DT_U8, 1 },     { "i16", KI_DT_I16, 2 },   { "i32", KI_DT_I32, 4 },
-    { "i64", KI_DT_I64, 8 },   { "bool", KI_DT_BOOL, 1 }, { "c32", KI_DT_C32, 4 },
+    { "null", KI_DT_NULL, 0 }, { "f32", KI_DT_F32, 4 },    { "f64", KI_DT_F64, 8 },
+    { "f16", KI_DT_F16, 2 },   { "bf16", KI_DT_BF16, 2 },  { "i8", KI_DT_I8, 1 },
+    { "u8", KI_DT_U8, 1 },     { "i16", KI_DT_I16, 2 },    { "i32", KI_DT_I32, 4 },
+    { "i64", KI_DT_I64, 8 },   { "bool", KI_DT_BOOL, 1 },  { "c32", KI_DT_C32, 4 },
     { "c64", KI_DT_C64, 8 },   { "c128", KI_DT_C128, 16 },
 };
 
@@ -262,8 +262,7 @@ ki_status ki_param_value_parse(ki_arena *a, const char *s, size_t n, ki_param *p
     return KI_OK;
 }
 
-static ki_status parse_dim(const char *s, size_t n, bool allow_unknown, int64_t *out,
-                           ki_error *err)
+static ki_status parse_dim(const char *s, size_t n, bool allow_unknown, int64_t *out, ki_error *err)
 {
     if (allow_unknown && n == 1 && s[0] == '?') {
         *out = -1;
@@ -312,7 +311,8 @@ ki_status ki_param_shape_parse(const char *s, size_t n, bool allow_unknown, ki_s
         if (shape->ndim == KI_MAX_DIMS) {
             return KI_FAIL(err, KI_ERR_LIMIT, "more than %d dimensions", KI_MAX_DIMS);
         }
-        ki_status st = parse_dim(s + start, end - start, allow_unknown, &shape->d[shape->ndim], err);
+        ki_status st =
+            parse_dim(s + start, end - start, allow_unknown, &shape->d[shape->ndim], err);
         if (st != KI_OK) {
             return st;
         }

@@ -1,10 +1,10 @@
 /* plan.c - best-fit offset assignment by lifetime. */
 #include "plan.h"
 
-#include "ckd.h"
-
 #include <stdlib.h>
 #include <string.h>
+
+#include "ckd.h"
 
 typedef struct block {
     size_t off, size;

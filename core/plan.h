@@ -5,9 +5,9 @@
 #ifndef KI_PLAN_H
 #define KI_PLAN_H
 
-#include "status.h"
-
 #include <stddef.h>
+
+#include "status.h"
 
 typedef struct ki_plan_buf {
     size_t size;   /* bytes; rounded up to the alignment by the planner */

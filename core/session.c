@@ -1,19 +1,19 @@
 /* session.c - shape inference, memory planning and execution for one set of input shapes. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "bigbuf.h"
 #include "ckd.h"
 #include "model_internal.h"
 #include "plan.h"
 
-#include <omp.h>
-#include <stdlib.h>
-#include <string.h>
-
 struct ki_session {
     const ki_model *m;
     int n_threads;
-    ki_shape *shape;  /* per operand */
-    size_t *offset;   /* per operand, bytes into arena */
-    bool *has_buf;    /* per operand: produced by an executed op or an input */
+    ki_shape *shape; /* per operand */
+    size_t *offset;  /* per operand, bytes into arena */
+    bool *has_buf;   /* per operand: produced by an executed op or an input */
     char *arena;
     size_t arena_bytes;
     char *ws;
@@ -70,7 +70,8 @@ static ki_status infer_shapes(ki_session *s, ki_shape *tmp_in, ki_shape *tmp_out
             tmp_in[i] = s->shape[nd->in[i]];
         }
         memset(tmp_out, 0, (size_t)(nd->desc.n_outputs + 1) * sizeof *tmp_out);
-        ki_status st = l->shape(m->state[n], tmp_in, nd->desc.n_inputs, tmp_out, nd->desc.n_outputs, err);
+        ki_status st =
+            l->shape(m->state[n], tmp_in, nd->desc.n_inputs, tmp_out, nd->desc.n_outputs, err);
         for (int i = 0; st == KI_OK && i < nd->desc.n_outputs; i++) {
             st = ki_shape_check(&tmp_out[i], err);
             s->shape[nd->out[i]] = tmp_out[i];
@@ -147,7 +148,8 @@ static ki_status plan_memory(ki_session *s, ki_error *err)
     for (int k = 0; k < steps; k++) {
         int n = m->exec[k];
         const ki_node *nd = &g->nodes[n];
-        if ((m->layer[n]->flags & KI_LAYER_VIEW) && nd->desc.n_inputs > 0 && nd->desc.n_outputs > 0 &&
+        if ((m->layer[n]->flags & KI_LAYER_VIEW) && nd->desc.n_inputs > 0 &&
+            nd->desc.n_outputs > 0 &&
             operand_bytes(&s->shape[nd->in[0]]) == operand_bytes(&s->shape[nd->out[0]])) {
             int r = find_root(root, nd->in[0]), o = nd->out[0];
             root[o] = r;
@@ -161,7 +163,8 @@ static ki_status plan_memory(ki_session *s, ki_error *err)
     for (int k = 0; k < steps; k++) {
         int n = m->exec[k];
         const ki_node *nd = &g->nodes[n];
-        if (!(m->layer[n]->flags & KI_LAYER_INPLACE) || nd->desc.n_inputs == 0 || nd->desc.n_outputs == 0) {
+        if (!(m->layer[n]->flags & KI_LAYER_INPLACE) || nd->desc.n_inputs == 0 ||
+            nd->desc.n_outputs == 0) {
             continue;
         }
         int r = find_root(root, nd->in[0]), o = nd->out[0];
@@ -174,7 +177,8 @@ static ki_status plan_memory(ki_session *s, ki_error *err)
     int nb = 0;
     for (int o = 0; o < no; o++) {
         if (s->has_buf[o] && find_root(root, o) == o) {
-            bufs[nb] = (ki_plan_buf){ operand_bytes(&s->shape[o]), first[o], last[o] < first[o] ? first[o] : last[o], 0 };
+            bufs[nb] = (ki_plan_buf){ operand_bytes(&s->shape[o]), first[o],
+                                      last[o] < first[o] ? first[o] : last[o], 0 };
             buf_of[o] = nb++;
         }
     }
@@ -212,10 +216,12 @@ static ki_status bind_tensors(ki_session *s, ki_error *err)
         s->tin_at[k] = pi;
         s->tout_at[k] = po;
         for (int i = 0; i < nd->desc.n_inputs; i++, pi++) {
-            s->tin[pi] = (ki_tensor){ s->shape[nd->in[i]], (float *)(s->arena + s->offset[nd->in[i]]) };
+            s->tin[pi] =
+                (ki_tensor){ s->shape[nd->in[i]], (float *)(s->arena + s->offset[nd->in[i]]) };
         }
         for (int i = 0; i < nd->desc.n_outputs; i++, po++) {
-            s->tout[po] = (ki_tensor){ s->shape[nd->out[i]], (float *)(s->arena + s->offset[nd->out[i]]) };
+            s->tout[po] =
+                (ki_tensor){ s->shape[nd->out[i]], (float *)(s->arena + s->offset[nd->out[i]]) };
         }
     }
     return KI_OK;
@@ -231,7 +237,8 @@ static ki_status session_alloc(ki_session *s, const ki_session_options *opt, ki_
     }
     if (opt && opt->memory_limit && total > opt->memory_limit) {
         return KI_FAIL(err, KI_ERR_LIMIT,
-                       "the model needs %zu MiB of tensor memory for these input shapes, more than the %zu MiB available",
+                       "the model needs %zu MiB of tensor memory for these input shapes, more than "
+                       "the %zu MiB available",
                        total >> 20, opt->memory_limit >> 20);
     }
     s->arena = ki_bigbuf_alloc(round_up(s->arena_bytes) + ALIGN);
@@ -258,13 +265,14 @@ ki_status ki_session_create(const ki_model *m, const ki_shape *input_shapes, int
     int max_args = 1;
     for (int n = 0; n < g->n_nodes; n++) {
         int a = g->nodes[n].desc.n_inputs > g->nodes[n].desc.n_outputs ? g->nodes[n].desc.n_inputs
-                                                                         : g->nodes[n].desc.n_outputs;
+                                                                       : g->nodes[n].desc.n_outputs;
         max_args = a > max_args ? a : max_args;
     }
     ki_shape *tmp_in = calloc((size_t)max_args + 1, sizeof *tmp_in);
     ki_shape *tmp_out = calloc((size_t)max_args + 1, sizeof *tmp_out);
     ki_status st = KI_OK;
-    if (!s || !tmp_in || !tmp_out || !(s->shape = calloc((size_t)g->n_operands + 1, sizeof *s->shape)) ||
+    if (!s || !tmp_in || !tmp_out ||
+        !(s->shape = calloc((size_t)g->n_operands + 1, sizeof *s->shape)) ||
         !(s->offset = calloc((size_t)g->n_operands + 1, sizeof *s->offset)) ||
         !(s->has_buf = calloc((size_t)g->n_operands + 1, sizeof *s->has_buf))) {
         st = KI_FAIL(err, KI_ERR_NOMEM, "out of memory");

@@ -45,7 +45,7 @@ const char *ki_status_name(ki_status s);
 #define KI_ALWAYS(x)                                                                               \
     do {                                                                                           \
         if (!(x)) {                                                                                \
-            return ki_fail(err, KI_ERR_INTERNAL, "%s:%d: invariant failed: %s", __FILE__,        \
+            return ki_fail(err, KI_ERR_INTERNAL, "%s:%d: invariant failed: %s", __FILE__,          \
                            __LINE__, #x);                                                          \
         }                                                                                          \
     } while (0)

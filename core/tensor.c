@@ -1,10 +1,10 @@
 /* tensor.c - shape helpers. */
 #include "tensor.h"
 
-#include "ckd.h"
-
 #include <stdio.h>
 #include <string.h>
+
+#include "ckd.h"
 
 bool ki_shape_numel(const ki_shape *s, int64_t *numel)
 {
@@ -83,8 +83,8 @@ const char *ki_shape_str(const ki_shape *s, char *buf, size_t size)
         if (s->d[i] < 0) {
             pos += (size_t)snprintf(buf + pos, size - pos, "%s?", i ? "," : "");
         } else {
-            pos += (size_t)snprintf(buf + pos, size - pos, "%s%lld", i ? "," : "",
-                                    (long long)s->d[i]);
+            pos +=
+                (size_t)snprintf(buf + pos, size - pos, "%s%lld", i ? "," : "", (long long)s->d[i]);
         }
     }
     if (pos < size) {

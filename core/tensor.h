@@ -8,11 +8,11 @@
 #ifndef KI_TENSOR_H
 #define KI_TENSOR_H
 
-#include "status.h"
-
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "status.h"
 
 #define KI_MAX_DIMS   6
 #define KI_MAX_VALUES 8
@@ -28,10 +28,10 @@ typedef enum ki_kind {
 } ki_kind;
 
 typedef struct ki_shape {
-    int ndim;                /* 0..KI_MAX_DIMS; 0 is a scalar with one element */
-    int64_t d[KI_MAX_DIMS];  /* every d[i] >= 0 for concrete shapes; -1 = unknown ('?') */
+    int ndim;               /* 0..KI_MAX_DIMS; 0 is a scalar with one element */
+    int64_t d[KI_MAX_DIMS]; /* every d[i] >= 0 for concrete shapes; -1 = unknown ('?') */
     ki_kind kind;
-    bool has_values;             /* values[] holds the numbers of a SCALAR or LIST */
+    bool has_values; /* values[] holds the numbers of a SCALAR or LIST */
     double values[KI_MAX_VALUES];
 } ki_shape;
 

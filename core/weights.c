@@ -1,14 +1,14 @@
 /* weights.c - attaches .bin entries to the attributes declared in the param file, converted to
  * float32 into one 64-byte-aligned block: one pass over the mapped file, no second copy. */
-#include "bigbuf.h"
-#include "ckd.h"
-#include "half.h"
-#include "model_internal.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "bigbuf.h"
+#include "ckd.h"
+#include "half.h"
+#include "model_internal.h"
 
 static void convert(float *dst, const unsigned char *src, int64_t n, ki_dtype t)
 {
@@ -87,13 +87,15 @@ static ki_status check_attr_types(const ki_graph *g, size_t *total, ki_error *er
             size_t bytes;
             if (at->dtype == KI_DT_NULL || at->dtype == KI_DT_C32 || at->dtype == KI_DT_C64 ||
                 at->dtype == KI_DT_C128) {
-                return KI_FAIL(err, KI_ERR_UNSUPPORTED, "%s:%d: op '%s': attribute @%s has element type %s, which kinfer does not support",
+                return KI_FAIL(err, KI_ERR_UNSUPPORTED,
+                               "%s:%d: op '%s': attribute @%s has element type %s, which kinfer "
+                               "does not support",
                                g->path, d->line, d->name, at->key, ki_dtype_name(at->dtype));
             }
             if (!ki_ckd_mul(&bytes, (size_t)at->numel, sizeof(float)) ||
                 !ki_ckd_add(total, *total, round64(bytes))) {
-                return KI_FAIL(err, KI_ERR_LIMIT, "%s:%d: op '%s': attributes are too large", g->path,
-                               d->line, d->name);
+                return KI_FAIL(err, KI_ERR_LIMIT, "%s:%d: op '%s': attributes are too large",
+                               g->path, d->line, d->name);
             }
         }
     }

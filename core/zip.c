@@ -1,9 +1,6 @@
 /* zip.c - stored ZIP reader (pnnx-format.md §2). Fields are decoded byte by byte. */
 #include "zip.h"
 
-#include "ckd.h"
-#include "hash.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -12,6 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckd.h"
+#include "hash.h"
+
 struct ki_zip {
     const unsigned char *data;
     size_t size;
@@ -19,8 +19,8 @@ struct ki_zip {
     char *label;
     int n;
     ki_zip_entry *entries;
-    char *names;     /* all names, NUL-separated */
-    int *index;      /* hash table of entry indices, -1 empty */
+    char *names; /* all names, NUL-separated */
+    int *index;  /* hash table of entry indices, -1 empty */
     size_t index_cap;
 };
 
@@ -84,11 +84,13 @@ static ki_status find_eocd(const ki_zip *z, cdir *cd, ki_error *err)
     }
     /* The EOCD is 22 bytes plus a comment of at most 65535 bytes from the end. */
     size_t lo = z->size > 22 + 65535 ? z->size - 22 - 65535 : 0, pos = z->size - 22;
-    while (rd32(z->data + pos) != SIG_EOCD || 22 + (size_t)rd16(z->data + pos + 20) != z->size - pos) {
+    while (rd32(z->data + pos) != SIG_EOCD ||
+           22 + (size_t)rd16(z->data + pos + 20) != z->size - pos) {
         if (pos == lo) {
-            return KI_FAIL(err, KI_ERR_FORMAT,
-                           "%s: no end-of-central-directory record (not a zip archive, or truncated)",
-                           z->label);
+            return KI_FAIL(
+                err, KI_ERR_FORMAT,
+                "%s: no end-of-central-directory record (not a zip archive, or truncated)",
+                z->label);
         }
         pos--;
     }
@@ -150,8 +152,9 @@ static ki_status read_entry(ki_zip *z, uint64_t *pos, uint64_t cd_end, int i, ch
 {
     const unsigned char *h = z->data + *pos;
     if (*pos + 46 > cd_end || rd32(h) != SIG_CENTRAL) {
-        return KI_FAIL(err, KI_ERR_FORMAT, "%s: central directory entry %d at offset %llu is invalid",
-                       z->label, i, (unsigned long long)*pos);
+        return KI_FAIL(err, KI_ERR_FORMAT,
+                       "%s: central directory entry %d at offset %llu is invalid", z->label, i,
+                       (unsigned long long)*pos);
     }
     uint16_t flags = rd16(h + 8), method = rd16(h + 10), nlen = rd16(h + 28), xlen = rd16(h + 30),
              clen = rd16(h + 32);
@@ -165,22 +168,26 @@ static ki_status read_entry(ki_zip *z, uint64_t *pos, uint64_t cd_end, int i, ch
     const char *name = *name_out;
     *name_out += nlen + 1;
     if (!apply_zip64(h + 46 + nlen, xlen, &usize, &csize, &loc)) {
-        return KI_FAIL(err, KI_ERR_FORMAT, "%s: entry '%s' has a bad zip64 extra field", z->label, name);
+        return KI_FAIL(err, KI_ERR_FORMAT, "%s: entry '%s' has a bad zip64 extra field", z->label,
+                       name);
     }
     if (method != 0 || (flags & 8) || csize != usize) {
         return KI_FAIL(err, KI_ERR_FORMAT,
-                       "%s: entry '%s' is compressed or uses a data descriptor (only stored entries are supported)",
+                       "%s: entry '%s' is compressed or uses a data descriptor (only stored "
+                       "entries are supported)",
                        z->label, name);
     }
     if (!in_file(z, loc, 30) || rd32(z->data + loc) != SIG_LOCAL) {
-        return KI_FAIL(err, KI_ERR_FORMAT, "%s: entry '%s' points at offset %llu, which holds no local header",
+        return KI_FAIL(err, KI_ERR_FORMAT,
+                       "%s: entry '%s' points at offset %llu, which holds no local header",
                        z->label, name, (unsigned long long)loc);
     }
     uint64_t data = loc + 30 + rd16(z->data + loc + 26) + rd16(z->data + loc + 28);
     if (!in_file(z, data, usize)) {
-        return KI_FAIL(err, KI_ERR_FORMAT,
-                       "%s: entry '%s' (%llu bytes at offset %llu) runs past the end of the file (%zu bytes)",
-                       z->label, name, (unsigned long long)usize, (unsigned long long)data, z->size);
+        return KI_FAIL(
+            err, KI_ERR_FORMAT,
+            "%s: entry '%s' (%llu bytes at offset %llu) runs past the end of the file (%zu bytes)",
+            z->label, name, (unsigned long long)usize, (unsigned long long)data, z->size);
     }
     z->entries[i] = (ki_zip_entry){ name, data, usize, rd32(h + 16) };
     *pos += 46 + (uint64_t)nlen + xlen + clen;
@@ -215,11 +222,13 @@ static ki_status parse(ki_zip *z, ki_error *err)
     if (st != KI_OK) {
         return st;
     }
-    if (!in_file(z, cd.offset, cd.size) || cd.count > cd.size / 46 || cd.count > KI_ZIP_MAX_ENTRIES) {
-        return KI_FAIL(err, KI_ERR_FORMAT,
-                       "%s: central directory (%llu entries, %llu bytes at offset %llu) does not fit the file",
-                       z->label, (unsigned long long)cd.count, (unsigned long long)cd.size,
-                       (unsigned long long)cd.offset);
+    if (!in_file(z, cd.offset, cd.size) || cd.count > cd.size / 46 ||
+        cd.count > KI_ZIP_MAX_ENTRIES) {
+        return KI_FAIL(
+            err, KI_ERR_FORMAT,
+            "%s: central directory (%llu entries, %llu bytes at offset %llu) does not fit the file",
+            z->label, (unsigned long long)cd.count, (unsigned long long)cd.size,
+            (unsigned long long)cd.offset);
     }
     z->n = (int)cd.count;
     z->entries = calloc((size_t)z->n + 1, sizeof *z->entries);
@@ -341,8 +350,9 @@ ki_status ki_zip_verify(const ki_zip *z, const ki_zip_entry *e, ki_error *err)
 {
     uint32_t c = ki_crc32(0, ki_zip_data(z, e), (size_t)e->size);
     if (c != e->crc32) {
-        return KI_FAIL(err, KI_ERR_FORMAT, "%s: entry '%s' fails its CRC-32 check (%08x, expected %08x)",
-                       z->label, e->name, c, e->crc32);
+        return KI_FAIL(err, KI_ERR_FORMAT,
+                       "%s: entry '%s' fails its CRC-32 check (%08x, expected %08x)", z->label,
+                       e->name, c, e->crc32);
     }
     return KI_OK;
 }

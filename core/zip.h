@@ -6,10 +6,10 @@
 #ifndef KI_ZIP_H
 #define KI_ZIP_H
 
-#include "status.h"
-
 #include <stddef.h>
 #include <stdint.h>
+
+#include "status.h"
 
 #define KI_ZIP_MAX_ENTRIES 1000000
 

@@ -1,11 +1,11 @@
 /* basic.c - the wiring operators (pnnx.Input, pnnx.Output), ReLU, the no-ops Dropout and
  * Identity, and torch.flatten. */
-#include "../core/ckd.h"
-#include "../core/layer.h"
-
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../core/ckd.h"
+#include "../core/layer.h"
 
 /* ---- pnnx.Input / pnnx.Output: handled by the graph ---- */
 const ki_layer_ops ki_layer_input = { .type = "pnnx.Input", .flags = KI_LAYER_GRAPH };
@@ -17,7 +17,8 @@ static ki_status same_shape(const void *st, const ki_shape *in, int n_in, ki_sha
 {
     (void)st;
     if (n_in != 1 || n_out != 1) {
-        return KI_FAIL(err, KI_ERR_FORMAT, "expected 1 input and 1 output, got %d and %d", n_in, n_out);
+        return KI_FAIL(err, KI_ERR_FORMAT, "expected 1 input and 1 output, got %d and %d", n_in,
+                       n_out);
     }
     if (in[0].kind != KI_KIND_TENSOR) {
         return KI_FAIL(err, KI_ERR_SHAPE, "input is not a tensor");
@@ -51,32 +52,26 @@ static ki_status relu_forward(const void *st, const ki_tensor *in, int n_in, ki_
     return KI_OK;
 }
 
-const ki_layer_ops ki_layer_relu = { .type = "nn.ReLU",
-                                     .flags = KI_LAYER_INPLACE,
-                                     .shape = same_shape,
-                                     .forward = relu_forward };
-const ki_layer_ops ki_layer_f_relu = { .type = "F.relu",
-                                       .flags = KI_LAYER_INPLACE,
-                                       .shape = same_shape,
-                                       .forward = relu_forward };
+const ki_layer_ops ki_layer_relu = {
+    .type = "nn.ReLU", .flags = KI_LAYER_INPLACE, .shape = same_shape, .forward = relu_forward
+};
+const ki_layer_ops ki_layer_f_relu = {
+    .type = "F.relu", .flags = KI_LAYER_INPLACE, .shape = same_shape, .forward = relu_forward
+};
 
 /* ---- no-ops at inference ---- */
-const ki_layer_ops ki_layer_dropout = { .type = "nn.Dropout",
-                                        .flags = KI_LAYER_VIEW,
-                                        .shape = same_shape,
-                                        .forward = copy_forward };
-const ki_layer_ops ki_layer_dropout2d = { .type = "nn.Dropout2d",
-                                          .flags = KI_LAYER_VIEW,
-                                          .shape = same_shape,
-                                          .forward = copy_forward };
-const ki_layer_ops ki_layer_f_dropout = { .type = "F.dropout",
-                                          .flags = KI_LAYER_VIEW,
-                                          .shape = same_shape,
-                                          .forward = copy_forward };
-const ki_layer_ops ki_layer_identity = { .type = "nn.Identity",
-                                         .flags = KI_LAYER_VIEW,
-                                         .shape = same_shape,
-                                         .forward = copy_forward };
+const ki_layer_ops ki_layer_dropout = {
+    .type = "nn.Dropout", .flags = KI_LAYER_VIEW, .shape = same_shape, .forward = copy_forward
+};
+const ki_layer_ops ki_layer_dropout2d = {
+    .type = "nn.Dropout2d", .flags = KI_LAYER_VIEW, .shape = same_shape, .forward = copy_forward
+};
+const ki_layer_ops ki_layer_f_dropout = {
+    .type = "F.dropout", .flags = KI_LAYER_VIEW, .shape = same_shape, .forward = copy_forward
+};
+const ki_layer_ops ki_layer_identity = {
+    .type = "nn.Identity", .flags = KI_LAYER_VIEW, .shape = same_shape, .forward = copy_forward
+};
 
 /* ---- torch.flatten(input, start_dim, end_dim) ---- */
 typedef struct flatten_state {

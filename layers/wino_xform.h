@@ -34,7 +34,7 @@
 /* o[r] = (B^T d)[r] for the six values d[0..5] (stride s in units of WL lanes). */
 static inline void wino_bt6(float (*restrict d)[WL], int s, float (*restrict o)[WL], int os)
 {
-WINO_SIMD
+    WINO_SIMD
     for (int l = 0; l < WL; l++) {
         float d0 = d[0][l], d1 = d[s][l], d2 = d[2 * s][l], d3 = d[3 * s][l], d4 = d[4 * s][l],
               d5 = d[5 * s][l];
@@ -51,7 +51,7 @@ WINO_SIMD
 /* o[r] = (A^T m)[r], r < 4, for the six values m[0..5] (stride s). */
 static inline void wino_at6(float (*restrict m)[WL], int s, float (*restrict o)[WL], int os)
 {
-WINO_SIMD
+    WINO_SIMD
     for (int l = 0; l < WL; l++) {
         float m0 = m[0][l], m1 = m[s][l], m2 = m[2 * s][l], m3 = m[3 * s][l], m4 = m[4 * s][l],
               m5 = m[5 * s][l];
@@ -66,7 +66,7 @@ WINO_SIMD
 /* F(2x2,3x3): o[r] = (B^T d)[r] for the four values d[0..3] (stride s). */
 static inline void wino_bt4(float (*restrict d)[WL], int s, float (*restrict o)[WL], int os)
 {
-WINO_SIMD
+    WINO_SIMD
     for (int l = 0; l < WL; l++) {
         float d0 = d[0][l], d1 = d[s][l], d2 = d[2 * s][l], d3 = d[3 * s][l];
         o[0][l] = d0 - d2;
@@ -79,7 +79,7 @@ WINO_SIMD
 /* F(2x2,3x3): o[r] = (A^T m)[r], r < 2, for the four values m[0..3] (stride s). */
 static inline void wino_at4(float (*restrict m)[WL], int s, float (*restrict o)[WL], int os)
 {
-WINO_SIMD
+    WINO_SIMD
     for (int l = 0; l < WL; l++) {
         float m0 = m[0][l], m1 = m[s][l], m2 = m[2 * s][l], m3 = m[3 * s][l];
         o[0][l] = m0 + m1 + m2;
