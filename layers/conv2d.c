@@ -155,10 +155,10 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa)
     c->uk = ki_gemm_ukernel_for(isa);
     c->uk = c->uk ? c->uk : ki_gemm_ukernel_ref;
     c->epf = avx2 ? ki_cv_epilogue_avx2 : ki_cv_epilogue_ref;
-    c->dw_avx2 = avx2;
-    c->dw_avx512 = avx2 && isa >= KI_GEMM_AVX512 && ki_gemm_ukernel_for(KI_GEMM_AVX512) != NULL;
-    c->gather2 = avx2 ? ki_conv2d_gather2_avx2 : ki_conv2d_gather2_ref;
     bool avx512 = isa >= KI_GEMM_AVX512 && ki_gemm_ukernel_for(KI_GEMM_AVX512) != NULL;
+    c->dw_avx2 = avx2;
+    c->dw_avx512 = avx2 && avx512;
+    c->gather2 = avx2 ? ki_conv2d_gather2_avx2 : ki_conv2d_gather2_ref;
     c->wino_in = avx512 ? ki_wino_input_avx512 : ki_wino_input_ref;
     c->wino_out = avx512 ? ki_wino_output_avx512 : ki_wino_output_ref;
 }

@@ -17,7 +17,7 @@ typedef struct ki_wino_tiles {
     int64_t ntx, tiles, pt, pl, oh, ow, m;
 } ki_wino_tiles;
 
-/* Winograd F(4x4,3x3) transforms of one channel plane (wino_xform.h). */
+/* Winograd F(4x4,3x3) / F(2x2,3x3) transforms of one channel plane (wino_xform.h). */
 typedef void (*ki_wino_in_fn)(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg,
                               int64_t tb, int64_t te, float *restrict v, int64_t pan,
                               int64_t pstride);
@@ -46,7 +46,7 @@ typedef struct ki_conv2d {
     ki_gemm_ukernel uk;    /* GEMM micro-kernel */
     ki_cv_epilogue_fn epf; /* epilogue of the GEMM and depthwise paths */
     bool dw_avx2;          /* depthwise planes through the AVX2 kernel */
-    bool dw_avx512;        /* 3x3 stride-1 depthwise planes through the AVX-512 kernel */
+    bool dw_avx512;        /* 3x3 depthwise planes (strides 1, 2) through the AVX-512 kernel */
     /* d[i] = src[2i] for i < n, reading src[0 .. 2n-1] (im2col of stride-2 convolutions) */
     void (*gather2)(const float *src, float *restrict d, int64_t n);
     /* Winograd F(m x m, 3x3), m = wino_m (4 or 2): the transformed weights
@@ -148,8 +148,8 @@ static inline bool ki_conv2d_dw_padded(const ki_conv2d *c, const ki_conv2d_geom 
 
 /* conv2d_dw_avx512.c: the same for 3x3 kernels of stride 1 or 2 and clamp-type activations (none,
  * ReLU, ReLU6, Hardtanh) with 16-lane vectors; false (nothing written) for anything else. */
-bool ki_conv2d_dw3s1_plane_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *xp,
-                                  int64_t ch, const float *res, float *restrict o);
+bool ki_conv2d_dw3_plane_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *xp,
+                                int64_t ch, const float *res, float *restrict o);
 
 /* conv2d_avx2.c: depthwise plane of channel ch from its padded copy xp (row stride wp, see
  * above). When the activation is one the vector epilogue handles (true returned), the epilogue

@@ -118,8 +118,8 @@ static inline __m512 block1_s2(const float *r, int64_t wp, const __m512 w[9])
     return a;
 }
 
-bool ki_conv2d_dw3s1_plane_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *xp,
-                                  int64_t ch, const float *res, float *restrict o)
+bool ki_conv2d_dw3_plane_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *xp,
+                                int64_t ch, const float *res, float *restrict o)
 {
     ki_gemm_fin f;
     const int64_t s = c->sw;

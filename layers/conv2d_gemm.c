@@ -46,20 +46,18 @@ static void zero_pad_run(const ki_conv2d *c, const float *src, int64_t w, int64_
 }
 
 /* Columns [j0, j0+nr) of the column-matrix row for input plane `plane` seen through kernel tap
- * (ky,kx): output pixels j0.. walked in runs along output rows. */
+ * (ky,kx), for the reflect / replicate / circular modes (zero padding: pack_zero_padded): output
+ * pixels j0.. walked in runs along output rows. */
 static void col_run(const ki_conv2d *c, const ki_conv2d_geom *g, const float *plane, int64_t ky,
                     int64_t kx, int64_t j0, int64_t nr, float *restrict d)
 {
-    int64_t ow = g->ow, oy = j0 / ow, ox = j0 % ow, off = kx * c->dw - c->pl, lo, hi;
-    valid_range(off, c->sw, g->in.w, ow, &lo, &hi);
+    int64_t ow = g->ow, oy = j0 / ow, ox = j0 % ow, off = kx * c->dw - c->pl;
     for (int64_t j = 0; j < nr; oy++, ox = 0) {
         int64_t len = nr - j < ow - ox ? nr - j : ow - ox;
         int64_t iy = ki_conv_pad_index(oy * c->sh - c->pt + ky * c->dh, g->in.h, c->pad_mode);
         const float *src = plane + (iy < 0 ? 0 : iy) * g->in.w;
-        if (iy < 0) {
+        if (iy < 0) { /* not for these modes (shape() bounds the padding); kept as a guard */
             memset(d + j, 0, (size_t)len * sizeof *d);
-        } else if (c->pad_mode == KI_CONV_PAD_ZEROS) {
-            zero_pad_run(c, src, g->in.w, ox, len, lo, hi, off, d + j);
         } else {
             for (int64_t i = 0; i < len; i++) {
                 d[j + i] = src[ki_conv_pad_index((ox + i) * c->sw + off, g->in.w, c->pad_mode)];
@@ -263,7 +261,7 @@ void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
             float *xp =
                 (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
             pad_plane(c, g, in + p * hw, xp, floats);
-            if ((c->dw_avx512 && ki_conv2d_dw3s1_plane_avx512(c, g, xp, ch, res, out + p * ohw)) ||
+            if ((c->dw_avx512 && ki_conv2d_dw3_plane_avx512(c, g, xp, ch, res, out + p * ohw)) ||
                 ki_conv2d_dw_plane_padded_avx2(c, g, xp, ch, res, out + p * ohw)) {
                 continue; /* epilogue applied at the store */
             }

@@ -1,9 +1,9 @@
-/* conv2d_wino.c - nn.Conv2d 3x3 stride 1 by Winograd F(4x4, 3x3): 36 multiplies per 4x4 output
- * tile and channel pair instead of 144. The weights are transformed once (ki_conv2d_wino_prepare,
- * at create); each run transforms blocks of KI_GEMM_NR tiles of the input (wino_xform.h), does
- * the 36 channel products of a block with the SGEMM micro-kernels of gemm.h, and transforms them
- * back into the output with the epilogue. Blocks are independent and each computed the same way
- * whatever the thread count, so results do not depend on it. */
+/* conv2d_wino.c - nn.Conv2d 3x3 stride 1 by Winograd F(4x4, 3x3) (36 multiplies per 4x4 output
+ * tile and channel pair instead of 144) or F(2x2, 3x3) (16 instead of 36). The weights are
+ * transformed once (ki_conv2d_wino_prepare, at create); each run transforms the input's tiles
+ * (wino_xform.h), does the t^2 channel products per panel of KI_GEMM_NR tiles with the SGEMM
+ * micro-kernels of gemm.h, and transforms them back into the output with the epilogue. Every tile
+ * is computed the same way whatever the thread count, so results do not depend on it. */
 #include <omp.h>
 #include <stdlib.h>
 

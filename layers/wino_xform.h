@@ -182,7 +182,7 @@ static inline void wino_gather(const float *p, int64_t h, int64_t w, const int64
                                const int64_t *x0, int n, int t, float (*restrict d)[WL])
 {
     for (int l = 0; l < WL; l++) {
-        int64_t ya = l < n ? y0[l] : -8, xa = l < n ? x0[l] : -8;
+        int64_t ya = l < n ? y0[l] : -8, xa = l < n ? x0[l] : -8; /* lanes past n: all zeros */
         if (ya >= 0 && xa >= 0 && ya + t <= h && xa + t <= w) {
             const float *s = p + ya * w + xa;
             for (int i = 0; i < t; i++) {
@@ -196,7 +196,7 @@ static inline void wino_gather(const float *p, int64_t h, int64_t w, const int64
             int64_t y = ya + i;
             for (int j = 0; j < t; j++) {
                 int64_t x = xa + j;
-                d[i * t + j][l] = l < n && y >= 0 && y < h && x >= 0 && x < w ? p[y * w + x] : 0.0f;
+                d[i * t + j][l] = y >= 0 && y < h && x >= 0 && x < w ? p[y * w + x] : 0.0f;
             }
         }
     }
@@ -221,16 +221,15 @@ static inline void wino_scatter(float (*restrict o)[WL], int m, float *q, const 
 }
 #endif
 
-/* The lanes' tile origins for tiles t0.. of the plane: input patch (iy0, ix0), output tile
- * (oy0, ox0); returns how many of the WL lanes are tiles. */
-static inline int wino_lanes(const ki_wino_tiles *tg, int64_t t0, int64_t *iy0, int64_t *ix0,
-                             int64_t *oy0, int64_t *ox0)
+/* The lanes' tile origins for tiles t0.. of the plane, moved by (-dy, -dx): the output tile with
+ * (0, 0), the input patch with the padding (pt, pl); returns how many of the WL lanes are tiles. */
+static inline int wino_lanes(const ki_wino_tiles *tg, int64_t t0, int64_t dy, int64_t dx,
+                             int64_t *y0, int64_t *x0)
 {
     int n = tg->tiles - t0 < WL ? (int)(tg->tiles - t0) : WL;
     int64_t ty = t0 / tg->ntx, tx = t0 % tg->ntx;
     for (int l = 0; l < n; l++) {
-        oy0[l] = ty * tg->m, ox0[l] = tx * tg->m;
-        iy0[l] = oy0[l] - tg->pt, ix0[l] = ox0[l] - tg->pl;
+        y0[l] = ty * tg->m - dy, x0[l] = tx * tg->m - dx;
         if (++tx == tg->ntx) {
             tx = 0, ty++;
         }
@@ -247,10 +246,10 @@ void WNAME(ki_wino_input)(const float *p, int64_t h, int64_t w, const ki_wino_ti
                           int64_t te, float *restrict v, int64_t pan, int64_t pstride)
 {
     _Alignas(64) float d[36][WL], t[36][WL], u[36][WL];
-    int64_t iy0[WL], ix0[WL], oy0[WL], ox0[WL];
+    int64_t iy0[WL], ix0[WL];
     const int ts = tg->m + 2, npos = ts * ts;
     for (int64_t t0 = tb; t0 < te; t0 += WL) {
-        int n = t0 < tg->tiles ? wino_lanes(tg, t0, iy0, ix0, oy0, ox0) : 0;
+        int n = t0 < tg->tiles ? wino_lanes(tg, t0, tg->pt, tg->pl, iy0, ix0) : 0;
         wino_gather(p, h, w, iy0, ix0, n, ts, d);
         for (int j = 0; j < ts; j++) { /* columns: t = B^T d, then rows: u = t B */
             ts == 6 ? wino_bt6(&d[j], 6, &t[j], 6) : wino_bt4(&d[j], 4, &t[j], 4);
@@ -273,11 +272,11 @@ void WNAME(ki_wino_output)(const float *m, int64_t pstride, float *q, const floa
                            float hi)
 {
     _Alignas(64) float a[36][WL], t[24][WL], o[16][WL];
-    int64_t iy0[WL], ix0[WL], oy0[WL], ox0[WL];
+    int64_t oy0[WL], ox0[WL];
     const int mo = tg->m, ts = mo + 2, npos = ts * ts;
     te = te < tg->tiles ? te : tg->tiles;
     for (int64_t t0 = tb; t0 < te; t0 += WL) {
-        int n = wino_lanes(tg, t0, iy0, ix0, oy0, ox0);
+        int n = wino_lanes(tg, t0, 0, 0, oy0, ox0);
         for (int pos = 0; pos < npos; pos++) {
             memcpy(a[pos], m + pos * pstride + (t0 - tb), sizeof a[pos]);
         }

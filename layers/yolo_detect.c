@@ -260,6 +260,11 @@ static ki_status yd_shape(const void *state, const ki_shape *in, int n_in, ki_sh
             !ki_ckd_add_i64(&rows, rows, cells) || cells > INT32_MAX || d[1] > INT32_MAX) {
             return KI_FAIL(err, KI_ERR_LIMIT, "input %d is too large", i);
         }
+        ki_conv2d_geom g; /* the level's 1x1 convolution accepts it (its size limits) */
+        ki_status st = ki_conv2d_geom_make(&s->lv[i].conv, &in[i], &g, err);
+        if (st != KI_OK) {
+            return st;
+        }
         if (s->raw_outputs) {
             int64_t rd[5] = { d[0], s->na, d[2], d[3], s->no };
             out[1 + i] = ki_shape_make(5, rd);
@@ -270,12 +275,20 @@ static ki_status yd_shape(const void *state, const ki_shape *in, int n_in, ki_sh
     return ki_shape_check(&out[0], err);
 }
 
-/* The geometry of level i's convolution for input shape in. */
-static void level_geom(const yd_state *s, int i, const ki_shape *in, ki_conv2d_geom *g)
+/* The levels' convolution geometries for input shapes in (into g) and the most scratch per
+ * thread any of them needs with nt threads; false when a shape is not one shape() accepted. */
+static bool conv_scratch(const yd_state *s, const ki_shape *in, int n_in, int nt, ki_conv2d_geom *g,
+                         size_t *most)
 {
-    (void)s, (void)i;
-    g->in = (ki_cv_nchw){ in->d[0], in->d[1], in->d[2], in->d[3], true };
-    g->oh = in->d[2], g->ow = in->d[3];
+    *most = 0;
+    for (int i = 0; i < n_in; i++) {
+        if (ki_conv2d_geom_make(&s->lv[i].conv, &in[i], &g[i], NULL) != KI_OK) {
+            return false;
+        }
+        size_t c = ki_conv2d_workspace_for(&s->lv[i].conv, &g[i], KI_CONV2D_GEMM1, nt);
+        *most = c > *most ? c : *most;
+    }
+    return true;
 }
 
 /* Per thread: the convolution's scratch (the most any level needs), then this thread's share of
@@ -285,15 +298,15 @@ static size_t yd_workspace(const void *state, const ki_shape *in, int n_in, cons
 {
     const yd_state *s = state;
     (void)out, (void)n_out;
-    size_t most = 0, conv = 0, nt = n_threads > 0 ? (size_t)n_threads : 1;
+    size_t most = 0, conv, nt = n_threads > 0 ? (size_t)n_threads : 1;
+    ki_conv2d_geom g[YD_MAX_LEVELS];
+    if (!conv_scratch(s, in, n_in, (int)nt, g, &conv)) {
+        return 0;
+    }
     for (int i = 0; i < n_in; i++) {
         /* checked in shape(): na * H * W fits in int32 and no is at most 2^20 */
         size_t n = (size_t)s->na * (size_t)s->no * (size_t)in[i].d[2] * (size_t)in[i].d[3];
-        ki_conv2d_geom g;
-        level_geom(s, i, &in[i], &g);
-        size_t c = ki_conv2d_workspace_for(&s->lv[i].conv, &g, KI_CONV2D_GEMM1, (int)nt);
         most = n > most ? n : most;
-        conv = c > conv ? c : conv;
     }
     return conv + ((most * sizeof(float) + nt - 1) / nt + 63) / 64 * 64;
 }
@@ -308,7 +321,7 @@ static void decode_level(const yd_state *s, int level, int64_t h, int64_t w, con
     const int no = s->no;
     const int64_t hw = h * w, blocks = (hw + YD_CELLS - 1) / YD_CELLS;
     const float stride = s->lv[level].stride;
-    const bool sig = s->raw_outputs;
+    const bool sigmoid_here = s->raw_outputs; /* else the convolution's epilogue applied it */
 #pragma omp parallel for num_threads(n_threads) schedule(static) if (hw * no > 32768)
     for (int64_t item = 0; item < blocks * s->na; item++) {
         const int64_t a = item / blocks, c0 = item % blocks * YD_CELLS;
@@ -318,7 +331,7 @@ static void decode_level(const yd_state *s, int level, int64_t h, int64_t w, con
         for (int k = 0; k < no; k++) {
             const float *zk = z + (a * no + k) * hw + c0;
             for (int64_t j = 0; j < nc; j++) {
-                r0[j * no + k] = sig ? 1.0f / (1.0f + expf(-zk[j])) : zk[j];
+                r0[j * no + k] = sigmoid_here ? 1.0f / (1.0f + expf(-zk[j])) : zk[j];
             }
         }
         for (int64_t j = 0; j < nc; j++) {
@@ -353,12 +366,14 @@ static ki_status yd_forward(const void *state, const ki_tensor *in, int n_in, ki
     const yd_state *s = state;
     (void)n_out;
     const int64_t n_img = in[0].shape.d[0], rows = out[0].shape.d[1], no = s->no;
-    size_t conv = 0;
+    size_t conv;
+    ki_shape shapes[YD_MAX_LEVELS];
     ki_conv2d_geom g[YD_MAX_LEVELS];
     for (int i = 0; i < n_in; i++) {
-        level_geom(s, i, &in[i].shape, &g[i]);
-        size_t c = ki_conv2d_workspace_for(&s->lv[i].conv, &g[i], KI_CONV2D_GEMM1, ex->n_threads);
-        conv = c > conv ? c : conv;
+        shapes[i] = in[i].shape;
+    }
+    if (!conv_scratch(s, shapes, n_in, ex->n_threads, g, &conv)) {
+        return KI_ERR_SHAPE;
     }
     /* thread slices of `conv` bytes first, z after them (yd_workspace reserved both) */
     const ki_exec sub = { ex->n_threads, ex->workspace, conv };
