@@ -273,15 +273,26 @@ static void naive_pool(bool is_max, const int64_t *p, const float *x, int64_t h,
     }
 }
 
-/* A 2-D pooling op with kernel p[0..1], stride p[2..3], padding p[4..5], dilation p[6..7] and a
- * random ceil_mode drawn from s. */
-static void random_pool_op(top *t, const char *type, const int64_t p[8], uint64_t *s)
+/* Runs a 2-D pooling op with kernel p[0..1], stride p[2..3], padding p[4..5], dilation p[6..7]
+ * and a random ceil_mode drawn from s on x of shape d, at 1 or 2 threads by seed; *out gets the
+ * result (caller frees out->data) when KI_OK is returned. */
+static ki_status random_pool_run(const char *type, const int64_t p[8], const int64_t d[4],
+                                 const float *x, uint64_t seed, uint64_t *s, ki_tensor *out)
 {
-    pool_op(t, type, 1, p[0], p[1]);
-    top_ints2(t, "stride", p[2], p[3]);
-    top_ints2(t, "padding", p[4], p[5]);
-    top_ints2(t, "dilation", p[6], p[7]);
-    top_bool(t, "ceil_mode", (int)trng_int(s, 0, 1));
+    top t;
+    pool_op(&t, type, 1, p[0], p[1]);
+    top_ints2(&t, "stride", p[2], p[3]);
+    top_ints2(&t, "padding", p[4], p[5]);
+    top_ints2(&t, "dilation", p[6], p[7]);
+    top_bool(&t, "ceil_mode", (int)trng_int(s, 0, 1));
+    const ki_layer_ops *ops;
+    void *st;
+    ki_error err = { 0 };
+    ki_tensor in = { ki_shape_make(4, d), (float *)x };
+    assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+    ki_status rc = top_run(ops, st, &in, 1, out, 1, (int)(seed % 2) + 1, &err);
+    ops->destroy(st);
+    return rc;
 }
 
 static void test_random_vs_naive(void **unused)
@@ -306,14 +317,9 @@ static void test_random_vs_naive(void **unused)
         size_t nx = (size_t)(d[0] * d[1] * d[2] * d[3]);
         float *x = malloc(nx * 4);
         trng_fill(&s, x, nx);
-        top t;
-        random_pool_op(&t, is_max ? "nn.MaxPool2d" : "nn.AvgPool2d", p, &s);
-        const ki_layer_ops *ops;
-        void *st;
-        ki_error err = { 0 };
-        ki_tensor in = { ki_shape_make(4, d), x }, out;
-        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
-        if (top_run(ops, st, &in, 1, &out, 1, (int)(seed % 2) + 1, &err) == KI_OK) {
+        ki_tensor out;
+        if (random_pool_run(is_max ? "nn.MaxPool2d" : "nn.AvgPool2d", p, d, x, seed, &s, &out) ==
+            KI_OK) {
             int64_t oh = out.shape.d[2], ow = out.shape.d[3];
             float *want = malloc((size_t)(oh * ow) * 4);
             for (int64_t pl = 0; pl < d[0] * d[1]; pl++) {
@@ -327,7 +333,6 @@ static void test_random_vs_naive(void **unused)
             free(want);
             free(out.data);
         }
-        ops->destroy(st);
         free(x);
     }
 }
@@ -368,14 +373,8 @@ static void test_max_rows(void **unused)
         if (seed % 3 == 0) {
             x[trng_int(&s, 0, (int64_t)nx - 1)] = NAN;
         }
-        top t;
-        random_pool_op(&t, "nn.MaxPool2d", p, &s);
-        const ki_layer_ops *ops;
-        void *st;
-        ki_error err = { 0 };
-        ki_tensor in = { ki_shape_make(4, d), x }, out;
-        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
-        if (top_run(ops, st, &in, 1, &out, 1, (int)(seed % 2) + 1, &err) == KI_OK) {
+        ki_tensor out;
+        if (random_pool_run("nn.MaxPool2d", p, d, x, seed, &s, &out) == KI_OK) {
             int64_t oh = out.shape.d[2], ow = out.shape.d[3];
             float *want = malloc((size_t)(oh * ow) * 4);
             for (int64_t pl = 0; pl < d[1]; pl++) {
@@ -389,7 +388,6 @@ static void test_max_rows(void **unused)
             free(want);
             free(out.data);
         }
-        ops->destroy(st);
         if (__builtin_cpu_supports("avx2")) {
             float a[40], b[40];
             int64_t n = (int64_t)(nx < 81 ? (nx - 1) / 2 : 40), sw = p[3];
