@@ -22,3 +22,17 @@ void *ki_bigbuf_alloc(size_t bytes)
 #endif
     return p;
 }
+
+void ki_bigbuf_discard(void *p, size_t bytes)
+{
+#ifdef MADV_DONTNEED
+    const uintptr_t page = 4096;
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1);
+    uintptr_t b = ((uintptr_t)p + bytes) & ~(page - 1);
+    if (p && bytes <= UINTPTR_MAX - (uintptr_t)p && b > a) {
+        (void)madvise((void *)a, b - a, MADV_DONTNEED); /* failure only keeps the memory */
+    }
+#else
+    (void)p, (void)bytes;
+#endif
+}

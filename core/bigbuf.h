@@ -10,4 +10,9 @@
 /* NULL on overflow or out of memory. */
 void *ki_bigbuf_alloc(size_t bytes);
 
+/* Gives the whole pages inside [p, p + bytes) back to the system (Linux madvise DONTNEED;
+ * nothing elsewhere): they stay mapped and read as zeros from then on. For data of a bigbuf
+ * block that will never be read again. */
+void ki_bigbuf_discard(void *p, size_t bytes);
+
 #endif

@@ -89,6 +89,10 @@ typedef struct ki_op_desc {
     const ki_param *params;
     int n_attrs;
     const ki_attr *attrs;
+    /* The attributes live in the loader's own weight block, which a layer may partly give back
+     * once it keeps its own form of an attribute (ki_op_release_attr); false for descriptions
+     * built elsewhere (tests, tools), whose data is left alone. */
+    bool attrs_releasable;
 } ki_op_desc;
 
 /* Per-run context handed to forward(). */
@@ -157,6 +161,11 @@ ki_status ki_op_get_float_list(const ki_op_desc *op, const char *key, int max, d
                                int *n_out, ki_error *err);
 
 const ki_attr *ki_op_attr(const ki_op_desc *op, const char *key);
+/* Called by a layer's create() for an attribute of op it will never read again (it made its
+ * own copy, e.g. repacked weights): when op->attrs_releasable, the attribute's memory goes back
+ * to the system and reads as zeros afterwards; otherwise nothing happens. Returns whether it
+ * was released, so the layer can drop its pointer to the data. */
+bool ki_op_release_attr(const ki_op_desc *op, const ki_attr *a);
 /* Finds attribute key with exactly the given rank and dims (a dim of -1 matches anything). */
 ki_status ki_op_require_attr(const ki_op_desc *op, const char *key, int ndim, const int64_t *dims,
                              const ki_attr **out, ki_error *err);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bigbuf.h"
 #include "layer.h"
 
 const ki_param *ki_op_param(const ki_op_desc *op, const char *key)
@@ -192,6 +193,16 @@ ki_status ki_op_get_float_list(const ki_op_desc *op, const char *key, int max, d
     memcpy(out, p->floats, (size_t)p->n * sizeof *out);
     *n_out = p->n;
     return KI_OK;
+}
+
+bool ki_op_release_attr(const ki_op_desc *op, const ki_attr *a)
+{
+    if (!op->attrs_releasable || !a || !a->data || a->numel <= 0 ||
+        (size_t)a->numel > SIZE_MAX / sizeof(float)) {
+        return false;
+    }
+    ki_bigbuf_discard((void *)a->data, (size_t)a->numel * sizeof(float));
+    return true;
 }
 
 const ki_attr *ki_op_attr(const ki_op_desc *op, const char *key)

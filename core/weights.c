@@ -177,6 +177,7 @@ ki_status ki_weights_attach(ki_model *m, bool verify_crc, ki_error *err)
             at->data = dst;
             off += round64((size_t)at->numel * sizeof(float));
         }
+        d->attrs_releasable = d->n_attrs > 0; /* all of them in m->weights */
     }
     return KI_OK;
 }
