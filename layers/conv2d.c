@@ -161,6 +161,7 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa)
     c->gather2 = avx2 ? ki_conv2d_gather2_avx2 : ki_conv2d_gather2_ref;
     c->wino_in = avx512 ? ki_wino_input_avx512 : ki_wino_input_ref;
     c->wino_out = avx512 ? ki_wino_output_avx512 : ki_wino_output_ref;
+    c->ov_uk = avx512 ? ki_ov_ukernel_avx512 : ki_ov_ukernel_ref;
 }
 
 void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n)
@@ -170,10 +171,12 @@ void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n)
     }
 }
 
-/* Whether Winograd pays for output size oh x ow with m x m tiles (see KI_WINO_MIN_TILES4). */
-static bool wino_pays(int64_t oh, int64_t ow, int m)
+/* Whether Winograd pays for output size oh x ow with m x m tiles (see KI_WINO_MIN_TILES4);
+ * ov: its products run on the OV micro-kernel, which fills its lanes from few tiles. */
+static bool wino_pays(int64_t oh, int64_t ow, int m, bool ov)
 {
-    return ki_conv2d_wino_tiles(oh, ow, m) >= (m == 4 ? KI_WINO_MIN_TILES4 : KI_WINO_MIN_TILES2);
+    int64_t min = m == 4 ? KI_WINO_MIN_TILES4 : ov ? KI_WINO_MIN_TILES2_OV : KI_WINO_MIN_TILES2;
+    return ki_conv2d_wino_tiles(oh, ow, m) >= min;
 }
 
 /* Which Winograd variant to transform the weights for at create (4, 2, or 0 for none): a 3x3
@@ -195,10 +198,39 @@ static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op)
         return pairs <= 128 * 128 ? 4 : pairs <= 256 * 256 ? 2 : 0;
     }
     int64_t oh = d->d[d->ndim - 2] + c->pt + c->pb - 2, ow = d->d[d->ndim - 1] + c->pl + c->pr - 2;
+    bool ov = c->ov_uk == ki_ov_ukernel_avx512;
     if (oh <= 0 || ow <= 0) {
         return 0;
     }
-    return wino_pays(oh, ow, 4) ? 4 : wino_pays(oh, ow, 2) ? 2 : 0;
+    return wino_pays(oh, ow, 4, ov) ? 4 : wino_pays(oh, ow, 2, ov) ? 2 : 0;
+}
+
+static void conv_destroy(void *state);
+
+/* Output pixels per image up to which a layer gets the OV path (its declared input size must
+ * say so): there the GEMM's 32-pixel panels run partly empty and few panels leave the threads
+ * little to split. At 7 x 7 (49 pixels) the OV path is 1.1-1.35x faster on resnet18's and
+ * mobilenet_v2's layers; at 14 x 14 (196) its transposing stores make mobilenet_v2's 1x1 layers
+ * (k = 64..576) 1.2x slower than the GEMM. */
+#define KI_OV_MAX_PIXELS 64
+
+/* Whether to repack the weights for the OV path at create: one group, not Winograd, the
+ * AVX-512 micro-kernel, and a declared input whose output has at most KI_OV_MAX_PIXELS pixels. */
+static bool ov_wanted(const ki_conv2d *c, const ki_op_desc *op)
+{
+    if (!c->weight || c->wino_u || !ki_conv2d_ov_shape_ok(c) || c->ov_uk != ki_ov_ukernel_avx512) {
+        return false;
+    }
+    const ki_shape *d = op->input_decl && op->n_inputs > 0 ? &op->input_decl[0] : NULL;
+    if (!d || d->ndim < 3 || d->d[d->ndim - 1] < 0 || d->d[d->ndim - 2] < 0) {
+        return false;
+    }
+    int64_t ph = d->d[d->ndim - 2] + c->pt + c->pb - c->dh * (c->kh - 1) - 1;
+    int64_t pw = d->d[d->ndim - 1] + c->pl + c->pr - c->dw * (c->kw - 1) - 1;
+    if (ph < 0 || pw < 0 || ph > KI_MAX_DIM || pw > KI_MAX_DIM) {
+        return false;
+    }
+    return (ph / c->sh + 1) * (pw / c->sw + 1) <= KI_OV_MAX_PIXELS;
 }
 
 static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
@@ -211,10 +243,17 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
     ki_conv2d_set_isa(c, ki_gemm_best_isa());
     int wm = st == KI_OK ? wino_wanted(c, op) : 0;
     if (wm) {
-        st = ki_conv2d_wino_prepare(c, wm, err);
+        st = ki_conv2d_wino_prepare(c, wm, c->ov_uk == ki_ov_ukernel_avx512, err);
+    }
+    if (st == KI_OK && ov_wanted(c, op)) {
+        st = ki_conv2d_ov_prepare(c, err);
+    }
+    /* with its own form of the weights the layer never reads the originals again */
+    if (st == KI_OK && (c->wino_u || c->ov_a) && ki_op_release_attr(op, ki_op_attr(op, "weight"))) {
+        c->weight = NULL;
     }
     if (st != KI_OK) {
-        free(c);
+        conv_destroy(c);
         return st;
     }
     *state = c;
@@ -286,6 +325,12 @@ static ki_status conv_shape(const void *state, const ki_shape *in, int n_in, ki_
     if (st == KI_OK) {
         out[0] = ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch, g.oh, g.ow);
     }
+    /* only a layer whose original weights were released can lack a path */
+    if (st == KI_OK && !ki_conv2d_path_ok(c, &g, ki_conv2d_pick(c, &g))) {
+        st =
+            KI_FAIL(err, KI_ERR_LIMIT, "input %s is too large for this layer's transformed weights",
+                    ki_shape_str(&in[0], a, sizeof a));
+    }
     /* the fused add(@0,@1) is exact only without broadcasting */
     if (st == KI_OK && c->residual && !ki_shape_equal(&in[1], &out[0])) {
         st = KI_FAIL(err, KI_ERR_SHAPE, "fused residual add: operand %s differs from output %s",
@@ -299,12 +344,15 @@ bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_pa
     switch (p) {
     case KI_CONV2D_REF:
     case KI_CONV2D_GEMM:
-        return true;
+        return c->weight != NULL;
     case KI_CONV2D_GEMM1:
-        return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->pt == 0 && c->pb == 0 &&
-               c->pl == 0 && c->pr == 0;
+        return c->weight && c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->pt == 0 &&
+               c->pb == 0 && c->pl == 0 && c->pr == 0;
     case KI_CONV2D_DW:
-        return c->groups == c->in_ch && c->groups == c->out_ch && c->pad_mode == KI_CONV_PAD_ZEROS;
+        return c->weight && c->groups == c->in_ch && c->groups == c->out_ch &&
+               c->pad_mode == KI_CONV_PAD_ZEROS;
+    case KI_CONV2D_OV:
+        return c->ov_a && ki_conv2d_ov_shape_ok(c) && ki_conv2d_ov_workspace(c, g, 1) > 0;
     case KI_CONV2D_WINO:
         /* the AVX-512 transforms index planes with 32-bit lanes */
         return c->wino_u && ki_conv2d_wino_shape_ok(c) && g->oh > 0 && g->ow > 0 &&
@@ -318,10 +366,15 @@ bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_pa
 /* The one place that chooses a kernel. */
 ki_conv2d_path ki_conv2d_pick(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
+    if (ki_conv2d_path_ok(c, g, KI_CONV2D_OV)) {
+        return KI_CONV2D_OV;
+    }
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_DW)) {
         return KI_CONV2D_DW;
     }
-    if (ki_conv2d_path_ok(c, g, KI_CONV2D_WINO) && wino_pays(g->oh, g->ow, c->wino_m)) {
+    /* without the original weights (released at create) Winograd takes every size */
+    if (ki_conv2d_path_ok(c, g, KI_CONV2D_WINO) &&
+        (wino_pays(g->oh, g->ow, c->wino_m, c->wino_ov) || !c->weight)) {
         return KI_CONV2D_WINO;
     }
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_GEMM1)) {
@@ -346,6 +399,9 @@ size_t ki_conv2d_workspace_for(const ki_conv2d *c, const ki_conv2d_geom *g, ki_c
     }
     if (p == KI_CONV2D_WINO) {
         return ki_conv2d_wino_workspace(c, g, n_threads);
+    }
+    if (p == KI_CONV2D_OV) {
+        return ki_conv2d_ov_workspace(c, g, n_threads);
     }
     if (p != KI_CONV2D_GEMM && p != KI_CONV2D_GEMM1) {
         return 0;
@@ -376,6 +432,9 @@ void ki_conv2d_run(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p
     case KI_CONV2D_WINO:
         ki_conv2d_forward_wino(c, g, in, out, ex);
         break;
+    case KI_CONV2D_OV:
+        ki_conv2d_forward_ov(c, g, in, out, ex);
+        break;
     }
 }
 
@@ -401,6 +460,9 @@ static ki_status conv_forward(const void *state, const ki_tensor *in, int n_in, 
         return KI_ERR_SHAPE;
     }
     ki_conv2d_path p = ki_conv2d_pick(&c, &g);
+    if (!ki_conv2d_path_ok(&c, &g, p)) {
+        return KI_ERR_INTERNAL;
+    }
     size_t need = ki_conv2d_workspace_for(&c, &g, p, ex->n_threads);
     if (need > ex->ws_per_thread) {
         return KI_ERR_INTERNAL;
@@ -454,6 +516,7 @@ static void conv_destroy(void *state)
     ki_conv2d *c = state;
     if (c) {
         free(c->wino_u);
+        free(c->ov_a);
     }
     free(state);
 }

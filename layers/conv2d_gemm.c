@@ -71,14 +71,14 @@ static void col_run(const ki_conv2d *c, const ki_conv2d_geom *g, const float *pl
  * nr columns (output pixels j0..) in runs along the output rows; a run whose columns all lie
  * inside the input row is one copy (stride 1) or one stride-2 gather, the rest zero_pad_run. */
 static void pack_zero_padded(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
-                             int64_t j0, int64_t nr, int64_t k, float *restrict dst)
+                             int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst)
 {
     int64_t hw = g->in.h * g->in.w, w = g->in.w, sw = c->sw, ow = g->ow, r = 0;
     for (int64_t ch = 0; r < k; ch++) {
         const float *plane = x + ch * hw;
         for (int64_t ky = 0; ky < c->kh; ky++) {
             for (int64_t kx = 0; kx < c->kw; kx++, r++) {
-                float *d = dst + r * KI_GEMM_NR;
+                float *d = dst + r * pw;
                 int64_t off = kx * c->dw - c->pl, lo = -1, hi = -1;
                 for (int64_t j = 0, oy = j0 / ow, ox = j0 % ow; j < nr; oy++, ox = 0) {
                     int64_t len = nr - j < ow - ox ? nr - j : ow - ox;
@@ -101,25 +101,22 @@ static void pack_zero_padded(const ki_conv2d *c, const ki_conv2d_geom *g, const 
                     }
                     j += len;
                 }
-                memset(d + nr, 0, (size_t)(KI_GEMM_NR - nr) * sizeof *d);
+                memset(d + nr, 0, (size_t)(pw - nr) * sizeof *d);
             }
         }
     }
 }
 
-/* Packs panel columns [j0, j0+NR) of B (k rows) into dst: row r is input channel r / (kh*kw)
- * seen through tap r % (kh*kw), or for the 1x1 path the input plane r itself. */
-static void pack_panel(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col, const float *x,
-                       int64_t j0, int64_t k, float *restrict dst)
+void ki_conv2d_pack_cols(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col, const float *x,
+                         int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst)
 {
-    int64_t khw = c->kh * c->kw, hw = g->in.h * g->in.w, n = g->oh * g->ow;
-    int64_t nr = n - j0 < KI_GEMM_NR ? n - j0 : KI_GEMM_NR;
+    int64_t khw = c->kh * c->kw, hw = g->in.h * g->in.w;
     if (use_col && c->pad_mode == KI_CONV_PAD_ZEROS) {
-        pack_zero_padded(c, g, x, j0, nr, k, dst);
+        pack_zero_padded(c, g, x, j0, nr, k, pw, dst);
         return;
     }
     for (int64_t r = 0; r < k; r++) {
-        float *d = dst + r * KI_GEMM_NR;
+        float *d = dst + r * pw;
         if (use_col) {
             int64_t t = r % khw;
             col_run(c, g, x + r / khw * hw, t / c->kw, t % c->kw, j0, nr, d);
@@ -128,8 +125,16 @@ static void pack_panel(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
         } else {
             memcpy(d, x + r * hw + j0, (size_t)nr * sizeof *d);
         }
-        memset(d + nr, 0, (size_t)(KI_GEMM_NR - nr) * sizeof *d);
+        memset(d + nr, 0, (size_t)(pw - nr) * sizeof *d);
     }
+}
+
+/* Packs GEMM panel columns [j0, j0+NR) of B (k rows) into dst. */
+static void pack_panel(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col, const float *x,
+                       int64_t j0, int64_t k, float *restrict dst)
+{
+    int64_t n = g->oh * g->ow, nr = n - j0 < KI_GEMM_NR ? n - j0 : KI_GEMM_NR;
+    ki_conv2d_pack_cols(c, g, use_col, x, j0, nr, k, KI_GEMM_NR, dst);
 }
 
 /* One (image, group). With enough panels each thread packs one panel at a time into its own

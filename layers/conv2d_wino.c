@@ -4,8 +4,10 @@
  * (wino_xform.h), does the t^2 channel products per panel of KI_GEMM_NR tiles with the SGEMM
  * micro-kernels of gemm.h, and transforms them back into the output with the epilogue. Every tile
  * is computed the same way whatever the thread count, so results do not depend on it. */
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../core/bigbuf.h"
 
@@ -36,16 +38,17 @@ int64_t ki_conv2d_wino_tiles(int64_t oh, int64_t ow, int m)
     return ((oh + m - 1) / m) * ((ow + m - 1) / m);
 }
 
-ki_status ki_conv2d_wino_prepare(ki_conv2d *c, int m, ki_error *err)
+ki_status ki_conv2d_wino_prepare(ki_conv2d *c, int m, bool ov, ki_error *err)
 {
-    int64_t ic = c->in_ch, oc = c->out_ch;
+    int64_t ic = c->in_ch, oc = c->out_ch, nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
+    int64_t rows = ov ? nob * KI_OV_MV : oc;
     const int ts = m + 2;
     const double(*gm)[3] = m == 4 ? wino_g4 : wino_g2;
     size_t n, bytes;
     if (!c->weight || !ki_conv2d_wino_shape_ok(c) || (m != 2 && m != 4)) {
         return KI_FAIL(err, KI_ERR_INTERNAL, "not a 3x3 stride-1 convolution with weights");
     }
-    if (!ki_ckd_mul(&n, (size_t)oc, (size_t)ic) || !ki_ckd_mul(&n, n, (size_t)(ts * ts)) ||
+    if (!ki_ckd_mul(&n, (size_t)rows, (size_t)ic) || !ki_ckd_mul(&n, n, (size_t)(ts * ts)) ||
         !ki_ckd_mul(&bytes, n, sizeof(float)) || bytes > SIZE_MAX - 63) {
         return KI_FAIL(err, KI_ERR_LIMIT, "Winograd weights too large");
     }
@@ -53,6 +56,9 @@ ki_status ki_conv2d_wino_prepare(ki_conv2d *c, int m, ki_error *err)
     if (!u) {
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory for the Winograd weights (%zu bytes)",
                        bytes);
+    }
+    if (ov) {
+        memset(u, 0, bytes); /* the channel rows past oc */
     }
     for (int64_t o = 0; o < oc; o++) {
         for (int64_t i = 0; i < ic; i++) {
@@ -63,10 +69,14 @@ ki_status ki_conv2d_wino_prepare(ki_conv2d *c, int m, ki_error *err)
                     t[r][k] = gm[r][0] * g[k] + gm[r][1] * g[3 + k] + gm[r][2] * g[6 + k];
                 }
             }
-            for (int r = 0; r < ts; r++) { /* U = t G^T, stored [pos][o][i] */
+            for (int r = 0; r < ts; r++) { /* U = t G^T */
                 for (int s = 0; s < ts; s++) {
                     double v = t[r][0] * gm[s][0] + t[r][1] * gm[s][1] + t[r][2] * gm[s][2];
-                    u[((r * ts + s) * oc + o) * ic + i] = (float)v;
+                    int64_t pos = r * ts + s;
+                    size_t at = ov ? (size_t)((((pos * nob + o / KI_OV_MV) * ic + i) * KI_OV_MV) +
+                                              o % KI_OV_MV)
+                                   : (size_t)((pos * oc + o) * ic + i);
+                    u[at] = (float)v;
                 }
             }
         }
@@ -74,6 +84,7 @@ ki_status ki_conv2d_wino_prepare(ki_conv2d *c, int m, ki_error *err)
     free(c->wino_u);
     c->wino_u = u;
     c->wino_m = m;
+    c->wino_ov = ov;
     return KI_OK;
 }
 
@@ -139,6 +150,32 @@ static void wino_products(const wino_run *r, int64_t pos, const float *vpos, flo
     ki_gemm_panels(&ga, p0, cnt, vpos + p0 * c->in_ch * KI_GEMM_NR);
 }
 
+/* The same with the OV layout of U ([pos][channel block][in][32]) and the OV micro-kernel, for
+ * channel blocks [ob0, ob1) and the first `valid` columns of one panel vpanel (in x 32): the
+ * columns in blocks of up to KI_OV_PW_MAX, each tile transposed into mcol (row stride ldm). */
+static void wino_products_ov(const wino_run *r, int64_t pos, const float *vpanel, float *mcol,
+                             int64_t ldm, int64_t valid, int64_t ob0, int64_t ob1)
+{
+    const ki_conv2d *c = r->c;
+    const int64_t ic = c->in_ch, oc = c->out_ch, nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
+    const int64_t pw = ki_conv2d_ov_pw(valid);
+    _Alignas(64) float t[KI_OV_PW_MAX * KI_OV_MV];
+    for (int64_t ob = ob0; ob < ob1; ob++) {
+        const float *a = c->wino_u + (pos * nob + ob) * ic * KI_OV_MV;
+        int64_t rows = oc - ob * KI_OV_MV < KI_OV_MV ? oc - ob * KI_OV_MV : KI_OV_MV;
+        for (int64_t j0 = 0; j0 < valid; j0 += pw) {
+            int64_t nr = valid - j0 < pw ? valid - j0 : pw;
+            c->ov_uk(ic, a, vpanel + j0, (int)nr, KI_GEMM_NR, false, NULL, -INFINITY, INFINITY, t);
+            for (int64_t q = 0; q < rows; q++) {
+                float *d = mcol + (ob * KI_OV_MV + q) * ldm + j0;
+                for (int64_t j = 0; j < nr; j++) {
+                    d[j] = t[j * KI_OV_MV + q];
+                }
+            }
+        }
+    }
+}
+
 /* Output channel ch of tiles [tb, te) from m (pstride floats per position). */
 static void wino_finish(const wino_run *r, const float *m, int64_t pstride, float *y,
                         const float *res, int64_t ch, int64_t tb, int64_t te)
@@ -163,8 +200,14 @@ static void wino_blocked_run(const wino_run *r, const float *x, float *y, const 
                        ic * KI_GEMM_NR);
         }
         for (int64_t pos = 0; pos < r->npos; pos++) {
-            wino_products(r, pos, v + pos * ic * KI_GEMM_NR, m + pos * oc * KI_GEMM_NR, KI_GEMM_NR,
-                          0, 1);
+            if (c->wino_ov) {
+                int64_t valid = r->tg.tiles - tb < KI_GEMM_NR ? r->tg.tiles - tb : KI_GEMM_NR;
+                wino_products_ov(r, pos, v + pos * ic * KI_GEMM_NR, m + pos * oc * KI_GEMM_NR,
+                                 KI_GEMM_NR, valid, 0, (oc + KI_OV_MV - 1) / KI_OV_MV);
+            } else {
+                wino_products(r, pos, v + pos * ic * KI_GEMM_NR, m + pos * oc * KI_GEMM_NR,
+                              KI_GEMM_NR, 0, 1);
+            }
         }
         for (int64_t ch = 0; ch < oc; ch++) {
             wino_finish(r, m + ch * KI_GEMM_NR, oc * KI_GEMM_NR, y, res, ch, tb, te);
@@ -187,10 +230,24 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
         c->wino_in(x + ch * hw, r->g->in.h, r->g->in.w, &r->tg, 0, tp, vbuf + ch * KI_GEMM_NR,
                    ic * KI_GEMM_NR, ic * tp);
     }
+    const int64_t nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
+    if (c->wino_ov) {
 #pragma omp for schedule(static)
-    for (int64_t item = 0; item < r->npos * ngrp; item++) {
-        int64_t pos = item / ngrp, p0 = item % ngrp * grp, cnt = np - p0 < grp ? np - p0 : grp;
-        wino_products(r, pos, vbuf + pos * ic * tp, mbuf + pos * oc * tp, tp, p0, cnt);
+        for (int64_t item = 0; item < r->npos * nob; item++) {
+            int64_t pos = item / nob, ob = item % nob;
+            for (int64_t p = 0; p < np; p++) {
+                int64_t valid = r->tg.tiles - p * KI_GEMM_NR;
+                wino_products_ov(r, pos, vbuf + (pos * tp + p * KI_GEMM_NR) * ic,
+                                 mbuf + pos * oc * tp + p * KI_GEMM_NR, tp,
+                                 valid < KI_GEMM_NR ? valid : KI_GEMM_NR, ob, ob + 1);
+            }
+        }
+    } else {
+#pragma omp for schedule(static)
+        for (int64_t item = 0; item < r->npos * ngrp; item++) {
+            int64_t pos = item / ngrp, p0 = item % ngrp * grp, cnt = np - p0 < grp ? np - p0 : grp;
+            wino_products(r, pos, vbuf + pos * ic * tp, mbuf + pos * oc * tp, tp, p0, cnt);
+        }
     }
 #pragma omp for schedule(static)
     for (int64_t ch = 0; ch < oc; ch++) {

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 // clang-format on
 
+#include "../../core/bigbuf.h"
 #include "../../layers/conv2d.h"
 #include "test_conv_util.h"
 
@@ -211,7 +212,7 @@ static void rconf_draw(uint64_t *s, rconf *r)
     }
 }
 
-static int path_runs[KI_CONV2D_WINO + 1];
+static int path_runs[KI_CONV2D_OV + 1];
 
 /* Runs path p with micro-kernel isa on th threads into out. */
 static void run_variant(const ki_conv2d *c, const ki_conv2d_geom *g, int p, ki_gemm_isa isa, int th,
@@ -280,6 +281,12 @@ static void check_paths(const rconf *r, uint64_t seed, const ki_conv2d *c0, cons
             path_runs[p] += check_variants(c, &g, p, x, ref, n_out, 1e-4f, seed);
         }
     }
+    if (ki_conv2d_ov_shape_ok(c)) { /* the OV path on its repacked weights */
+        assert_int_equal(ki_conv2d_ov_prepare(c, &err), KI_OK);
+        assert_true(ki_conv2d_path_ok(c, &g, KI_CONV2D_OV));
+        path_runs[KI_CONV2D_OV] += check_variants(c, &g, KI_CONV2D_OV, x, ref, n_out, 1e-4f, seed);
+        free(cc.ov_a);
+    }
     free(ref), free(res);
 }
 
@@ -320,10 +327,82 @@ static void test_random_vs_ref(void **unused)
         ops->destroy(st);
         free(w), free(b), free(x);
     }
-    for (int p = KI_CONV2D_GEMM; p <= KI_CONV2D_DW; p++) {
-        if (path_runs[p] < 20) {
+    for (int p = KI_CONV2D_GEMM; p <= KI_CONV2D_OV; p++) {
+        if (p != KI_CONV2D_WINO && path_runs[p] < 20) {
             fail_msg("path %d ran only %d times", p, path_runs[p]);
         }
+    }
+}
+
+/* Column blocks of the OV path: at most KI_OV_PW_MAX pixels, as equal as can be. */
+static void test_ov_blocks(void **unused)
+{
+    (void)unused;
+    static const int64_t n[8] = { 1, 7, 12, 13, 32, 49, 196, 1000 };
+    static const int64_t want[8] = { 1, 7, 12, 7, 11, 10, 12, 12 };
+    for (int i = 0; i < 8; i++) {
+        int64_t pw = ki_conv2d_ov_pw(n[i]), blocks = (n[i] + pw - 1) / pw;
+        assert_int_equal(pw, want[i]);
+        assert_true(blocks * pw - n[i] < blocks); /* less than one pixel of padding per block */
+    }
+}
+
+/* A layer with its own form of the weights (Winograd or OV) gives the originals back when the
+ * loader says it may (attrs_releasable), then still computes what the reference does from a
+ * copy, at the declared size and at others (Winograd then for every size: the GEMM paths would
+ * need the released weights); descriptions built elsewhere keep their data. */
+static void test_release_weights(void **unused)
+{
+    (void)unused;
+    const bool ov = ki_gemm_best_isa() == KI_GEMM_AVX512;
+    static const int64_t ks[2] = { 3, 1 }, ss[2] = { 1, 2 }, ps[2] = { 1, 0 };
+    for (int v = 0; v < 2; v++) {
+        const int64_t ic = 48, oc = 40, nw = oc * ic * ks[v] * ks[v];
+        uint64_t rs = 77 + (uint64_t)v;
+        float *w = ki_bigbuf_alloc((size_t)nw * sizeof *w), *copy = malloc((size_t)nw * sizeof *w);
+        float *b = malloc((size_t)oc * sizeof *b);
+        trng_fill(&rs, w, (size_t)nw), trng_fill(&rs, b, (size_t)oc);
+        memcpy(copy, w, (size_t)nw * sizeof *w);
+        ki_shape decl = ki_shape_make(4, (const int64_t[]){ 1, ic, 7, 7 });
+        top t, tr;
+        conv_op(&t, ic, oc, ks[v], ks[v], 1, w, b);
+        conv_op(&tr, ic, oc, ks[v], ks[v], 1, copy, b);
+        top_ints2(&t, "padding", ps[v], ps[v]), top_ints2(&tr, "padding", ps[v], ps[v]);
+        top_ints2(&t, "stride", ss[v], ss[v]), top_ints2(&tr, "stride", ss[v], ss[v]);
+        t.d.input_decl = &decl;
+        t.d.attrs_releasable = true;
+        const ki_layer_ops *ops;
+        void *st, *st_ref;
+        ki_error err = { 0 };
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        assert_int_equal(top_create(&tr, &ops, &st_ref, &err), KI_OK);
+        const ki_conv2d *c = st;
+        assert_int_equal(c->weight == NULL, ov); /* v 0: F(2x2) Winograd, v 1: OV */
+        assert_non_null(((const ki_conv2d *)st_ref)->weight);
+        if (ov) { /* whole pages inside the released weights read as zeros */
+            assert_float_equal(w[nw / 2], 0.0f, 0.0f);
+        }
+        for (int64_t hw = 1; hw <= 20; hw += 6) {
+            int64_t d[4] = { 1, ic, hw, hw };
+            size_t nx = (size_t)(ic * hw * hw);
+            float *x = malloc(nx * sizeof *x);
+            trng_fill(&rs, x, nx);
+            ki_tensor in = { ki_shape_make(4, d), x }, out, ref;
+            assert_int_equal(top_run(ops, st_ref, &in, 1, &ref, 1, 1, &err), KI_OK);
+            for (int th = 1; th <= 2; th++) {
+                assert_int_equal(top_run(ops, st, &in, 1, &out, 1, th, &err), KI_OK);
+                size_t n = (size_t)ki_shape_count(&out.shape);
+                long bad = tclose(out.data, ref.data, n, 2e-4f, 2e-4f);
+                if (bad >= 0) {
+                    fail_msg("v %d size %lld: out[%ld] %g vs ref %g", v, (long long)hw, bad,
+                             out.data[bad], ref.data[bad]);
+                }
+                free(out.data);
+            }
+            free(ref.data), free(x);
+        }
+        ops->destroy(st), ops->destroy(st_ref);
+        free(w), free(copy), free(b);
     }
 }
 
@@ -360,7 +439,7 @@ static void test_winograd_vs_ref(void **unused)
         assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
         ki_conv2d *c = st;
         const int wm = seed % 5 < 3 ? 4 : 2;
-        assert_int_equal(ki_conv2d_wino_prepare(c, wm, &err), KI_OK);
+        assert_int_equal(ki_conv2d_wino_prepare(c, wm, seed % 2 == 0, &err), KI_OK);
         assert_int_equal(c->wino_m, wm);
         c->ep.act = acts[seed % 4];
         ki_conv2d_geom g;
@@ -385,7 +464,8 @@ static void test_winograd_vs_ref(void **unused)
 
 /* The loader's choice: Winograd weights only for 3x3 stride-1 layers with enough channels and,
  * when the input size is declared, enough output tiles: F(4x4) from 20 of its tiles, else
- * F(2x2) from 32 of its tiles, else none; pick() then takes the path. */
+ * F(2x2) from 32 of its tiles (9 with the AVX-512 OV products), else none; pick() then takes
+ * the path. */
 static void test_winograd_choice(void **unused)
 {
     (void)unused;
@@ -397,7 +477,9 @@ static void test_winograd_choice(void **unused)
     ki_shape decl[3] = { ki_shape_make(4, (const int64_t[]){ 1, 16, 28, 28 }),
                          ki_shape_make(4, (const int64_t[]){ 1, 16, 14, 14 }),
                          ki_shape_make(4, (const int64_t[]){ 1, 16, 8, 8 }) };
-    const int want_m[4] = { 4, 2, 0, 4 }; /* 49 F(4) tiles, 49 F(2) tiles, too few, undeclared */
+    /* 49 F(4) tiles, 49 F(2) tiles, 16 F(2) tiles (enough only for the OV products), undeclared */
+    const bool ov = ki_gemm_best_isa() == KI_GEMM_AVX512;
+    const int want_m[4] = { 4, 2, ov ? 2 : 0, 4 };
     for (int i = 0; i < 4; i++) {
         conv_op(&t, 16, 16, 3, 3, 1, wt, NULL);
         top_ints(&t, "padding", 2, (const int64_t[]){ 1, 1 });
@@ -409,7 +491,7 @@ static void test_winograd_choice(void **unused)
         ki_conv2d_geom g;
         for (int j = 0; j < 3; j++) {
             assert_int_equal(ki_conv2d_geom_make(c, &decl[j], &g, &err), KI_OK);
-            bool wino = (c->wino_m == 4 && j == 0) || (c->wino_m == 2 && j < 2);
+            bool wino = (c->wino_m == 4 && j == 0) || (c->wino_m == 2 && j < (ov ? 3 : 2));
             assert_int_equal(ki_conv2d_pick(c, &g), wino ? KI_CONV2D_WINO : KI_CONV2D_GEMM);
         }
         ops->destroy(st);
@@ -456,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_same_valid_groups), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_random_vs_ref),     cmocka_unit_test(test_epilogue_act),
         cmocka_unit_test(test_winograd_vs_ref),   cmocka_unit_test(test_winograd_choice),
+        cmocka_unit_test(test_ov_blocks),         cmocka_unit_test(test_release_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,68 @@
+/* conv2d_ov_avx512.c - the OV micro-kernel (conv2d.h) with AVX-512: the 32 output channels of a
+ * tile are two zmm vectors, each of the pw pixels a broadcast, 2 * pw accumulators over one k
+ * block. One copy per pw (1..12), so the accumulators stay in registers. Compiled with -mavx512f;
+ * called only when the CPU has it (ki_conv2d_set_isa). */
+#include <immintrin.h>
+
+#include "conv2d.h"
+
+static inline __attribute__((always_inline)) void ov_tile(int64_t k, const float *a, const float *b,
+                                                          const int pw, int64_t ldb, bool acc,
+                                                          const float *bias, float lo, float hi,
+                                                          float *restrict t)
+{
+    __m512 c0[KI_OV_PW_MAX], c1[KI_OV_PW_MAX];
+#pragma GCC unroll 12
+    for (int j = 0; j < pw; j++) {
+        c0[j] = acc ? _mm512_loadu_ps(t + j * KI_OV_MV) : _mm512_setzero_ps();
+        c1[j] = acc ? _mm512_loadu_ps(t + j * KI_OV_MV + 16) : _mm512_setzero_ps();
+    }
+    for (int64_t q = 0; q < k; q++) {
+        __m512 a0 = _mm512_load_ps(a + q * KI_OV_MV), a1 = _mm512_load_ps(a + q * KI_OV_MV + 16);
+        const float *bq = b + q * ldb;
+#pragma GCC unroll 12
+        for (int j = 0; j < pw; j++) {
+            __m512 bv = _mm512_set1_ps(bq[j]);
+            c0[j] = _mm512_fmadd_ps(a0, bv, c0[j]);
+            c1[j] = _mm512_fmadd_ps(a1, bv, c1[j]);
+        }
+    }
+    __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+    __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+    const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+#pragma GCC unroll 12
+    for (int j = 0; j < pw; j++) {
+        /* max(lo, v) then min(hi, .): a NaN v is kept (second operand) */
+        __m512 v0 = bias ? _mm512_add_ps(c0[j], b0) : c0[j];
+        __m512 v1 = bias ? _mm512_add_ps(c1[j], b1) : c1[j];
+        _mm512_storeu_ps(t + j * KI_OV_MV, _mm512_min_ps(vhi, _mm512_max_ps(vlo, v0)));
+        _mm512_storeu_ps(t + j * KI_OV_MV + 16, _mm512_min_ps(vhi, _mm512_max_ps(vlo, v1)));
+    }
+}
+
+#define OV_CASE(J)                                                                                 \
+    case J:                                                                                        \
+        ov_tile(k, a, b, J, ldb, acc, bias, lo, hi, t);                                            \
+        break
+
+void ki_ov_ukernel_avx512(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
+                          const float *bias, float lo, float hi, float *restrict t)
+{
+    switch (pw) {
+        OV_CASE(1);
+        OV_CASE(2);
+        OV_CASE(3);
+        OV_CASE(4);
+        OV_CASE(5);
+        OV_CASE(6);
+        OV_CASE(7);
+        OV_CASE(8);
+        OV_CASE(9);
+        OV_CASE(10);
+        OV_CASE(11);
+        OV_CASE(12);
+    default:
+        ki_ov_ukernel_ref(k, a, b, pw, ldb, acc, bias, lo, hi, t);
+        break;
+    }
+}
