@@ -186,9 +186,13 @@ static bool wino_pays(int64_t oh, int64_t ow, int m, bool ov)
  * (dynamic exports), the channel count stands in for it, as CNNs widen where they shrink:
  * F(4x4) up to 128 x 128 channels, F(2x2) up to 256 x 256, none above (resnet18's dynamic
  * export then gets exactly the static export's choices instead of 140 MB of F(4x4) weights for
- * layers whose 7 x 7 and 14 x 14 outputs would not use them). */
-static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op)
+ * layers whose 7 x 7 and 14 x 14 outputs would not use them). *ov: the products run on the OV
+ * micro-kernel (AVX-512): from KI_WINO_OV_MIN_IN input channels, and for the small outputs where
+ * only it makes F(2x2) pay. */
+static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op, bool *ov)
 {
+    const bool ov_ok = c->ov_uk == ki_ov_ukernel_avx512;
+    *ov = ov_ok && c->in_ch >= KI_WINO_OV_MIN_IN;
     if (!c->weight || !ki_conv2d_wino_shape_ok(c) || c->in_ch < 8 || c->out_ch < 8) {
         return 0;
     }
@@ -198,11 +202,14 @@ static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op)
         return pairs <= 128 * 128 ? 4 : pairs <= 256 * 256 ? 2 : 0;
     }
     int64_t oh = d->d[d->ndim - 2] + c->pt + c->pb - 2, ow = d->d[d->ndim - 1] + c->pl + c->pr - 2;
-    bool ov = c->ov_uk == ki_ov_ukernel_avx512;
     if (oh <= 0 || ow <= 0) {
         return 0;
     }
-    return wino_pays(oh, ow, 4, ov) ? 4 : wino_pays(oh, ow, 2, ov) ? 2 : 0;
+    if (wino_pays(oh, ow, 4, *ov) || wino_pays(oh, ow, 2, *ov)) {
+        return wino_pays(oh, ow, 4, *ov) ? 4 : 2;
+    }
+    *ov = ov_ok;
+    return ov_ok && wino_pays(oh, ow, 2, true) ? 2 : 0;
 }
 
 static void conv_destroy(void *state);
@@ -241,9 +248,10 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
     }
     ki_status st = parse(op, c, err);
     ki_conv2d_set_isa(c, ki_gemm_best_isa());
-    int wm = st == KI_OK ? wino_wanted(c, op) : 0;
+    bool wov = false;
+    int wm = st == KI_OK ? wino_wanted(c, op, &wov) : 0;
     if (wm) {
-        st = ki_conv2d_wino_prepare(c, wm, c->ov_uk == ki_ov_ukernel_avx512, err);
+        st = ki_conv2d_wino_prepare(c, wm, wov, err);
     }
     if (st == KI_OK && ov_wanted(c, op)) {
         st = ki_conv2d_ov_prepare(c, err);

@@ -101,6 +101,10 @@ typedef enum ki_conv2d_path {
  * tiles, F(2x2,3x3) from 9 tiles (6 x 6 outputs): resnet18's 7 x 7 layers (16 tiles) run 1.7x
  * faster than the direct OV path; the original weights are released, so memory grows by 0.8x. */
 #define KI_WINO_MIN_TILES2_OV 9
+/* Below this many input channels the OV products' transposing stores cost more than the GEMM's
+ * empty columns save (64ch 56x56 F(4x4): 0.77 ms with the GEMM, 0.93 with OV; 128ch 28x28:
+ * 0.98 -> 0.85 ms; 256ch 14x14 F(2x2): 1.29 -> 1.11 ms; 2 threads). */
+#define KI_WINO_OV_MIN_IN 128
 
 /* Maps a padded coordinate i (may be < 0 or >= n) to an input coordinate, or -1 for a zero.
  * Valid for |overhang| <= n (circular) and < n (reflect), which shape() ensures. */

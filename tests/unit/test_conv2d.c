@@ -488,10 +488,11 @@ static void test_winograd_choice(void **unused)
         ki_conv2d *c = st;
         assert_int_equal(c->wino_u != NULL, want_m[i] != 0);
         assert_int_equal(c->wino_m, want_m[i]);
+        assert_int_equal(c->wino_ov, ov && i == 2); /* 16 channels: OV products only for 8 x 8 */
         ki_conv2d_geom g;
         for (int j = 0; j < 3; j++) {
             assert_int_equal(ki_conv2d_geom_make(c, &decl[j], &g, &err), KI_OK);
-            bool wino = (c->wino_m == 4 && j == 0) || (c->wino_m == 2 && j < (ov ? 3 : 2));
+            bool wino = (c->wino_m == 4 && j == 0) || (c->wino_m == 2 && (j < 2 || c->wino_ov));
             assert_int_equal(ki_conv2d_pick(c, &g), wino ? KI_CONV2D_WINO : KI_CONV2D_GEMM);
         }
         ops->destroy(st);
