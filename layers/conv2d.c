@@ -179,6 +179,24 @@ static bool wino_pays(int64_t oh, int64_t ow, int m, bool ov)
     return ki_conv2d_wino_tiles(oh, ow, m) >= min;
 }
 
+/* The input shape the param file declares, when it gives the height and width; else NULL. */
+static const ki_shape *declared_input(const ki_op_desc *op)
+{
+    const ki_shape *d = op->input_decl && op->n_inputs > 0 ? &op->input_decl[0] : NULL;
+    return d && d->ndim >= 3 && d->d[d->ndim - 1] >= 0 && d->d[d->ndim - 2] >= 0 ? d : NULL;
+}
+
+/* The geometry of declared input d (an unknown batch read as 1, unknown channels as the
+ * layer's); false when it does not fit the layer. */
+static bool declared_geom(const ki_conv2d *c, const ki_shape *d, ki_conv2d_geom *g)
+{
+    ki_shape s = *d;
+    for (int i = 0; i < s.ndim - 2; i++) {
+        s.d[i] = s.d[i] >= 0 ? s.d[i] : i == s.ndim - 3 ? c->in_ch : 1;
+    }
+    return ki_conv2d_geom_make(c, &s, g, NULL) == KI_OK;
+}
+
 /* Which Winograd variant to transform the weights for at create (4, 2, or 0 for none): a 3x3
  * stride-1 kernel with enough channels and, when the param file declares the input's size,
  * enough output tiles (the transformed weights take 4x / 1.8x the memory of the originals, so
@@ -196,23 +214,24 @@ static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op, bool *ov)
     if (!c->weight || !ki_conv2d_wino_shape_ok(c) || c->in_ch < 8 || c->out_ch < 8) {
         return 0;
     }
-    const ki_shape *d = op->input_decl && op->n_inputs > 0 ? &op->input_decl[0] : NULL;
-    if (!d || d->ndim < 3 || d->d[d->ndim - 1] < 0 || d->d[d->ndim - 2] < 0) {
+    const ki_shape *d = declared_input(op);
+    ki_conv2d_geom g;
+    if (!d) {
         int64_t pairs = c->in_ch * c->out_ch;
         return pairs <= 128 * 128 ? 4 : pairs <= 256 * 256 ? 2 : 0;
     }
-    int64_t oh = d->d[d->ndim - 2] + c->pt + c->pb - 2, ow = d->d[d->ndim - 1] + c->pl + c->pr - 2;
-    if (oh <= 0 || ow <= 0) {
+    if (!declared_geom(c, d, &g)) {
         return 0;
     }
-    if (wino_pays(oh, ow, 4, *ov) || wino_pays(oh, ow, 2, *ov)) {
-        return wino_pays(oh, ow, 4, *ov) ? 4 : 2;
+    if (wino_pays(g.oh, g.ow, 4, *ov)) {
+        return 4;
+    }
+    if (wino_pays(g.oh, g.ow, 2, *ov)) {
+        return 2;
     }
     *ov = ov_ok;
-    return ov_ok && wino_pays(oh, ow, 2, true) ? 2 : 0;
+    return ov_ok && wino_pays(g.oh, g.ow, 2, true) ? 2 : 0;
 }
-
-static void conv_destroy(void *state);
 
 /* Output pixels per image up to which a layer gets the OV path (its declared input size must
  * say so): there the GEMM's 32-pixel panels run partly empty and few panels leave the threads
@@ -225,20 +244,14 @@ static void conv_destroy(void *state);
  * AVX-512 micro-kernel, and a declared input whose output has at most KI_OV_MAX_PIXELS pixels. */
 static bool ov_wanted(const ki_conv2d *c, const ki_op_desc *op)
 {
-    if (!c->weight || c->wino_u || !ki_conv2d_ov_shape_ok(c) || c->ov_uk != ki_ov_ukernel_avx512) {
-        return false;
-    }
-    const ki_shape *d = op->input_decl && op->n_inputs > 0 ? &op->input_decl[0] : NULL;
-    if (!d || d->ndim < 3 || d->d[d->ndim - 1] < 0 || d->d[d->ndim - 2] < 0) {
-        return false;
-    }
-    int64_t ph = d->d[d->ndim - 2] + c->pt + c->pb - c->dh * (c->kh - 1) - 1;
-    int64_t pw = d->d[d->ndim - 1] + c->pl + c->pr - c->dw * (c->kw - 1) - 1;
-    if (ph < 0 || pw < 0 || ph > KI_MAX_DIM || pw > KI_MAX_DIM) {
-        return false;
-    }
-    return (ph / c->sh + 1) * (pw / c->sw + 1) <= KI_OV_MAX_PIXELS;
+    const ki_shape *d = declared_input(op);
+    ki_conv2d_geom g;
+    return c->weight && !c->wino_u && ki_conv2d_ov_shape_ok(c) &&
+           c->ov_uk == ki_ov_ukernel_avx512 && d && declared_geom(c, d, &g) &&
+           g.oh * g.ow <= KI_OV_MAX_PIXELS;
 }
+
+static void conv_destroy(void *state);
 
 static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
 {

@@ -217,6 +217,9 @@ ki_status ki_conv2d_ov_prepare(ki_conv2d *c, ki_error *err);
 size_t ki_conv2d_ov_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads);
 void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                           float *restrict out, const ki_exec *ex);
+/* Rows 0..rows-1 (output channels) and columns 0..nr-1 (pixels) of an OV tile t ([pw][KI_OV_MV])
+ * into d, row stride ld: the transposing store. */
+void ki_ov_tile_store(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld);
 void ki_ov_ukernel_ref(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
                        const float *bias, float lo, float hi, float *restrict t);
 void ki_ov_ukernel_avx512(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,

@@ -115,28 +115,35 @@ typedef struct ov_fin {
     float lo, hi;
 } ov_fin;
 
+void ki_ov_tile_store(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t j = 0; j < nr; j++) {
+            d[r * ld + j] = t[j * KI_OV_MV + r];
+        }
+    }
+}
+
 /* Writes tile t ([pw][MV], rows oc0..oc0+rows-1 of the output, pixels j0..j0+nr-1) into y
  * (row stride n) with the rest of the epilogue. */
 static void ov_store(const ki_conv2d *c, const ov_fin *f, const float *t, int64_t oc0, int64_t rows,
                      int64_t j0, int64_t nr, int64_t n, float *y, const float *res)
 {
-    for (int64_t r = 0; r < rows; r++) {
-        float *d = y + (oc0 + r) * n + j0;
-        const float *rr = res ? res + (oc0 + r) * n + j0 : NULL;
-        if (rr && f->clamp) {
+    float *d = y + oc0 * n + j0;
+    const float *rr = res ? res + oc0 * n + j0 : NULL;
+    if (rr && f->clamp) {
+        for (int64_t r = 0; r < rows; r++) {
             for (int64_t j = 0; j < nr; j++) {
-                float v = t[j * KI_OV_MV + r] + rr[j];
+                float v = t[j * KI_OV_MV + r] + rr[r * n + j];
                 v = f->lo > v ? f->lo : v;
-                d[j] = f->hi < v ? f->hi : v;
-            }
-        } else {
-            for (int64_t j = 0; j < nr; j++) {
-                d[j] = t[j * KI_OV_MV + r];
+                d[r * n + j] = f->hi < v ? f->hi : v;
             }
         }
-        if (!f->clamp) {
-            c->epf(&c->ep, rr, oc0 + r, d, (size_t)nr);
-        }
+    } else {
+        ki_ov_tile_store(t, rows, nr, d, n);
+    }
+    for (int64_t r = 0; r < rows && !f->clamp; r++) {
+        c->epf(&c->ep, rr ? rr + r * n : NULL, oc0 + r, d + r * n, (size_t)nr);
     }
 }
 
