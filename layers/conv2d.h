@@ -172,9 +172,12 @@ static inline bool ki_conv2d_dw_padded(const ki_conv2d *c, const ki_conv2d_geom 
            ki_ckd_add_i64(floats, *floats, 8 * c->sw + 16) && wp < INT32_MAX / 4;
 }
 
-/* conv2d_dw_avx512.c: the same for 3x3 kernels of stride 1 or 2 and clamp-type activations (none,
- * ReLU, ReLU6, Hardtanh) with 16-lane vectors; false (nothing written) for anything else. */
-bool ki_conv2d_dw3_plane_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *xp,
+/* conv2d_dw_avx512.c: whether c is a 3x3 depthwise shape the AVX-512 kernel takes (stride 1 or 2,
+ * dilation 1, zero padding, a clamp-type activation: none, ReLU, ReLU6, Hardtanh); the plane of
+ * channel ch read from the unpadded input plane x, the epilogue (bias, the residual plane res or
+ * NULL, the activation) applied at the store. */
+bool ki_conv2d_dw3_avx512_ok(const ki_conv2d *c);
+void ki_conv2d_dw3_plane_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
                                 int64_t ch, const float *res, float *restrict o);
 
 /* conv2d_avx2.c: depthwise plane of channel ch from its padded copy xp (row stride wp, see

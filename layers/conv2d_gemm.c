@@ -255,19 +255,23 @@ void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
                           float *restrict out, const ki_exec *ex)
 {
     int64_t planes = g->in.n * c->in_ch, hw = g->in.h * g->in.w, ohw = g->oh * g->ow, floats;
-    bool padded = ki_conv2d_dw_padded(c, g, &floats);
-    bool simd = !padded && c->dw_avx2 && g->in.w <= INT32_MAX / 2 && ow_fits_i32(g, c);
+    bool direct = c->dw_avx512 && ki_conv2d_dw3_avx512_ok(c);
+    bool padded = !direct && ki_conv2d_dw_padded(c, g, &floats);
+    bool simd = !direct && !padded && c->dw_avx2 && g->in.w <= INT32_MAX / 2 && ow_fits_i32(g, c);
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         int64_t ch = p % c->in_ch;
         const float *w = c->weight + ch * c->kh * c->kw;
         const float *res = c->res ? c->res + p * ohw : NULL;
+        if (direct) {
+            ki_conv2d_dw3_plane_avx512(c, g, in + p * hw, ch, res, out + p * ohw);
+            continue; /* epilogue applied at the store */
+        }
         if (padded) {
             float *xp =
                 (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
             pad_plane(c, g, in + p * hw, xp, floats);
-            if ((c->dw_avx512 && ki_conv2d_dw3_plane_avx512(c, g, xp, ch, res, out + p * ohw)) ||
-                ki_conv2d_dw_plane_padded_avx2(c, g, xp, ch, res, out + p * ohw)) {
+            if (ki_conv2d_dw_plane_padded_avx2(c, g, xp, ch, res, out + p * ohw)) {
                 continue; /* epilogue applied at the store */
             }
         } else if (simd) {

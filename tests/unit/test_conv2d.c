@@ -222,7 +222,7 @@ static void run_variant(const ki_conv2d *c, const ki_conv2d_geom *g, int p, ki_g
 {
     ki_conv2d cc = *c;
     ki_conv2d_set_isa(&cc, isa);
-    size_t ws = ki_conv2d_workspace_for(c, g, p, th);
+    size_t ws = ki_conv2d_workspace_for(&cc, g, p, th);
     ki_exec ex = { th, ws ? malloc(ws * (size_t)th) : NULL, ws };
     omp_set_num_threads(th);
     ki_conv2d_run(&cc, g, p, x, out, &ex);
