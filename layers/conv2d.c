@@ -158,6 +158,7 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa)
     bool avx512 = isa >= KI_GEMM_AVX512 && ki_gemm_ukernel_for(KI_GEMM_AVX512) != NULL;
     c->dw_avx2 = avx2;
     c->dw_avx512 = avx2 && avx512;
+    c->direct_avx512 = avx512;
     c->gather2 = avx2 ? ki_conv2d_gather2_avx2 : ki_conv2d_gather2_ref;
     c->wino_in = avx512 ? ki_wino_input_avx512 : ki_wino_input_ref;
     c->wino_out = avx512 ? ki_wino_output_avx512 : ki_wino_output_ref;
@@ -374,6 +375,9 @@ bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_pa
                c->pad_mode == KI_CONV_PAD_ZEROS;
     case KI_CONV2D_OV:
         return c->ov_a && ki_conv2d_ov_shape_ok(c) && ki_conv2d_ov_workspace(c, g, 1) > 0;
+    case KI_CONV2D_DIRECT:
+        return c->weight && c->direct_avx512 && ki_conv2d_direct_shape_ok(c) &&
+               ki_conv2d_direct_workspace(c) > 0;
     case KI_CONV2D_WINO:
         /* the AVX-512 transforms index planes with 32-bit lanes */
         return c->wino_u && ki_conv2d_wino_shape_ok(c) && g->oh > 0 && g->ow > 0 &&
@@ -401,6 +405,9 @@ ki_conv2d_path ki_conv2d_pick(const ki_conv2d *c, const ki_conv2d_geom *g)
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_GEMM1)) {
         return KI_CONV2D_GEMM1;
     }
+    if (ki_conv2d_path_ok(c, g, KI_CONV2D_DIRECT)) {
+        return KI_CONV2D_DIRECT;
+    }
     return KI_CONV2D_GEMM;
 }
 
@@ -426,6 +433,9 @@ size_t ki_conv2d_workspace_for(const ki_conv2d *c, const ki_conv2d_geom *g, ki_c
     }
     if (p == KI_CONV2D_OV) {
         return ki_conv2d_ov_workspace(c, g, n_threads);
+    }
+    if (p == KI_CONV2D_DIRECT) {
+        return ki_conv2d_direct_workspace(c);
     }
     if (p != KI_CONV2D_GEMM && p != KI_CONV2D_GEMM1) {
         return 0;
@@ -458,6 +468,9 @@ void ki_conv2d_run(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p
         break;
     case KI_CONV2D_OV:
         ki_conv2d_forward_ov(c, g, in, out, ex);
+        break;
+    case KI_CONV2D_DIRECT:
+        ki_conv2d_forward_direct(c, g, in, out, ex);
         break;
     }
 }

@@ -12,17 +12,6 @@
 
 #include "conv2d.h"
 
-/* Lanes i of a 16-float load at column b of a row of w floats with 0 <= b + i < w. */
-static inline __mmask16 row_mask(int64_t b, int64_t w)
-{
-    int64_t lo = b < 0 ? -b : 0, hi = w - b < 16 ? w - b : 16;
-    if (hi <= lo) {
-        return 0;
-    }
-    uint32_t m = (hi >= 16 ? 0xFFFFu : (1u << hi) - 1u) & ~((1u << lo) - 1u);
-    return (__mmask16)m;
-}
-
 /* Where a column block reads: for stride 1 the three tap vectors start at columns b + kx; for
  * stride 2 two windows of 32 columns start at b and b + 2 (even lanes: taps 0 and 2; odd: tap 1).
  * m[] are the masks of the four (stride 2) or three (stride 1) 16-lane loads. */
@@ -36,11 +25,13 @@ static inline dw_cols cols_at(int64_t ox, int s, int64_t pl, int64_t w)
     dw_cols k;
     k.b = ox * s - pl;
     if (s == 1) {
-        k.m[0] = row_mask(k.b, w), k.m[1] = row_mask(k.b + 1, w), k.m[2] = row_mask(k.b + 2, w);
+        k.m[0] = (__mmask16)ki_lane_mask16(k.b, w), k.m[1] = (__mmask16)ki_lane_mask16(k.b + 1, w),
+        k.m[2] = (__mmask16)ki_lane_mask16(k.b + 2, w);
         k.m[3] = 0;
     } else {
-        k.m[0] = row_mask(k.b, w), k.m[1] = row_mask(k.b + 16, w);
-        k.m[2] = row_mask(k.b + 2, w), k.m[3] = row_mask(k.b + 18, w);
+        k.m[0] = (__mmask16)ki_lane_mask16(k.b, w), k.m[1] = (__mmask16)ki_lane_mask16(k.b + 16, w);
+        k.m[2] = (__mmask16)ki_lane_mask16(k.b + 2, w),
+        k.m[3] = (__mmask16)ki_lane_mask16(k.b + 18, w);
     }
     return k;
 }

@@ -1,0 +1,181 @@
+/* conv2d_direct_avx512.c - the direct path for convolutions with few input channels (a network's
+ * stem: 3 channels, 3x3 or 6x6, stride 2), where im2col would gather a column matrix as large as
+ * the output for a short k. Each output row is computed in blocks of sixteen output channels by
+ * sixteen columns: for every kernel tap the sixteen input columns it reads are one vector (masked
+ * to the row, so the padding is never materialised; at stride 2 the even or odd lanes of a
+ * 32-column window), multiplied into sixteen accumulators by the taps' weights, which are
+ * repacked per run as [block][tap][16]. Taps are summed in the order (input channel, ky, kx), as
+ * the reference does. The epilogue is applied in registers for clamp-type activations, otherwise
+ * after the row is stored. Compiled with -mavx512f; chosen only when the CPU has it
+ * (ki_conv2d_set_isa). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "conv2d.h"
+
+#define OC_BLOCK 16
+
+bool ki_conv2d_direct_shape_ok(const ki_conv2d *c)
+{
+    return c->groups == 1 && c->in_ch <= KI_DIRECT_MAX_IN && c->dh == 1 && c->dw == 1 &&
+           c->pad_mode == KI_CONV_PAD_ZEROS && c->sh == c->sw && (c->sw == 1 || c->sw == 2) &&
+           c->kh <= KI_DIRECT_MAX_K && c->kw <= KI_DIRECT_MAX_K;
+}
+
+size_t ki_conv2d_direct_workspace(const ki_conv2d *c)
+{
+    int64_t blocks = (c->out_ch + OC_BLOCK - 1) / OC_BLOCK, n;
+    size_t bytes;
+    if (!ki_ckd_mul_i64(&n, blocks * OC_BLOCK, c->in_ch * c->kh * c->kw) ||
+        !ki_ckd_mul(&bytes, (size_t)n, sizeof(float)) || !ki_ckd_add(&bytes, bytes, 64)) {
+        return 0;
+    }
+    return bytes;
+}
+
+/* wp[block][tap][16] = the weight of output channel block*16 + o at tap (ic, ky, kx); zero past
+ * out_ch. */
+static void pack_weights(const ki_conv2d *c, float *restrict wp)
+{
+    int64_t k = c->in_ch * c->kh * c->kw, blocks = (c->out_ch + OC_BLOCK - 1) / OC_BLOCK;
+    for (int64_t b = 0; b < blocks; b++) {
+        for (int64_t t = 0; t < k; t++) {
+            for (int64_t o = 0; o < OC_BLOCK; o++) {
+                int64_t oc = b * OC_BLOCK + o;
+                wp[(b * k + t) * OC_BLOCK + o] = oc < c->out_ch ? c->weight[oc * k + t] : 0.0f;
+            }
+        }
+    }
+}
+
+/* a_o += w[o] * v for the sixteen channels of a block (named accumulators: GCC keeps an array of
+ * them in memory across the loops). */
+#define TAP16(v, w)                                                                                \
+    do {                                                                                           \
+        const float *w_ = (w);                                                                     \
+        const __m512 v_ = (v);                                                                     \
+        a0 = _mm512_fmadd_ps(_mm512_set1_ps(w_[0]), v_, a0);                                       \
+        a1 = _mm512_fmadd_ps(_mm512_set1_ps(w_[1]), v_, a1);                                       \
+        a2 = _mm512_fmadd_ps(_mm512_set1_ps(w_[2]), v_, a2);                                       \
+        a3 = _mm512_fmadd_ps(_mm512_set1_ps(w_[3]), v_, a3);                                       \
+        a4 = _mm512_fmadd_ps(_mm512_set1_ps(w_[4]), v_, a4);                                       \
+        a5 = _mm512_fmadd_ps(_mm512_set1_ps(w_[5]), v_, a5);                                       \
+        a6 = _mm512_fmadd_ps(_mm512_set1_ps(w_[6]), v_, a6);                                       \
+        a7 = _mm512_fmadd_ps(_mm512_set1_ps(w_[7]), v_, a7);                                       \
+        a8 = _mm512_fmadd_ps(_mm512_set1_ps(w_[8]), v_, a8);                                       \
+        a9 = _mm512_fmadd_ps(_mm512_set1_ps(w_[9]), v_, a9);                                       \
+        a10 = _mm512_fmadd_ps(_mm512_set1_ps(w_[10]), v_, a10);                                    \
+        a11 = _mm512_fmadd_ps(_mm512_set1_ps(w_[11]), v_, a11);                                    \
+        a12 = _mm512_fmadd_ps(_mm512_set1_ps(w_[12]), v_, a12);                                    \
+        a13 = _mm512_fmadd_ps(_mm512_set1_ps(w_[13]), v_, a13);                                    \
+        a14 = _mm512_fmadd_ps(_mm512_set1_ps(w_[14]), v_, a14);                                    \
+        a15 = _mm512_fmadd_ps(_mm512_set1_ps(w_[15]), v_, a15);                                    \
+    } while (0)
+
+/* One block: sixteen output channels (weights wb) by the sixteen columns ox.. of output row oy of
+ * image x, into acc. */
+static inline __attribute__((always_inline)) void block(const ki_conv2d *c, const ki_conv2d_geom *g,
+                                                        const float *x, int64_t oy, int64_t ox,
+                                                        const float *wb, const int s,
+                                                        __m512 acc[OC_BLOCK])
+{
+    const int64_t h = g->in.h, w = g->in.w, kh = c->kh, kw = c->kw, b = ox * s - c->pl;
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd =
+        _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    __mmask16 m[2 * (KI_DIRECT_MAX_K + 1)];
+    for (int64_t kx = 0; kx < kw + 1; kx++) { /* stride 2 reads one window past kx = kw - 1 */
+        m[2 * kx] = (__mmask16)ki_lane_mask16(b + kx, w);
+        m[2 * kx + 1] = (__mmask16)ki_lane_mask16(b + kx + 16, w);
+    }
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    __m512 a8 = a0, a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
+    for (int64_t ic = 0; ic < c->in_ch; ic++) {
+        for (int64_t ky = 0; ky < kh; ky++) {
+            const int64_t iy = oy * s - c->pt + ky;
+            const float *wt = wb + (ic * kh + ky) * kw * OC_BLOCK;
+            if (iy < 0 || iy >= h) {
+                continue; /* a zero row of the padding */
+            }
+            const float *r = x + (ic * h + iy) * w;
+            if (s == 1) {
+                for (int64_t kx = 0; kx < kw; kx++) {
+                    const __m512 v = _mm512_maskz_loadu_ps(m[2 * kx], m[2 * kx] ? r + b + kx : r);
+                    TAP16(v, wt + kx * OC_BLOCK);
+                }
+                continue;
+            }
+            for (int64_t kx = 0; kx < kw; kx += 2) {
+                const __mmask16 ml = m[2 * kx], mh = m[2 * kx + 1];
+                const __m512 lo = _mm512_maskz_loadu_ps(ml, ml ? r + b + kx : r);
+                const __m512 hi = _mm512_maskz_loadu_ps(mh, mh ? r + b + kx + 16 : r);
+                const __m512 ve = _mm512_permutex2var_ps(lo, even, hi);
+                TAP16(ve, wt + kx * OC_BLOCK);
+                if (kx + 1 < kw) {
+                    const __m512 vo = _mm512_permutex2var_ps(lo, odd, hi);
+                    TAP16(vo, wt + (kx + 1) * OC_BLOCK);
+                }
+            }
+        }
+    }
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3, acc[4] = a4, acc[5] = a5, acc[6] = a6;
+    acc[7] = a7, acc[8] = a8, acc[9] = a9, acc[10] = a10, acc[11] = a11, acc[12] = a12;
+    acc[13] = a13, acc[14] = a14, acc[15] = a15;
+}
+
+/* Output row oy of image n for every channel block. */
+static void row(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, const float *wp,
+                int64_t n, int64_t oy, float *restrict out)
+{
+    const int64_t oh = g->oh, ow = g->ow, k = c->in_ch * c->kh * c->kw;
+    const float *x = in + n * c->in_ch * g->in.h * g->in.w;
+    ki_gemm_fin f;
+    const bool in_regs = ki_gemm_fin_of(&c->ep, 0, NULL, &f);
+    const __m512 lo = _mm512_set1_ps(f.lo), hi = _mm512_set1_ps(f.hi);
+    for (int64_t oc0 = 0; oc0 < c->out_ch; oc0 += OC_BLOCK) {
+        const int64_t noc = c->out_ch - oc0 < OC_BLOCK ? c->out_ch - oc0 : OC_BLOCK;
+        const float *wb = wp + oc0 * k;
+        for (int64_t ox = 0; ox < ow; ox += 16) {
+            const __mmask16 mo = (__mmask16)ki_lane_mask16(0, ow - ox);
+            __m512 acc[OC_BLOCK];
+            if (c->sw == 2) {
+                block(c, g, x, oy, ox, wb, 2, acc);
+            } else {
+                block(c, g, x, oy, ox, wb, 1, acc);
+            }
+            for (int64_t o = 0; o < noc; o++) {
+                const int64_t at = ((n * c->out_ch + oc0 + o) * oh + oy) * ow + ox;
+                __m512 v = acc[o];
+                if (in_regs) {
+                    v = _mm512_add_ps(v, _mm512_set1_ps(c->ep.bias ? c->ep.bias[oc0 + o] : 0.0f));
+                    if (c->res) {
+                        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mo, c->res + at));
+                    }
+                    /* max(lo, v): a NaN v is returned (second operand), as the scalar form keeps
+                     * it */
+                    v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+                }
+                _mm512_mask_storeu_ps(out + at, mo, v);
+            }
+        }
+    }
+    if (!in_regs) {
+        for (int64_t oc = 0; oc < c->out_ch; oc++) {
+            const int64_t at = ((n * c->out_ch + oc) * oh + oy) * ow;
+            c->epf(&c->ep, c->res ? c->res + at : NULL, oc, out + at, (size_t)ow);
+        }
+    }
+}
+
+void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                              float *restrict out, const ki_exec *ex)
+{
+    float *wp = (float *)(((uintptr_t)ex->workspace + 63) & ~(uintptr_t)63);
+    pack_weights(c, wp);
+    const int64_t rows = g->in.n * g->oh;
+#pragma omp parallel for num_threads(ex->n_threads) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        row(c, g, in, wp, r / g->oh, r % g->oh, out);
+    }
+}
