@@ -163,6 +163,7 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa)
     c->wino_in = avx512 ? ki_wino_input_avx512 : ki_wino_input_ref;
     c->wino_out = avx512 ? ki_wino_output_avx512 : ki_wino_output_ref;
     c->ov_uk = avx512 ? ki_ov_ukernel_avx512 : ki_ov_ukernel_ref;
+    c->ov_st = avx512 ? ki_ov_tile_store_avx512 : ki_ov_tile_store;
 }
 
 void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n)
@@ -237,19 +238,30 @@ static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op, bool *ov)
 /* Output pixels per image up to which a layer gets the OV path (its declared input size must
  * say so): there the GEMM's 32-pixel panels run partly empty and few panels leave the threads
  * little to split. At 7 x 7 (49 pixels) the OV path is 1.1-1.35x faster on resnet18's and
- * mobilenet_v2's layers; at 14 x 14 (196) its transposing stores make mobilenet_v2's 1x1 layers
- * (k = 64..576) 1.2x slower than the GEMM. */
+ * mobilenet_v2's layers. */
 #define KI_OV_MAX_PIXELS 64
+/* A 1x1 stride-1 unpadded layer's OV path reads the input in place (no packing) and pays to
+ * larger outputs when k is long enough: 2 threads, 14 x 14, 384 -> 64 channels 0.050 ms against
+ * the GEMM's 0.097; 576 -> 96 0.109 / 0.180; 20 x 20, 1024 -> 512 1.95 / 2.34 ms; 28 x 28,
+ * 192 -> 32 0.055 / 0.064. From 56 x 56 its pixel-block loop streams the input once per channel
+ * block and loses (64 -> 128: 0.30 / 0.27 ms), as it does for short k (24 -> 144 at 56 x 56). */
+#define KI_OV_1X1_MIN_IN     64
+#define KI_OV_1X1_MAX_PIXELS 1024
 
 /* Whether to repack the weights for the OV path at create: one group, not Winograd, the
- * AVX-512 micro-kernel, and a declared input whose output has at most KI_OV_MAX_PIXELS pixels. */
+ * AVX-512 micro-kernel, and a declared input whose output has at most KI_OV_MAX_PIXELS pixels,
+ * or a 1x1 layer in the bounds above whose channel blocks are at least 7/8 full. */
 static bool ov_wanted(const ki_conv2d *c, const ki_op_desc *op)
 {
     const ki_shape *d = declared_input(op);
     ki_conv2d_geom g;
-    return c->weight && !c->wino_u && ki_conv2d_ov_shape_ok(c) &&
-           c->ov_uk == ki_ov_ukernel_avx512 && d && declared_geom(c, d, &g) &&
-           g.oh * g.ow <= KI_OV_MAX_PIXELS;
+    if (!c->weight || c->wino_u || !ki_conv2d_ov_shape_ok(c) || c->ov_uk != ki_ov_ukernel_avx512 ||
+        !d || !declared_geom(c, d, &g)) {
+        return false;
+    }
+    int64_t lanes = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV * KI_OV_MV, n = g.oh * g.ow;
+    return n <= KI_OV_MAX_PIXELS || (ki_conv2d_is_pointwise(c) && c->in_ch >= KI_OV_1X1_MIN_IN &&
+                                     n <= KI_OV_1X1_MAX_PIXELS && 8 * (lanes - c->out_ch) <= lanes);
 }
 
 static void conv_destroy(void *state);
@@ -368,8 +380,7 @@ bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_pa
     case KI_CONV2D_GEMM:
         return c->weight != NULL;
     case KI_CONV2D_GEMM1:
-        return c->weight && c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->pt == 0 &&
-               c->pb == 0 && c->pl == 0 && c->pr == 0;
+        return c->weight && ki_conv2d_is_pointwise(c);
     case KI_CONV2D_DW:
         return c->weight && c->groups == c->in_ch && c->groups == c->out_ch &&
                c->pad_mode == KI_CONV_PAD_ZEROS;

@@ -35,6 +35,11 @@ typedef void (*ki_wino_out_fn)(const float *m, int64_t pstride, float *q, const 
 #define KI_OV_KC     128 /* k block: a weight block (16 KiB) stays in L1 over the pixel blocks */
 typedef void (*ki_ov_ukernel)(int64_t k, const float *a, const float *b, int pw, int64_t ldb,
                               bool acc, const float *bias, float lo, float hi, float *restrict t);
+/* Writes rows 0..rows-1 (output channels) of an OV tile t ([pw][KI_OV_MV]) for pixels 0..nr-1
+ * to d (row stride ld): + the residual res (same layout as d) when not NULL, then
+ * min(hi, max(lo, v)). */
+typedef void (*ki_ov_store_fn)(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld,
+                               const float *res, float lo, float hi);
 
 typedef enum ki_conv_pad_mode {
     KI_CONV_PAD_ZEROS = 0,
@@ -74,6 +79,7 @@ typedef struct ki_conv2d {
      * micro-kernel for this CPU */
     float *ov_a;
     ki_ov_ukernel ov_uk;
+    ki_ov_store_fn ov_st;
 } ki_conv2d;
 
 /* Sizes for one concrete input. */
@@ -126,6 +132,13 @@ static inline int64_t ki_conv_pad_index(int64_t i, int64_t n, ki_conv_pad_mode m
         break;
     }
     return -1;
+}
+
+/* 1x1, stride 1, no padding: the input's planes are the rows of the column matrix. */
+static inline bool ki_conv2d_is_pointwise(const ki_conv2d *c)
+{
+    return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->pt == 0 && c->pb == 0 &&
+           c->pl == 0 && c->pr == 0;
 }
 
 ki_status ki_conv2d_geom_make(const ki_conv2d *c, const ki_shape *in, ki_conv2d_geom *g,
@@ -247,7 +260,10 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
                           float *restrict out, const ki_exec *ex);
 /* Rows 0..rows-1 (output channels) and columns 0..nr-1 (pixels) of an OV tile t ([pw][KI_OV_MV])
  * into d, row stride ld: the transposing store. */
-void ki_ov_tile_store(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld);
+void ki_ov_tile_store(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld,
+                      const float *res, float lo, float hi);
+void ki_ov_tile_store_avx512(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld,
+                             const float *res, float lo, float hi);
 void ki_ov_ukernel_ref(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
                        const float *bias, float lo, float hi, float *restrict t);
 void ki_ov_ukernel_avx512(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,

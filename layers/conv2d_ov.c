@@ -60,16 +60,24 @@ ki_status ki_conv2d_ov_prepare(ki_conv2d *c, ki_error *err)
     return KI_OK;
 }
 
-/* Bytes of the packed column blocks of one image (shared by the team) and of one thread's
- * partial tiles; false on overflow. */
+/* Whether the column blocks are packed: a 1x1 stride-1 unpadded layer reads them in place (the
+ * input's planes are the rows of its column matrix). */
+static bool ov_packs(const ki_conv2d *c)
+{
+    return !ki_conv2d_is_pointwise(c);
+}
+
+/* Bytes of the packed column blocks of one image (shared by the team; 0 when not packed) and of
+ * one thread's partial tiles; false on overflow. */
 static bool ov_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int nt, size_t *cols,
                      size_t *part)
 {
     int64_t k = c->in_ch * c->kh * c->kw, n = g->oh * g->ow, pw = ki_conv2d_ov_pw(n);
     int64_t nb = (n + pw - 1) / pw, nob = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV;
     int64_t mine = (nob * nb + nt - 1) / nt;
-    return ki_ckd_mul(cols, (size_t)nb, (size_t)pw) && ki_ckd_mul(cols, *cols, (size_t)k) &&
-           ki_ckd_mul(cols, *cols, sizeof(float)) && *cols < SIZE_MAX / 2 &&
+    return ki_ckd_mul(cols, ov_packs(c) ? (size_t)nb : 0, (size_t)pw) &&
+           ki_ckd_mul(cols, *cols, (size_t)k) && ki_ckd_mul(cols, *cols, sizeof(float)) &&
+           *cols < SIZE_MAX / 2 &&
            ki_ckd_mul(part, (size_t)mine, (size_t)pw * KI_OV_MV * sizeof(float)) &&
            *part < SIZE_MAX / 2 / (size_t)nt;
 }
@@ -115,11 +123,14 @@ typedef struct ov_fin {
     float lo, hi;
 } ov_fin;
 
-void ki_ov_tile_store(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld)
+void ki_ov_tile_store(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld,
+                      const float *res, float lo, float hi)
 {
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t j = 0; j < nr; j++) {
-            d[r * ld + j] = t[j * KI_OV_MV + r];
+            float v = res ? t[j * KI_OV_MV + r] + res[r * ld + j] : t[j * KI_OV_MV + r];
+            v = lo > v ? lo : v; /* NaN kept, as the vector max/min keep it */
+            d[r * ld + j] = hi < v ? hi : v;
         }
     }
 }
@@ -131,18 +142,12 @@ static void ov_store(const ki_conv2d *c, const ov_fin *f, const float *t, int64_
 {
     float *d = y + oc0 * n + j0;
     const float *rr = res ? res + oc0 * n + j0 : NULL;
-    if (rr && f->clamp) {
-        for (int64_t r = 0; r < rows; r++) {
-            for (int64_t j = 0; j < nr; j++) {
-                float v = t[j * KI_OV_MV + r] + rr[r * n + j];
-                v = f->lo > v ? f->lo : v;
-                d[r * n + j] = f->hi < v ? f->hi : v;
-            }
-        }
-    } else {
-        ki_ov_tile_store(t, rows, nr, d, n);
+    if (f->clamp) { /* the bias is in t; the clamp too unless there is a residual */
+        c->ov_st(t, rows, nr, d, n, rr, rr ? f->lo : -INFINITY, rr ? f->hi : INFINITY);
+        return;
     }
-    for (int64_t r = 0; r < rows && !f->clamp; r++) {
+    c->ov_st(t, rows, nr, d, n, NULL, -INFINITY, INFINITY);
+    for (int64_t r = 0; r < rows; r++) {
         c->epf(&c->ep, rr ? rr + r * n : NULL, oc0 + r, d + r * n, (size_t)nr);
     }
 }
@@ -153,7 +158,7 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
     int64_t k = c->in_ch * c->kh * c->kw, hw = g->in.h * g->in.w, n = g->oh * g->ow;
     int64_t pw = ki_conv2d_ov_pw(n), nb = (n + pw - 1) / pw;
     int64_t nob = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV, tiles = nob * nb;
-    bool use_col = !ki_conv2d_path_ok(c, g, KI_CONV2D_GEMM1);
+    bool packs = ov_packs(c);
     ki_gemm_fin gf;
     ov_fin f = { ki_gemm_fin_of(&c->ep, 0, NULL, &gf), gf.lo, gf.hi };
     size_t cols, part;
@@ -170,10 +175,12 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
         const float *res = c->res ? c->res + img * c->out_ch * n : NULL;
 #pragma omp parallel num_threads(ex->n_threads)
         {
+            if (packs) {
 #pragma omp for schedule(static)
-            for (int64_t pb = 0; pb < nb; pb++) {
-                int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
-                ki_conv2d_pack_cols(c, g, use_col, x, j0, nr, k, pw, bp + pb * k * pw);
+                for (int64_t pb = 0; pb < nb; pb++) {
+                    int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
+                    ki_conv2d_pack_cols(c, g, true, x, j0, nr, k, pw, bp + pb * k * pw);
+                }
             }
             int tid = omp_get_thread_num(), nt = omp_get_num_threads();
             int64_t i0 = tiles * tid / nt, i1 = tiles * (tid + 1) / nt;
@@ -201,11 +208,14 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
                     for (int64_t l = pb * kc * 2 / nb, le = (pb + 1) * kc * 2 / nb; l < le; l++) {
                         __builtin_prefetch(nx + l * 64, 0, 2); /* to L2: L1 holds this block */
                     }
-                    c->ov_uk(kc, a, bp + (pb * k + k0) * pw, (int)pw, pw, k0 > 0, bv,
+                    /* in place, the last block multiplies only its own pixels (the packed
+                     * one's zero padding is not there to read) */
+                    int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
+                    const float *b = packs ? bp + (pb * k + k0) * pw : x + k0 * hw + j0;
+                    c->ov_uk(kc, a, b, packs ? (int)pw : (int)nr, packs ? pw : hw, k0 > 0, bv,
                              kclamp ? f.lo : -INFINITY, kclamp ? f.hi : INFINITY, t);
                     if (last) {
-                        int64_t j0 = pb * pw;
-                        ov_store(c, &f, t, oc0, rows, j0, n - j0 < pw ? n - j0 : pw, n, y, res);
+                        ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res);
                     }
                 }
             }

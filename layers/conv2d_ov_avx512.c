@@ -1,10 +1,13 @@
 /* conv2d_ov_avx512.c - the OV micro-kernel (conv2d.h) with AVX-512: the 32 output channels of a
  * tile are two zmm vectors, each of the pw pixels a broadcast, 2 * pw accumulators over one k
- * block. One copy per pw (1..12), so the accumulators stay in registers. Compiled with -mavx512f;
+ * block. One copy per pw (1..12), so the accumulators stay in registers. And the tile's
+ * transposing store: each half of 16 channels transposed in registers, one masked store of the
+ * pixels per channel. Compiled with -mavx512f;
  * called only when the CPU has it (ki_conv2d_set_isa). */
 #include <immintrin.h>
 
 #include "conv2d.h"
+#include "tr16_avx512.h"
 
 static inline __attribute__((always_inline)) void ov_tile(int64_t k, const float *a, const float *b,
                                                           const int pw, int64_t ldb, bool acc,
@@ -64,5 +67,28 @@ void ki_ov_ukernel_avx512(int64_t k, const float *a, const float *b, int pw, int
     default:
         ki_ov_ukernel_ref(k, a, b, pw, ldb, acc, bias, lo, hi, t);
         break;
+    }
+}
+
+void ki_ov_tile_store_avx512(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld,
+                             const float *res, float lo, float hi)
+{
+    const __mmask16 m = (__mmask16)ki_lane_mask16(0, nr);
+    const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+    for (int64_t h = 0; h < rows; h += 16) {
+        __m512 r[16];
+        for (int64_t j = 0; j < 16; j++) {
+            r[j] = j < nr ? _mm512_loadu_ps(t + j * KI_OV_MV + h) : _mm512_setzero_ps();
+        }
+        ki_tr16(r); /* r[o] lane j: pixel j of channel h + o */
+        for (int64_t o = 0; o < 16 && h + o < rows; o++) {
+            __m512 v = r[o];
+            if (res) {
+                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + (h + o) * ld));
+            }
+            /* max(lo, v) then min(hi, .): a NaN v is kept (second operand) */
+            v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+            _mm512_mask_storeu_ps(d + (h + o) * ld, m, v);
+        }
     }
 }

@@ -166,7 +166,7 @@ static void wino_products_ov(const wino_run *r, int64_t pos, const float *vpanel
         for (int64_t j0 = 0; j0 < valid; j0 += pw) {
             int64_t nr = valid - j0 < pw ? valid - j0 : pw;
             c->ov_uk(ic, a, vpanel + j0, (int)nr, KI_GEMM_NR, false, NULL, -INFINITY, INFINITY, t);
-            ki_ov_tile_store(t, rows, nr, mcol + ob * KI_OV_MV * ldm + j0, ldm);
+            c->ov_st(t, rows, nr, mcol + ob * KI_OV_MV * ldm + j0, ldm, NULL, -INFINITY, INFINITY);
         }
     }
 }

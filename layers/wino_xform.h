@@ -90,32 +90,7 @@ static inline void wino_at4(float (*restrict m)[WL], int s, float (*restrict o)[
 #ifdef __AVX512F__
 #include <immintrin.h>
 
-/* Transposes the 16 x 16 matrix r (r[i] is row i) in registers. */
-static inline __attribute__((always_inline)) void wino_tr16(__m512 r[16])
-{
-    __m512 t[16], s[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    /* s[4g+c], 128-bit lane k: column 4k+c of rows 4g..4g+3 */
-    for (int g = 0; g < 16; g += 4) {
-        s[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
-        s[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
-        s[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
-        s[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
-    }
-    for (int c = 0; c < 4; c++) { /* a 4 x 4 transpose of 128-bit lanes */
-        __m512 u0 = _mm512_shuffle_f32x4(s[c], s[4 + c], 0x44);
-        __m512 u1 = _mm512_shuffle_f32x4(s[c], s[4 + c], 0xEE);
-        __m512 u2 = _mm512_shuffle_f32x4(s[8 + c], s[12 + c], 0x44);
-        __m512 u3 = _mm512_shuffle_f32x4(s[8 + c], s[12 + c], 0xEE);
-        r[c] = _mm512_shuffle_f32x4(u0, u2, 0x88);
-        r[4 + c] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
-        r[8 + c] = _mm512_shuffle_f32x4(u1, u3, 0x88);
-        r[12 + c] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
-    }
-}
+#include "tr16_avx512.h"
 
 /* d[i*t+j][l] = the plane at the lanes' t x t patch positions, zero outside it or past n: each
  * lane's patch row is one masked load (no fault on the masked-out columns), then a transpose. */
@@ -137,7 +112,7 @@ static inline void wino_gather(const float *p, int64_t h, int64_t w, const int64
             r[l] = y >= 0 && y < h ? _mm512_maskz_loadu_ps(cm[l], p + y * w + x0[l])
                                    : _mm512_setzero_ps();
         }
-        wino_tr16(r);
+        ki_tr16(r);
         for (int j = 0; j < t; j++) {
             _mm512_store_ps(d[i * t + j], r[j]);
         }
@@ -155,7 +130,7 @@ static inline void wino_scatter(float (*restrict o)[WL], int m, float *q, const 
     for (int k = 0; k < 16; k++) {
         r[k] = k < m * m ? _mm512_load_ps(o[k]) : _mm512_setzero_ps();
     }
-    wino_tr16(r);
+    ki_tr16(r);
     for (int l = 0; l < WL; l++) {
         _mm512_store_ps(tt[l], r[l]);
     }
