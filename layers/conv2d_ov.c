@@ -146,9 +146,20 @@ static void ov_store(const ki_conv2d *c, const ov_fin *f, const float *t, int64_
         c->ov_st(t, rows, nr, d, n, rr, rr ? f->lo : -INFINITY, rr ? f->hi : INFINITY);
         return;
     }
-    c->ov_st(t, rows, nr, d, n, NULL, -INFINITY, INFINITY);
-    for (int64_t r = 0; r < rows; r++) {
-        c->epf(&c->ep, rr ? rr + r * n : NULL, oc0 + r, d + r * n, (size_t)nr);
+    c->ov_st(t, rows, nr, d, n, NULL, -INFINITY, INFINITY); /* the rest: ov_epilogue */
+}
+
+/* The epilogue of the other activations over tiles [i0, i1) of image y, once they are all
+ * stored: per channel one call over the tiles' pixel span (not one per tile and channel). */
+static void ov_epilogue(const ki_conv2d *c, int64_t i0, int64_t i1, int64_t nb, int64_t pw,
+                        int64_t n, float *y, const float *res)
+{
+    for (int64_t ob = i0 / nb; ob * nb < i1; ob++) {
+        int64_t p0 = i0 > ob * nb ? i0 - ob * nb : 0, p1 = i1 < (ob + 1) * nb ? i1 - ob * nb : nb;
+        int64_t j0 = p0 * pw, j1 = p1 * pw < n ? p1 * pw : n;
+        for (int64_t oc = ob * KI_OV_MV; oc < (ob + 1) * KI_OV_MV && oc < c->out_ch; oc++) {
+            c->epf(&c->ep, res ? res + oc * n + j0 : NULL, oc, y + oc * n + j0, (size_t)(j1 - j0));
+        }
     }
 }
 
@@ -218,6 +229,9 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
                         ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res);
                     }
                 }
+            }
+            if (!f.clamp && i1 > i0) {
+                ov_epilogue(c, i0, i1, nb, pw, n, y, res);
             }
         }
     }
