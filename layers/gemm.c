@@ -100,7 +100,7 @@ bool ki_gemm_fin_of(const ki_cv_epilogue *ep, int64_t ch, const float *res, ki_g
 /* One MR x NR tile for one k block. Edge tiles go through a local tile: rows past m reuse row 0
  * of the tile (valid memory, results dropped), columns past n multiply the panel's zero padding. */
 static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int64_t kc,
-                 const float *b)
+                 const float *b, bool late)
 {
     int64_t m0 = mi * KI_GEMM_MR, n0 = pi * KI_GEMM_NR;
     int64_t mr = g->m - m0 < KI_GEMM_MR ? g->m - m0 : KI_GEMM_MR;
@@ -132,11 +132,29 @@ static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int6
             memcpy(c + r * g->ldc, t + r * KI_GEMM_NR, (size_t)nr * sizeof *t);
         }
     }
-    if (g->ep && last) {
+    if (g->ep && last && !late) {
         for (int64_t r = 0; r < mr; r++) {
             g->epf(g->ep, res ? res + r * g->ldc : NULL, g->ch0 + m0 + r, c + r * g->ldc,
                    (size_t)nr);
         }
+    }
+}
+
+/* Whether the epilogue's activation is one the micro-kernels do not apply in registers (SiLU,
+ * sigmoid, ...): then the drivers run it once per row over all the columns they finished, after
+ * the tiles (late), instead of once per tile row of NR floats. */
+static bool late_epilogue(const ki_gemm_args *g)
+{
+    ki_gemm_fin f;
+    return g->ep && !ki_gemm_fin_of(g->ep, 0, NULL, &f);
+}
+
+/* The late epilogue of rows [m0, m0 + MR) (clipped to m), columns [c0, c1). */
+static void rows_epilogue(const ki_gemm_args *g, int64_t mi, int64_t c0, int64_t c1)
+{
+    for (int64_t r = mi * KI_GEMM_MR; r < (mi + 1) * KI_GEMM_MR && r < g->m; r++) {
+        g->epf(g->ep, g->res ? g->res + r * g->ldc + c0 : NULL, g->ch0 + r, g->c + r * g->ldc + c0,
+               (size_t)(c1 - c0));
     }
 }
 
@@ -162,6 +180,7 @@ void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt)
 {
     int64_t np = (g->n + KI_GEMM_NR - 1) / KI_GEMM_NR, mp = (g->m + KI_GEMM_MR - 1) / KI_GEMM_MR;
     int64_t tiles = np * mp, t0 = tiles * tid / nt, t1 = tiles * (tid + 1) / nt;
+    bool late = late_epilogue(g);
     for (int64_t k0 = 0; k0 < g->k; k0 += KI_GEMM_KC) {
         int64_t kc = g->k - k0 < KI_GEMM_KC ? g->k - k0 : KI_GEMM_KC;
         for (int64_t t = t0; t < t1; t++) {
@@ -169,8 +188,12 @@ void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt)
             if (pi == 0 || t == t0) {
                 prefetch_a(g, t / np + 1, k0, kc);
             }
-            tile(g, pi, t / np, k0, kc, g->bp + pi * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR);
+            tile(g, pi, t / np, k0, kc, g->bp + pi * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR, late);
         }
+    }
+    for (int64_t mi = t0 / np; late && t0 < t1 && mi * np < t1; mi++) { /* its part of each row */
+        int64_t p0 = t0 > mi * np ? t0 - mi * np : 0, p1 = t1 < (mi + 1) * np ? t1 - mi * np : np;
+        rows_epilogue(g, mi, p0 * KI_GEMM_NR, p1 * KI_GEMM_NR < g->n ? p1 * KI_GEMM_NR : g->n);
     }
 }
 
@@ -178,13 +201,18 @@ void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt)
  * instead of one 128-byte piece per row and panel), and A's 8 x KC block is reused np times. */
 void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *b)
 {
-    int64_t mp = (g->m + KI_GEMM_MR - 1) / KI_GEMM_MR;
+    int64_t mp = (g->m + KI_GEMM_MR - 1) / KI_GEMM_MR, c0 = p0 * KI_GEMM_NR;
+    int64_t c1 = (p0 + np) * KI_GEMM_NR < g->n ? (p0 + np) * KI_GEMM_NR : g->n;
+    bool late = late_epilogue(g);
     for (int64_t k0 = 0; k0 < g->k; k0 += KI_GEMM_KC) {
         int64_t kc = g->k - k0 < KI_GEMM_KC ? g->k - k0 : KI_GEMM_KC;
         for (int64_t mi = 0; mi < mp; mi++) {
             prefetch_a(g, mi + 1, k0, kc);
             for (int64_t q = 0; q < np; q++) {
-                tile(g, p0 + q, mi, k0, kc, b + q * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR);
+                tile(g, p0 + q, mi, k0, kc, b + q * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR, late);
+            }
+            if (late && k0 + kc >= g->k) {
+                rows_epilogue(g, mi, c0, c1); /* while the rows are in cache */
             }
         }
     }
