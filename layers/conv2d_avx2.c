@@ -4,6 +4,7 @@
  * scalar ones of activation.h, operation for operation (max(0, v) keeps a NaN as torch does),
  * except SiLU and Sigmoid, whose exp is vexp_avx2.h's (within 3e-7 relative of the scalar). */
 #include <immintrin.h>
+#include <string.h>
 
 #include "conv2d.h"
 #include "vexp_avx2.h"
@@ -79,8 +80,16 @@ void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, const float *res, int64_t ch,
         EPI_LOOP(act8(&act, v));
         break;
     }
-    for (; i < n; i++) {
-        p[i] = ki_act_apply(&act, res ? p[i] + b + res[i] : p[i] + b);
+    if (i < n) {
+        /* the tail through the same vector formula (SiLU's vector exp is not expf), so a value
+         * does not depend on where a caller's span starts or ends (e.g. the thread split) */
+        float tp[8] = { 0 }, tr[8] = { 0 };
+        memcpy(tp, p + i, (n - i) * sizeof *tp);
+        if (res) {
+            memcpy(tr, res + i, (n - i) * sizeof *tr);
+        }
+        ki_cv_epilogue_avx2(ep, res ? tr : NULL, ch, tp, 8); /* n = 8: no tail, no deeper call */
+        memcpy(p + i, tp, (n - i) * sizeof *tp);
     }
 }
 

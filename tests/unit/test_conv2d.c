@@ -320,11 +320,12 @@ static void test_random_vs_ref(void **unused)
             fail_msg("seed %llu: %s", (unsigned long long)seed, err.msg);
         }
         ki_conv2d *c = st;
-        static const ki_act acts[4] = { { KI_ACT_NONE, 0, 0 },
+        static const ki_act acts[5] = { { KI_ACT_NONE, 0, 0 },
                                         { KI_ACT_RELU, 0, 0 },
                                         { KI_ACT_RELU6, 0, 0 },
-                                        { KI_ACT_HARDSWISH, 0, 0 } };
-        c->ep.act = acts[seed % 4]; /* as fuse() would: in-register and after-store epilogues */
+                                        { KI_ACT_HARDSWISH, 0, 0 },
+                                        { KI_ACT_SILU, 0, 0 } };
+        c->ep.act = acts[seed % 5]; /* as fuse() would: in-register and after-store epilogues */
         int64_t m[4] = { r.p[2], r.p[3], r.p[0], r.p[1] };
         assert_memory_equal(&c->pt, m, sizeof m); /* (l,r,t,b) read as documented */
         check_paths(&r, seed, c, x);
