@@ -431,8 +431,8 @@ size_t ki_conv2d_workspace_for(const ki_conv2d *c, const ki_conv2d_geom *g, ki_c
     size_t bytes, nt = n_threads > 0 ? (size_t)n_threads : 1;
     int64_t np = (ohw + KI_GEMM_NR - 1) / KI_GEMM_NR;
     if (p == KI_CONV2D_DW) {
-        if (c->dw_avx512 && ki_conv2d_dw3_avx512_ok(c)) {
-            return 0; /* reads the planes in place */
+        if (ki_conv2d_dw_in_place(c)) {
+            return 0;
         }
         return ki_conv2d_dw_padded(c, g, &packed) &&
                        ki_ckd_mul(&bytes, (size_t)packed, sizeof(float))

@@ -217,6 +217,11 @@ void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const
 bool ki_conv2d_dw3_avx512_ok(const ki_conv2d *c);
 void ki_conv2d_dw3_plane_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
                                 int64_t ch, const float *res, float *restrict o);
+/* Whether the depthwise path runs that kernel on the planes in place (no workspace). */
+static inline bool ki_conv2d_dw_in_place(const ki_conv2d *c)
+{
+    return c->dw_avx512 && ki_conv2d_dw3_avx512_ok(c);
+}
 
 /* conv2d_avx2.c: depthwise plane of channel ch from its padded copy xp (row stride wp, see
  * above). When the activation is one the vector epilogue handles (true returned), the epilogue

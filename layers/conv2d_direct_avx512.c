@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "conv2d.h"
+#include "simd_avx512.h"
 
 #define OC_BLOCK 16
 
@@ -27,7 +28,7 @@ size_t ki_conv2d_direct_workspace(const ki_conv2d *c)
     int64_t blocks = (c->out_ch + OC_BLOCK - 1) / OC_BLOCK, n;
     size_t bytes;
     if (!ki_ckd_mul_i64(&n, blocks * OC_BLOCK, c->in_ch * c->kh * c->kw) ||
-        !ki_ckd_mul(&bytes, (size_t)n, sizeof(float)) || !ki_ckd_add(&bytes, bytes, 64)) {
+        !ki_ckd_mul(&bytes, (size_t)n, sizeof(float))) {
         return 0;
     }
     return bytes;
@@ -80,10 +81,7 @@ static inline __attribute__((always_inline)) void block(const ki_conv2d *c, cons
                                                         __m512 acc[OC_BLOCK])
 {
     const int64_t h = g->in.h, w = g->in.w, kh = c->kh, kw = c->kw, b = ox * s - c->pl;
-    const __m512i even =
-        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd =
-        _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i even = ki_even_idx(), odd = ki_odd_idx();
     __mmask16 m[2 * (KI_DIRECT_MAX_K + 1)];
     for (int64_t kx = 0; kx < kw + 1; kx++) { /* stride 2 reads one window past kx = kw - 1 */
         m[2 * kx] = (__mmask16)ki_lane_mask16(b + kx, w);
@@ -146,17 +144,13 @@ static void row(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, co
             }
             for (int64_t o = 0; o < noc; o++) {
                 const int64_t at = ((n * c->out_ch + oc0 + o) * oh + oy) * ow + ox;
-                __m512 v = acc[o];
                 if (in_regs) {
-                    v = _mm512_add_ps(v, _mm512_set1_ps(c->ep.bias ? c->ep.bias[oc0 + o] : 0.0f));
-                    if (c->res) {
-                        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mo, c->res + at));
-                    }
-                    /* max(lo, v): a NaN v is returned (second operand), as the scalar form keeps
-                     * it */
-                    v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+                    const __m512 vb = _mm512_set1_ps(c->ep.bias ? c->ep.bias[oc0 + o] : 0.0f);
+                    ki_store16_fin(out + at, mo, _mm512_add_ps(acc[o], vb),
+                                   c->res ? c->res + at : NULL, lo, hi);
+                } else {
+                    _mm512_mask_storeu_ps(out + at, mo, acc[o]);
                 }
-                _mm512_mask_storeu_ps(out + at, mo, v);
             }
         }
     }
@@ -171,7 +165,7 @@ static void row(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, co
 void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                               float *restrict out, const ki_exec *ex)
 {
-    float *wp = (float *)(((uintptr_t)ex->workspace + 63) & ~(uintptr_t)63);
+    float *wp = ex->workspace; /* read by broadcasts: no alignment needed */
     pack_weights(c, wp);
     const int64_t rows = g->in.n * g->oh;
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)

@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include "conv2d.h"
+#include "simd_avx512.h"
 
 /* Where a column block reads: for stride 1 the three tap vectors start at columns b + kx; for
  * stride 2 two windows of 32 columns start at b and b + 2 (even lanes: taps 0 and 2; odd: tap 1).
@@ -65,10 +66,7 @@ static inline dw_cols cols_at(int64_t ox, int s, int64_t pl, int64_t w)
     acc = _mm512_fmadd_ps(w9[3 * (ky)], v0, acc);                                                  \
     acc = _mm512_fmadd_ps(w9[3 * (ky) + 1], v1, acc);                                              \
     acc = _mm512_fmadd_ps(w9[3 * (ky) + 2], v2, acc)
-#define EVEN_ODD                                                                                   \
-    const __m512i even =                                                                           \
-        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);              \
-    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
+#define EVEN_ODD const __m512i even = ki_even_idx(), odd = ki_odd_idx()
 
 /* Four output rows from input rows iy0..iy0+5 (stride 1), each loaded once for the output rows it
  * feeds, taps summed in the order ky, kx per output row. */
@@ -185,8 +183,7 @@ void ki_conv2d_dw3_plane_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, con
         const int first = (int)(oy - y0);
         const int64_t iy0 = y0 * s - c->pt;
         for (int64_t ox = 0; ox < ow; ox += 16) {
-            const __mmask16 m =
-                ow - ox >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (ow - ox)) - 1u);
+            const __mmask16 m = (__mmask16)ki_lane_mask16(0, ow - ox);
             const dw_cols k = cols_at(ox, s, c->pl, w);
             __m512 acc[4];
             if (s == 1 && rows == 4) {
@@ -200,13 +197,7 @@ void ki_conv2d_dw3_plane_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, con
             }
             for (int q = first; q < rows; q++) {
                 const int64_t at = (y0 + q) * ow + ox;
-                __m512 r = _mm512_add_ps(acc[q], vb);
-                if (res) {
-                    r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, res + at));
-                }
-                /* max(lo, v): a NaN v is returned (second operand), as the scalar form keeps it */
-                r = _mm512_min_ps(hi, _mm512_max_ps(lo, r));
-                _mm512_mask_storeu_ps(o + at, m, r);
+                ki_store16_fin(o + at, m, _mm512_add_ps(acc[q], vb), res ? res + at : NULL, lo, hi);
             }
         }
         oy = y0 + rows;

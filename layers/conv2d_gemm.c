@@ -255,7 +255,7 @@ void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
                           float *restrict out, const ki_exec *ex)
 {
     int64_t planes = g->in.n * c->in_ch, hw = g->in.h * g->in.w, ohw = g->oh * g->ow, floats;
-    bool direct = c->dw_avx512 && ki_conv2d_dw3_avx512_ok(c);
+    bool direct = ki_conv2d_dw_in_place(c);
     bool padded = !direct && ki_conv2d_dw_padded(c, g, &floats);
     bool simd = !direct && !padded && c->dw_avx2 && g->in.w <= INT32_MAX / 2 && ow_fits_i32(g, c);
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)

@@ -155,7 +155,8 @@ static void ov_epilogue(const ki_conv2d *c, int64_t i0, int64_t i1, int64_t nb, 
                         int64_t n, float *y, const float *res)
 {
     for (int64_t ob = i0 / nb; ob * nb < i1; ob++) {
-        int64_t p0 = i0 > ob * nb ? i0 - ob * nb : 0, p1 = i1 < (ob + 1) * nb ? i1 - ob * nb : nb;
+        int64_t p0, p1;
+        ki_row_span(i0, i1, ob, nb, &p0, &p1);
         int64_t j0 = p0 * pw, j1 = p1 * pw < n ? p1 * pw : n;
         for (int64_t oc = ob * KI_OV_MV; oc < (ob + 1) * KI_OV_MV && oc < c->out_ch; oc++) {
             c->epf(&c->ep, res ? res + oc * n + j0 : NULL, oc, y + oc * n + j0, (size_t)(j1 - j0));

@@ -7,7 +7,7 @@
 #include <immintrin.h>
 
 #include "conv2d.h"
-#include "tr16_avx512.h"
+#include "simd_avx512.h"
 
 static inline __attribute__((always_inline)) void ov_tile(int64_t k, const float *a, const float *b,
                                                           const int pw, int64_t ldb, bool acc,
@@ -82,13 +82,7 @@ void ki_ov_tile_store_avx512(const float *t, int64_t rows, int64_t nr, float *d,
         }
         ki_tr16(r); /* r[o] lane j: pixel j of channel h + o */
         for (int64_t o = 0; o < 16 && h + o < rows; o++) {
-            __m512 v = r[o];
-            if (res) {
-                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res + (h + o) * ld));
-            }
-            /* max(lo, v) then min(hi, .): a NaN v is kept (second operand) */
-            v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
-            _mm512_mask_storeu_ps(d + (h + o) * ld, m, v);
+            ki_store16_fin(d + (h + o) * ld, m, r[o], res ? res + (h + o) * ld : NULL, vlo, vhi);
         }
     }
 }

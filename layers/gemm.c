@@ -192,7 +192,8 @@ void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt)
         }
     }
     for (int64_t mi = t0 / np; late && t0 < t1 && mi * np < t1; mi++) { /* its part of each row */
-        int64_t p0 = t0 > mi * np ? t0 - mi * np : 0, p1 = t1 < (mi + 1) * np ? t1 - mi * np : np;
+        int64_t p0, p1;
+        ki_row_span(t0, t1, mi, np, &p0, &p1);
         rows_epilogue(g, mi, p0 * KI_GEMM_NR, p1 * KI_GEMM_NR < g->n ? p1 * KI_GEMM_NR : g->n);
     }
 }

@@ -75,6 +75,15 @@ void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt);
  * callers that pack a few panels at a time. */
 void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *b);
 
+/* Tiles numbered row by row, per_row to a row: the part [*p0, *p1) of row `row` that the range
+ * of tiles [t0, t1) covers (the late epilogues run over a thread's range row by row). */
+static inline void ki_row_span(int64_t t0, int64_t t1, int64_t row, int64_t per_row, int64_t *p0,
+                               int64_t *p1)
+{
+    *p0 = t0 > row * per_row ? t0 - row * per_row : 0;
+    *p1 = t1 < (row + 1) * per_row ? t1 - row * per_row : per_row;
+}
+
 /* Floats of a packed B of k rows and n columns; false on overflow. */
 static inline bool ki_gemm_packed_floats(int64_t k, int64_t n, int64_t *out)
 {

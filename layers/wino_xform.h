@@ -90,7 +90,7 @@ static inline void wino_at4(float (*restrict m)[WL], int s, float (*restrict o)[
 #ifdef __AVX512F__
 #include <immintrin.h>
 
-#include "tr16_avx512.h"
+#include "simd_avx512.h"
 
 /* d[i*t+j][l] = the plane at the lanes' t x t patch positions, zero outside it or past n: each
  * lane's patch row is one masked load (no fault on the masked-out columns), then a transpose. */
