@@ -211,12 +211,12 @@ void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const
                               float *restrict out, const ki_exec *ex);
 
 /* conv2d_dw_avx512.c: whether c is a 3x3 depthwise shape the AVX-512 kernel takes (stride 1 or 2,
- * dilation 1, zero padding, a clamp-type activation: none, ReLU, ReLU6, Hardtanh); the plane of
- * channel ch read from the unpadded input plane x, the epilogue (bias, the residual plane res or
- * NULL, the activation) applied at the store. */
+ * dilation 1, zero padding, a clamp-type activation: none, ReLU, ReLU6, Hardtanh); the planes
+ * p0 <= p < p1 (batch-major: channel p % in_ch) read from the unpadded input in, the epilogue
+ * (bias, the residual c->res when set, the activation) applied at the store to out. */
 bool ki_conv2d_dw3_avx512_ok(const ki_conv2d *c);
-void ki_conv2d_dw3_plane_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
-                                int64_t ch, const float *res, float *restrict o);
+void ki_conv2d_dw3_planes_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                                 int64_t p0, int64_t p1, float *restrict out);
 /* Whether the depthwise path runs that kernel on the planes in place (no workspace). */
 static inline bool ki_conv2d_dw_in_place(const ki_conv2d *c)
 {

@@ -258,15 +258,19 @@ void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
     bool direct = ki_conv2d_dw_in_place(c);
     bool padded = !direct && ki_conv2d_dw_padded(c, g, &floats);
     bool simd = !direct && !padded && c->dw_avx2 && g->in.w <= INT32_MAX / 2 && ow_fits_i32(g, c);
+    if (direct) { /* each thread its share of the planes in one call; epilogue at the store */
+#pragma omp parallel num_threads(ex->n_threads)
+        {
+            int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+            ki_conv2d_dw3_planes_avx512(c, g, in, planes * tid / nt, planes * (tid + 1) / nt, out);
+        }
+        return;
+    }
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         int64_t ch = p % c->in_ch;
         const float *w = c->weight + ch * c->kh * c->kw;
         const float *res = c->res ? c->res + p * ohw : NULL;
-        if (direct) {
-            ki_conv2d_dw3_plane_avx512(c, g, in + p * hw, ch, res, out + p * ohw);
-            continue; /* epilogue applied at the store */
-        }
         if (padded) {
             float *xp =
                 (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
