@@ -154,8 +154,8 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa)
     bool avx2 = isa >= KI_GEMM_AVX2 && ki_gemm_ukernel_for(KI_GEMM_AVX2) != NULL;
     c->uk = ki_gemm_ukernel_for(isa);
     c->uk = c->uk ? c->uk : ki_gemm_ukernel_ref;
-    c->epf = avx2 ? ki_cv_epilogue_avx2 : ki_cv_epilogue_ref;
     bool avx512 = isa >= KI_GEMM_AVX512 && ki_gemm_ukernel_for(KI_GEMM_AVX512) != NULL;
+    c->epf = avx512 ? ki_cv_epilogue_avx512 : (avx2 ? ki_cv_epilogue_avx2 : ki_cv_epilogue_ref);
     c->dw_avx2 = avx2;
     c->dw_avx512 = avx2 && avx512;
     c->direct_avx512 = avx512;

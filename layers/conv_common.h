@@ -93,13 +93,16 @@ static inline void ki_cv_epilogue_plane(const ki_cv_epilogue *ep, int64_t ch, fl
 }
 
 /* An epilogue implementation: ki_cv_epilogue_ref (gemm.c, the inline one above) or an ISA
- * version (ki_cv_epilogue_avx2), chosen when the layer is created. res: see
+ * version (ki_cv_epilogue_avx2, ki_cv_epilogue_avx512), chosen when the layer is created. res: see
  * ki_cv_epilogue_plane_res. */
 typedef void (*ki_cv_epilogue_fn)(const ki_cv_epilogue *ep, const float *res, int64_t ch, float *p,
                                   size_t n);
 void ki_cv_epilogue_ref(const ki_cv_epilogue *ep, const float *res, int64_t ch, float *p, size_t n);
 void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, const float *res, int64_t ch, float *p,
                          size_t n);
+/* SiLU and Sigmoid with AVX-512 (the same values as the AVX2 version), others through it. */
+void ki_cv_epilogue_avx512(const ki_cv_epilogue *ep, const float *res, int64_t ch, float *p,
+                           size_t n);
 
 /* The fuse() hook of conv-like layers: absorbs `next` when it is a scalar activation cheap and
  * common enough to be worth it, and no activation was absorbed before. */

@@ -10,6 +10,18 @@
 
 #include <immintrin.h>
 
+/* e^r for |r| <= ln2/2 by the degree-7 Taylor polynomial in Horner form, for a vector type whose
+ * fused multiply-add is FMA(a, b, c) = a*b + c and broadcast SET1 (shared by the AVX2 and
+ * AVX-512 exp, so both compute the same values lane by lane). */
+#define KI_VEXP_POLY(FMA, SET1, r)                                                                 \
+    FMA(FMA(FMA(FMA(FMA(FMA(FMA(SET1(1.0f / 5040.0f), r, SET1(1.0f / 720.0f)), r,                  \
+                            SET1(1.0f / 120.0f)),                                                  \
+                        r, SET1(1.0f / 24.0f)),                                                    \
+                    r, SET1(1.0f / 6.0f)),                                                         \
+                r, SET1(0.5f)),                                                                    \
+            r, SET1(1.0f)),                                                                        \
+        r, SET1(1.0f))
+
 static inline __attribute__((always_inline)) __m256 ki_vexp_avx2(__m256 x)
 {
     /* Beyond these exp is inf / rounds to 0; min/max keep a NaN in x (second operand). */
@@ -19,14 +31,7 @@ static inline __attribute__((always_inline)) __m256 ki_vexp_avx2(__m256 x)
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256 p = KI_VEXP_POLY(_mm256_fmadd_ps, _mm256_set1_ps, r);
     /* 2^n = 2^n1 * 2^n2 with n1 = n >> 1, both factors normal for n in [-150, 129]. */
     __m256i ni = _mm256_cvtps_epi32(n);
     __m256i n1 = _mm256_srai_epi32(ni, 1);

@@ -204,6 +204,42 @@ static void test_epilogue_avx2_spans(void **unused)
     }
 }
 
+/* The AVX-512 SiLU and Sigmoid give the AVX2 version's bits, over the range where exp overflows,
+ * goes subnormal or is exact, NaN and infinities included, at every tail length, with and
+ * without a residual; other activations pass through to the AVX2 version. */
+static void test_epilogue_avx512_same(void **unused)
+{
+    (void)unused;
+    enum { N = 64 };
+    static const ki_act acts[] = { { KI_ACT_SILU, 0, 0 },
+                                   { KI_ACT_SIGMOID, 0, 0 },
+                                   { KI_ACT_HARDSWISH, 0, 0 } };
+    if (!ki_gemm_ukernel_for(KI_GEMM_AVX512)) {
+        skip();
+    }
+    static const float special[] = { 0.0f,   -0.0f,     1.0f,     -1.0f,   88.7f,    -88.7f,
+                                     89.5f,  -89.5f,    -87.5f,   103.0f,  -103.0f,  -110.0f,
+                                     200.0f, -200.0f,   1e-30f,   -1e-30f, INFINITY, -INFINITY,
+                                     NAN,    3.0e38f,   -3.0e38f, 0.5f,    -15.0f,   15.0f };
+    float x[N], a[N], b[N], res[N], bias[1] = { 0.125f };
+    for (int i = 0; i < N; i++) {
+        x[i] = i < (int)(sizeof special / sizeof *special) ? special[i]
+                                                            : (float)((i * 7919) % 997 - 498) / 5.0f;
+        res[i] = (float)(i % 5) - 2.0f;
+    }
+    for (int q = 0; q < 3; q++) {
+        for (int r = 0; r < 2; r++) {
+            ki_cv_epilogue ep = { r ? bias : NULL, acts[q] };
+            for (size_t len = 0; len <= N; len++) {
+                memcpy(a, x, sizeof x), memcpy(b, x, sizeof x);
+                ki_cv_epilogue_avx512(&ep, r ? res : NULL, 0, a, len);
+                ki_cv_epilogue_avx2(&ep, r ? res : NULL, 0, b, len);
+                assert_memory_equal(a, b, sizeof a); /* lanes past len untouched by both */
+            }
+        }
+    }
+}
+
 /* fuse() takes one cheap activation into the epilogue, and nothing else. */
 static void test_fuse_hook(void **unused)
 {
@@ -336,7 +372,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_random),        cmocka_unit_test(test_epilogue_avx2),
         cmocka_unit_test(test_epilogue_avx2_silu),
-        cmocka_unit_test(test_epilogue_avx2_spans), cmocka_unit_test(test_fuse_hook),
+        cmocka_unit_test(test_epilogue_avx2_spans),
+        cmocka_unit_test(test_epilogue_avx512_same), cmocka_unit_test(test_fuse_hook),
         cmocka_unit_test(test_residual_fuse),      cmocka_unit_test(test_linear_fuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
