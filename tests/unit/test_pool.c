@@ -353,6 +353,28 @@ static void naive_max_nan(const int64_t *p, const float *x, int64_t h, int64_t w
     }
 }
 
+/* Ties keep the first maximum in the window's row-major order, which tells -0 from +0: the
+ * separable rows path must give the bits the per-window reference gives (a column-first pass
+ * would take the +0 below instead of the -0 to the right). */
+static void test_max_ties_first(void **unused)
+{
+    (void)unused;
+    static const float planes[3][4] = { { -1.0f, -0.0f, 0.0f, -1.0f },
+                                        { -0.0f, 0.0f, 0.0f, -0.0f },
+                                        { 0.0f, -0.0f, -0.0f, 0.0f } };
+    static const bool neg[3] = { true, true, false };
+    const int64_t p[8] = { 2, 2, 1, 1, 0, 0, 1, 1 }, d[4] = { 1, 1, 2, 2 };
+    for (int i = 0; i < 3; i++) {
+        uint64_t s = 7;
+        ki_tensor out;
+        assert_int_equal(random_pool_run("nn.MaxPool2d", p, d, planes[i], 1, &s, &out), KI_OK);
+        assert_int_equal(out.shape.d[2] * out.shape.d[3], 1);
+        assert_true(out.data[0] == 0.0f);
+        assert_int_equal(signbit(out.data[0]) != 0, neg[i]);
+        free(out.data);
+    }
+}
+
 /* The row kernels of max pooling (wide rows for the vector loop, strides 1 and 2, NaN in some
  * planes) against the naive loops, and the AVX2 row kernel against the plain one. */
 static void test_max_rows(void **unused)
@@ -407,7 +429,7 @@ int main(void)
         cmocka_unit_test(test_max_hand), cmocka_unit_test(test_ceil_mode),
         cmocka_unit_test(test_avg_hand), cmocka_unit_test(test_adaptive_hand),
         cmocka_unit_test(test_errors),   cmocka_unit_test(test_random_vs_naive),
-        cmocka_unit_test(test_max_rows), cmocka_unit_test(test_adaptive_random),
+        cmocka_unit_test(test_max_rows), cmocka_unit_test(test_max_ties_first), cmocka_unit_test(test_adaptive_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
