@@ -7,6 +7,12 @@
 
 #include "conv2d.h"
 
+/* Columns the 1x1 packing looks ahead: those of the next group of panels (up to 4 of NR), whose
+ * input rows it asks the cache for while packing this one. The rows of the k input planes are
+ * k read streams, more than the hardware prefetchers follow: without this, packing waited on
+ * memory for half of a 64 -> 32 channel layer at 160x160 (2.5 -> 1.4 ms on one thread). */
+#define PF_AHEAD (4 * KI_GEMM_NR)
+
 /* Output columns ox in [*lo, *hi) read input column ox*s + off inside [0, w). */
 static void valid_range(int64_t off, int64_t s, int64_t w, int64_t ow, int64_t *lo, int64_t *hi)
 {
@@ -121,6 +127,10 @@ void ki_conv2d_pack_cols(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_c
             int64_t t = r % khw;
             col_run(c, g, x + r / khw * hw, t / c->kw, t % c->kw, j0, nr, d);
         } else if (nr == KI_GEMM_NR) { /* a constant size: inlined, no library call per row */
+            if (j0 + PF_AHEAD + KI_GEMM_NR <= hw) { /* to L2 */
+                __builtin_prefetch(x + r * hw + j0 + PF_AHEAD, 0, 2);
+                __builtin_prefetch(x + r * hw + j0 + PF_AHEAD + 16, 0, 2);
+            }
             memcpy(d, x + r * hw + j0, KI_GEMM_NR * sizeof *d);
         } else {
             memcpy(d, x + r * hw + j0, (size_t)nr * sizeof *d);
