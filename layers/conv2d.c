@@ -160,6 +160,7 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa)
     c->dw_avx512 = avx2 && avx512;
     c->direct_avx512 = avx512;
     c->gather2 = avx2 ? ki_conv2d_gather2_avx2 : ki_conv2d_gather2_ref;
+    c->pack3s2 = avx512 && ki_conv2d_pack3s2_ok(c) ? ki_conv2d_pack3s2_avx512 : NULL;
     c->wino_in = avx512 ? ki_wino_input_avx512 : ki_wino_input_ref;
     c->wino_out = avx512 ? ki_wino_output_avx512 : ki_wino_output_ref;
     c->ov_uk = avx512 ? ki_ov_ukernel_avx512 : ki_ov_ukernel_ref;

@@ -48,6 +48,8 @@ typedef enum ki_conv_pad_mode {
     KI_CONV_PAD_CIRCULAR
 } ki_conv_pad_mode;
 
+struct ki_conv2d_geom;
+
 typedef struct ki_conv2d {
     int64_t in_ch, out_ch, groups;
     int64_t kh, kw, sh, sw, dh, dw;
@@ -66,6 +68,10 @@ typedef struct ki_conv2d {
     bool direct_avx512;    /* the CPU runs the direct path (AVX-512) */
     /* d[i] = src[2i] for i < n, reading src[0 .. 2n-1] (im2col of stride-2 convolutions) */
     void (*gather2)(const float *src, float *restrict d, int64_t n);
+    /* im2col of 3-wide stride-2 kernels (ki_conv2d_pack3s2_ok), NULL when the layer or the CPU
+     * does not take it; same arguments as ki_conv2d_pack_cols with use_col */
+    void (*pack3s2)(const struct ki_conv2d *c, const struct ki_conv2d_geom *g, const float *x,
+                    int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst);
     /* Winograd F(m x m, 3x3), m = wino_m (4 or 2): the transformed weights
      * [(m+2)^2][out_ch][in_ch] (owned; NULL when the layer does not use Winograd, see
      * ki_conv2d_wino_prepare) and the transforms for this CPU */
@@ -209,6 +215,12 @@ bool ki_conv2d_direct_shape_ok(const ki_conv2d *c);
 size_t ki_conv2d_direct_workspace(const ki_conv2d *c);
 void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                               float *restrict out, const ki_exec *ex);
+
+/* conv2d_pack_avx512.c: whether c's kernel is 3 wide with stride 2 across, no dilation across
+ * and zero padding; the packing of ki_conv2d_pack_cols (use_col) for such layers. */
+bool ki_conv2d_pack3s2_ok(const ki_conv2d *c);
+void ki_conv2d_pack3s2_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
+                              int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst);
 
 /* conv2d_dw_avx512.c: whether c is a 3x3 depthwise shape the AVX-512 kernel takes (stride 1 or 2,
  * dilation 1, zero padding, a clamp-type activation: none, ReLU, ReLU6, Hardtanh); the planes
