@@ -131,11 +131,11 @@ static void row(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, co
     ki_gemm_fin f;
     const bool in_regs = ki_gemm_fin_of(&c->ep, 0, NULL, &f);
     const __m512 lo = _mm512_set1_ps(f.lo), hi = _mm512_set1_ps(f.hi);
-    for (int64_t oc0 = 0; oc0 < c->out_ch; oc0 += OC_BLOCK) {
-        const int64_t noc = c->out_ch - oc0 < OC_BLOCK ? c->out_ch - oc0 : OC_BLOCK;
-        const float *wb = wp + oc0 * k;
-        for (int64_t ox = 0; ox < ow; ox += 16) {
-            const __mmask16 mo = (__mmask16)ki_lane_mask16(0, ow - ox);
+    for (int64_t ox = 0; ox < ow; ox += 16) {
+        const __mmask16 mo = (__mmask16)ki_lane_mask16(0, ow - ox);
+        for (int64_t oc0 = 0; oc0 < c->out_ch; oc0 += OC_BLOCK) {
+            const int64_t noc = c->out_ch - oc0 < OC_BLOCK ? c->out_ch - oc0 : OC_BLOCK;
+            const float *wb = wp + oc0 * k;
             __m512 acc[OC_BLOCK];
             if (c->sw == 2) {
                 block(c, g, x, oy, ox, wb, 2, acc);
