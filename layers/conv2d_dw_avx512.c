@@ -16,8 +16,9 @@
 #include "simd_avx512.h"
 
 /* Where a column block reads: for stride 1 the three tap vectors start at columns b + kx; for
- * stride 2 two windows of 32 columns start at b and b + 2 (even lanes: taps 0 and 2; odd: tap 1).
- * m[] are the masks of the four (stride 2) or three (stride 1) 16-lane loads. */
+ * stride 2 a window of 32 columns starts at b (even lanes: tap 0, odd: tap 1; tap 2 is tap 0 moved
+ * down a lane with column b + 32 added). m[] are the masks of the three loads (stride 2: the two
+ * halves of the window and the one column after it). */
 typedef struct dw_cols {
     int64_t b;
     __mmask16 m[4];
@@ -33,8 +34,7 @@ static inline dw_cols cols_at(int64_t ox, int s, int64_t pl, int64_t w)
         k.m[3] = 0;
     } else {
         k.m[0] = (__mmask16)ki_lane_mask16(k.b, w), k.m[1] = (__mmask16)ki_lane_mask16(k.b + 16, w);
-        k.m[2] = (__mmask16)ki_lane_mask16(k.b + 2, w),
-        k.m[3] = (__mmask16)ki_lane_mask16(k.b + 18, w);
+        k.m[2] = (__mmask16)(ki_lane_mask16(k.b + 32, w) & 1u), k.m[3] = 0;
     }
     return k;
 }
@@ -64,14 +64,15 @@ row_taps(const dw_plane *d, int64_t iy, const dw_cols *k, int s, bool checked, _
         v[2] = _mm512_maskz_loadu_ps(k->m[2], p + 2);
         return;
     }
-    /* stride 2: columns b + 2j, b + 2j + 1 and b + 2j + 2 for j < 16 from two 32-float windows */
+    /* stride 2: columns b + 2j and b + 2j + 1 for j < 16 are the even and odd lanes of the 32
+     * at b; b + 2j + 2 is the even lanes moved down one, column b + 32 coming in at the top */
     const __m512i even = ki_even_idx(), odd = ki_odd_idx();
     const __m512 lo = _mm512_maskz_loadu_ps(k->m[0], p),
                  hi = _mm512_maskz_loadu_ps(k->m[1], p + 16);
     v[0] = _mm512_permutex2var_ps(lo, even, hi);
     v[1] = _mm512_permutex2var_ps(lo, odd, hi);
-    v[2] = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(k->m[2], p + 2), even,
-                                  _mm512_maskz_loadu_ps(k->m[3], p + 18));
+    v[2] = _mm512_castsi512_ps(_mm512_alignr_epi32(
+        _mm512_castps_si512(_mm512_maskz_loadu_ps(k->m[2], p + 32)), _mm512_castps_si512(v[0]), 1));
 }
 
 /* Output rows y0 + first .. y0 + rows - 1 of the column block at ox, from input rows
@@ -90,6 +91,9 @@ static inline __attribute__((always_inline)) void block(const dw_plane *d, int64
 #pragma GCC unroll 9
     for (int i = 0; i < (rows - 1) * s + 3; i++) {
         row_taps(d, iy0 + i, k, s, checked, v);
+        /* keeps GCC from hoisting all the rows' loads ahead of the products (at stride 2 nine
+         * rows of three vectors spill) */
+        __asm__("" : "+v"(v[0]), "+v"(v[1]), "+v"(v[2]));
 #pragma GCC unroll 4
         for (int r = 0; r < rows; r++) {
             const int ky = i - r * s;
