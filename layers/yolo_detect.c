@@ -28,6 +28,7 @@
 #include "../core/ckd.h"
 #include "../core/layer.h"
 #include "conv2d.h"
+#include "transpose.h"
 
 #define YD_MAX_LEVELS 8
 
@@ -42,6 +43,7 @@ typedef struct yd_level {
 typedef struct yd_state {
     int nl, na, no;
     bool raw_outputs;
+    ki_transpose_fn tr;   /* the fastest transpose for this CPU */
     const float *anchors; /* (nl, na, 2), in cells */
     yd_level lv[YD_MAX_LEVELS];
 } yd_state;
@@ -214,6 +216,7 @@ static ki_status yd_create(const ki_op_desc *op, void **state, ki_error *err)
     }
     s->nl = nl;
     s->raw_outputs = op->n_outputs > 1;
+    s->tr = ki_transpose_best();
     ki_status st = load_anchors(op, s, err);
     for (int i = 0; i < nl && st == KI_OK; i++) {
         st = load_level(op, s, i, err);
@@ -328,10 +331,13 @@ static void decode_level(const yd_state *s, int level, int64_t h, int64_t w, con
         const int64_t nc = hw - c0 < YD_CELLS ? hw - c0 : YD_CELLS;
         const float *anc = s->anchors + ((int64_t)level * s->na + a) * 2;
         float *r0 = y + (a * hw + c0) * no;
-        for (int k = 0; k < no; k++) {
+        if (!sigmoid_here) {
+            s->tr(z + a * no * hw + c0, hw, no, nc, r0, no);
+        }
+        for (int k = 0; k < no && sigmoid_here; k++) {
             const float *zk = z + (a * no + k) * hw + c0;
             for (int64_t j = 0; j < nc; j++) {
-                r0[j * no + k] = sigmoid_here ? 1.0f / (1.0f + expf(-zk[j])) : zk[j];
+                r0[j * no + k] = 1.0f / (1.0f + expf(-zk[j]));
             }
         }
         for (int64_t j = 0; j < nc; j++) {

@@ -11,6 +11,7 @@
 // clang-format on
 
 #include "../../layers/conv2d.h"
+#include "../../layers/transpose.h"
 #include "test_conv_util.h"
 
 /* C = A*B through packing and ki_gemm_compute, the tiles split over nt simulated threads. */
@@ -240,6 +241,31 @@ static void test_epilogue_avx512_same(void **unused)
     }
 }
 
+/* The AVX-512 transpose copies what the reference copies, at every edge size (rows and columns
+ * 1..40, strides past them) and leaves the rest of the destination alone. */
+static void test_transpose_avx512(void **unused)
+{
+    (void)unused;
+    if (!ki_gemm_ukernel_for(KI_GEMM_AVX512)) {
+        skip();
+    }
+    enum { R = 40, C = 40, LDS = 45, LDD = 43 };
+    static float src[R * LDS], a[C * LDD], b[C * LDD];
+    for (int i = 0; i < R * LDS; i++) {
+        src[i] = (float)i * 0.5f - 100.0f;
+    }
+    for (int64_t rows = 1; rows <= R; rows += 3) {
+        for (int64_t cols = 1; cols <= C; cols += (cols < 18 ? 1 : 5)) {
+            for (int i = 0; i < C * LDD; i++) {
+                a[i] = b[i] = -1.0f;
+            }
+            ki_transpose_avx512(src, LDS, rows, cols, a, LDD);
+            ki_transpose_ref(src, LDS, rows, cols, b, LDD);
+            assert_memory_equal(a, b, sizeof a);
+        }
+    }
+}
+
 /* fuse() takes one cheap activation into the epilogue, and nothing else. */
 static void test_fuse_hook(void **unused)
 {
@@ -373,7 +399,8 @@ int main(void)
         cmocka_unit_test(test_gemm_random),        cmocka_unit_test(test_epilogue_avx2),
         cmocka_unit_test(test_epilogue_avx2_silu),
         cmocka_unit_test(test_epilogue_avx2_spans),
-        cmocka_unit_test(test_epilogue_avx512_same), cmocka_unit_test(test_fuse_hook),
+        cmocka_unit_test(test_epilogue_avx512_same),
+        cmocka_unit_test(test_transpose_avx512), cmocka_unit_test(test_fuse_hook),
         cmocka_unit_test(test_residual_fuse),      cmocka_unit_test(test_linear_fuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
