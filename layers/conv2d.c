@@ -583,15 +583,17 @@ static bool is_residual_add(const ki_op_desc *next)
 }
 
 /* Absorbs a following activation into the output epilogue (see ki_cv_fuse_act), or a residual
- * add before any activation (bias, + residual, then the activation absorbed after it). */
+ * add: before any activation (bias, + residual, then the activation absorbed after it) or after
+ * the activation absorbed (bias, the activation, + residual: ep.res_after). */
 static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
 {
     ki_conv2d *c = state;
     if (next->n_inputs == 2) {
-        if (c->residual || c->ep.act.kind != KI_ACT_NONE || !is_residual_add(next)) {
+        if (c->residual || !is_residual_add(next)) {
             return false;
         }
         c->residual = true;
+        c->ep.res_after = c->ep.act.kind != KI_ACT_NONE;
         return true;
     }
     if (next->n_inputs != 1 || slot != 0) {

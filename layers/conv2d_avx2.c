@@ -52,8 +52,9 @@ static bool act_vectorised(ki_act_kind k)
 #define EPI_LOOP(ACT)                                                                              \
     for (; i + 8 <= n; i += 8) {                                                                   \
         __m256 v = _mm256_add_ps(_mm256_loadu_ps(p + i), bv);                                      \
-        v = res ? _mm256_add_ps(v, _mm256_loadu_ps(res + i)) : v;                                  \
-        _mm256_storeu_ps(p + i, ACT);                                                              \
+        v = pre ? _mm256_add_ps(v, _mm256_loadu_ps(res + i)) : v;                                  \
+        v = ACT;                                                                                   \
+        _mm256_storeu_ps(p + i, post ? _mm256_add_ps(v, _mm256_loadu_ps(res + i)) : v);            \
     }
 
 void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, const float *res, int64_t ch, float *p, size_t n)
@@ -65,6 +66,7 @@ void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, const float *res, int64_t ch,
     }
     float b = ep->bias ? ep->bias[ch] : 0.0f;
     __m256 bv = _mm256_set1_ps(b);
+    const bool pre = res && !ep->res_after, post = res && ep->res_after; /* residual before/after */
     size_t i = 0;
     switch (act.kind) {
     case KI_ACT_SILU:
@@ -367,7 +369,7 @@ bool ki_conv2d_dw_plane_padded_avx2(const ki_conv2d *c, const ki_conv2d_geom *g,
     ki_conv2d cc = *c;
     ki_conv2d_geom gg = *g;
     const float *w = c->weight + ch * c->kh * c->kw;
-    const ki_cv_epilogue *ep = act_vectorised(c->ep.act.kind) ? &c->ep : NULL;
+    const ki_cv_epilogue *ep = act_vectorised(c->ep.act.kind) && !c->ep.res_after ? &c->ep : NULL;
     dw_out d = { ep, res, o, ch, g->ow };
     cc.pt = cc.pb = cc.pl = cc.pr = 0;
     gg.in.h = g->in.h + c->pt + c->pb;

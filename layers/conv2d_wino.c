@@ -267,7 +267,8 @@ void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const f
                    post,
                    post ? -INFINITY : gf.lo,
                    post ? INFINITY : gf.hi };
-    const ki_cv_epilogue act_only = { NULL, c->ep.act };
+    /* a residual after the activation is added there too (the output transform leaves it) */
+    const ki_cv_epilogue act_only = { NULL, c->ep.act, c->ep.res_after };
     const bool blocked = wino_blocked(r.np, ex->n_threads);
     if (tiles == 0 || oc == 0) {
         return;
@@ -276,20 +277,25 @@ void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const f
         const float *x = in + n * ic * hw;
         float *y = out + n * oc * ohw;
         const float *res = c->res ? c->res + n * oc * ohw : NULL;
+        const float *res_tr = c->ep.res_after ? NULL : res; /* the output transform's */
 #pragma omp parallel num_threads(ex->n_threads)
         {
             if (blocked) {
                 int tid = omp_get_thread_num();
                 float *v = (float *)((char *)ex->workspace + (size_t)tid * ex->ws_per_thread);
-                wino_blocked_run(&r, x, y, res, v, tid, omp_get_num_threads());
+                wino_blocked_run(&r, x, y, res_tr, v, tid, omp_get_num_threads());
             } else {
-                wino_shared_run(&r, x, y, res, ex->workspace);
+                wino_shared_run(&r, x, y, res_tr, ex->workspace);
             }
             if (post) {
 #pragma omp barrier
 #pragma omp for schedule(static)
                 for (int64_t ch = 0; ch < oc; ch++) {
-                    c->epf(&act_only, NULL, ch, y + ch * ohw, (size_t)ohw);
+                    c->epf(&act_only,
+                           res_tr ? NULL
+                           : res  ? res + ch * ohw
+                                  : NULL,
+                           ch, y + ch * ohw, (size_t)ohw);
                 }
             }
         }

@@ -52,36 +52,45 @@ static inline ki_shape ki_cv_nchw_shape(bool batched, int64_t n, int64_t c, int6
 typedef struct ki_cv_epilogue {
     const float *bias; /* one per output channel, or NULL */
     ki_act act;
+    /* a fused residual add comes after the activation (conv, act, add: YOLOv5's bottlenecks)
+     * rather than before it (conv, add, act: ResNet's blocks) */
+    bool res_after;
 } ki_cv_epilogue;
 
 /* Applies the epilogue to n consecutive values of output channel ch (a plane or part of one),
  * with a fused residual add (nn.Conv2d's fuse of `add(@0,@1)`): res holds the n values of the
  * other operand at the same positions, or is NULL. Order as the unfused graph: bias, + res, then
- * the activation. */
+ * the activation (or bias, the activation, then + res when ep->res_after). */
 static inline void ki_cv_epilogue_plane_res(const ki_cv_epilogue *ep, const float *res, int64_t ch,
                                             float *restrict p, size_t n)
 {
     float b = ep->bias ? ep->bias[ch] : 0.0f;
+    const float *pre = ep->res_after ? NULL : res; /* the residual before the activation */
     if (ep->act.kind == KI_ACT_RELU) {
         for (size_t i = 0; i < n; i++) {
             float v = p[i] + b;
-            v = res ? v + res[i] : v;
+            v = pre ? v + pre[i] : v;
             p[i] = v < 0.0f ? 0.0f : v; /* as ki_act_apply: NaN stays NaN, like torch.relu */
         }
-        return;
-    }
-    if (ep->bias) {
-        for (size_t i = 0; i < n; i++) {
-            p[i] += b;
+    } else {
+        if (ep->bias) {
+            for (size_t i = 0; i < n; i++) {
+                p[i] += b;
+            }
+        }
+        if (pre) {
+            for (size_t i = 0; i < n; i++) {
+                p[i] += pre[i];
+            }
+        }
+        if (ep->act.kind != KI_ACT_NONE) {
+            ki_act_apply_n(&ep->act, p, p, (int64_t)n);
         }
     }
-    if (res) {
+    if (res && ep->res_after) {
         for (size_t i = 0; i < n; i++) {
             p[i] += res[i];
         }
-    }
-    if (ep->act.kind != KI_ACT_NONE) {
-        ki_act_apply_n(&ep->act, p, p, (int64_t)n);
     }
 }
 

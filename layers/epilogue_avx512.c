@@ -23,15 +23,18 @@ static inline __attribute__((always_inline)) __m512 vexp16(__m512 x)
     return _mm512_scalef_ps(KI_VEXP_POLY(_mm512_fmadd_ps, _mm512_set1_ps, r), n);
 }
 
-/* v + bias (+ the residual) through SiLU (silu true) or Sigmoid, lanes m of p. */
+/* v + bias (+ the residual) through SiLU (silu true) or Sigmoid, lanes m of p; the residual is
+ * added after the activation instead when after is true. */
 static inline __attribute__((always_inline)) void step16(float *p, const float *res, __mmask16 m,
-                                                         __m512 bv, bool silu)
+                                                         __m512 bv, bool silu, bool after)
 {
     const __m512 one = _mm512_set1_ps(1.0f);
     __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), bv);
-    v = res ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res)) : v;
+    v = res && !after ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res)) : v;
     __m512 d = _mm512_add_ps(one, vexp16(_mm512_sub_ps(_mm512_setzero_ps(), v)));
-    _mm512_mask_storeu_ps(p, m, _mm512_div_ps(silu ? v : one, d));
+    v = _mm512_div_ps(silu ? v : one, d);
+    v = res && after ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res)) : v;
+    _mm512_mask_storeu_ps(p, m, v);
 }
 
 void ki_cv_epilogue_avx512(const ki_cv_epilogue *ep, const float *res, int64_t ch, float *p,
@@ -43,18 +46,19 @@ void ki_cv_epilogue_avx512(const ki_cv_epilogue *ep, const float *res, int64_t c
         return;
     }
     const __m512 bv = _mm512_set1_ps(ep->bias ? ep->bias[ch] : 0.0f);
+    const bool after = ep->res_after;
     size_t i = 0;
     if (k == KI_ACT_SILU) {
         for (; i + 16 <= n; i += 16) {
-            step16(p + i, res ? res + i : NULL, 0xFFFF, bv, true);
+            step16(p + i, res ? res + i : NULL, 0xFFFF, bv, true, after);
         }
     } else {
         for (; i + 16 <= n; i += 16) {
-            step16(p + i, res ? res + i : NULL, 0xFFFF, bv, false);
+            step16(p + i, res ? res + i : NULL, 0xFFFF, bv, false, after);
         }
     }
     if (i < n) { /* masked-off lanes are neither read nor written */
-        step16(p + i, res ? res + i : NULL, (__mmask16)((1u << (n - i)) - 1u), bv,
-               k == KI_ACT_SILU);
+        step16(p + i, res ? res + i : NULL, (__mmask16)((1u << (n - i)) - 1u), bv, k == KI_ACT_SILU,
+               after);
     }
 }

@@ -80,6 +80,9 @@ bool ki_gemm_fin_of(const ki_cv_epilogue *ep, int64_t ch, const float *res, ki_g
     fin->bias = ep->bias ? ep->bias + ch : NULL;
     fin->res = res;
     fin->lo = -INFINITY, fin->hi = INFINITY;
+    if (ep->res_after) {
+        return false; /* the residual after the activation: the epilogue function's order */
+    }
     switch (ep->act.kind) {
     case KI_ACT_NONE:
         return true;

@@ -156,7 +156,7 @@ static bool linear_fuse(void *state, const ki_op_desc *next, int slot)
         return false;
     }
     linear *l = state;
-    ki_cv_epilogue ep = { NULL, l->act };
+    ki_cv_epilogue ep = { NULL, l->act, false };
     bool ok = ki_cv_fuse_act(&ep, next);
     l->act = ep.act;
     return ok;

@@ -277,6 +277,8 @@ static void check_paths(const rconf *r, uint64_t seed, const ki_conv2d *c0, cons
     trng_fill(&s, res, n_out);
     cc.residual = seed % 3 == 0;
     cc.res = cc.residual ? res : NULL;
+    /* every other one of those adds it after the activation (conv, act, add) */
+    cc.ep.res_after = cc.residual && seed % 2 == 1 && cc.ep.act.kind != KI_ACT_NONE;
     ki_conv2d_forward_ref(c, &g, x, ref);
     static const int plain[4] = { KI_CONV2D_GEMM, KI_CONV2D_GEMM1, KI_CONV2D_DW, KI_CONV2D_DIRECT };
     for (int i = 0; i < 4; i++) {
@@ -475,6 +477,7 @@ static void test_winograd_vs_ref(void **unused)
         trng_fill(&s, res, no);
         c->residual = seed % 3 == 0;
         c->res = c->residual ? res : NULL;
+        c->ep.res_after = c->residual && seed % 2 == 1 && c->ep.act.kind != KI_ACT_NONE;
         ki_conv2d_forward_ref(c, &g, x, ref);
         runs += check_variants(c, &g, KI_CONV2D_WINO, x, ref, no, 2e-4f, seed);
         ops->destroy(st);
@@ -541,7 +544,7 @@ static void test_winograd_choice(void **unused)
 static void test_epilogue_act(void **unused)
 {
     (void)unused;
-    ki_cv_epilogue ep = { (const float[]){ 1.0f }, { KI_ACT_RELU, 0, 0 } };
+    ki_cv_epilogue ep = { (const float[]){ 1.0f }, { KI_ACT_RELU, 0, 0 }, false };
     float p[3] = { -3, 0, 2 };
     ki_cv_epilogue_plane(&ep, 0, p, 3);
     assert_float_equal(p[0], 0, 0);

@@ -24,7 +24,7 @@ static void gemm_run(ki_gemm_ukernel uk, int64_t m, int64_t n, int64_t k, const 
     for (int64_t r = 0; r < k; r++) {
         ki_gemm_pack_row(b + r * n, r, k, n, bp);
     }
-    ki_cv_epilogue ep = { NULL, { KI_ACT_NONE, 0, 0 } };
+    ki_cv_epilogue ep = { NULL, { KI_ACT_NONE, 0, 0 }, false };
     ki_gemm_args g = { m, n, k, a, lda, bp, c, n, &ep, ki_cv_epilogue_ref, 0, uk, NULL };
     for (int t = 0; t < nt; t++) {
         ki_gemm_compute(&g, t, nt);
@@ -107,7 +107,7 @@ static void test_epilogue_avx2(void **unused)
     x[5] = NAN, x[6] = -0.0f, x[7] = -3.0f;
     for (size_t q = 0; q < sizeof acts / sizeof acts[0]; q++) {
         for (int nb = 0; nb < 4; nb++) { /* bit 0: bias, bit 1: residual */
-            ki_cv_epilogue ep = { nb & 1 ? bias : NULL, acts[q] };
+            ki_cv_epilogue ep = { nb & 1 ? bias : NULL, acts[q], false };
             const float *res = nb & 2 ? r : NULL;
             memcpy(a, x, sizeof x), memcpy(b, x, sizeof x);
             ki_cv_epilogue_avx2(&ep, res, 1, a, 37);
@@ -161,7 +161,8 @@ static void test_epilogue_avx2_silu(void **unused)
     for (int q = 0; q < 2; q++) {
         for (int t = 0; t <= 41; t++) {
             int len = t <= 40 ? t : N;
-            ki_cv_epilogue ep = { len & 1 ? bias : NULL, acts[q] };
+            /* the long run with a residual: Sigmoid adds it after the activation */
+            ki_cv_epilogue ep = { len & 1 ? bias : NULL, acts[q], len == N && q == 1 };
             const float *res = len == N ? x + 1 : NULL;
             int64_t m = len == N ? N - 1 : len;
             memcpy(a, x, N * sizeof *x), memcpy(b, x, N * sizeof *x);
@@ -195,7 +196,7 @@ static void test_epilogue_avx2_spans(void **unused)
         res[i] = 0.5f - (float)i / N;
     }
     for (int q = 0; q < 2; q++) {
-        ki_cv_epilogue ep = { bias, acts[q] };
+        ki_cv_epilogue ep = { bias, acts[q], false };
         memcpy(whole, x, sizeof x), memcpy(parts, x, sizeof x);
         ki_cv_epilogue_avx2(&ep, res, 1, whole, N);
         for (int c = 0; c + 1 < 6; c++) {
@@ -229,8 +230,8 @@ static void test_epilogue_avx512_same(void **unused)
         res[i] = (float)(i % 5) - 2.0f;
     }
     for (int q = 0; q < 3; q++) {
-        for (int r = 0; r < 2; r++) {
-            ki_cv_epilogue ep = { r ? bias : NULL, acts[q] };
+        for (int r = 0; r < 3; r++) { /* r = 2: the residual after the activation */
+            ki_cv_epilogue ep = { r ? bias : NULL, acts[q], r == 2 };
             for (size_t len = 0; len <= N; len++) {
                 memcpy(a, x, sizeof x), memcpy(b, x, sizeof x);
                 ki_cv_epilogue_avx512(&ep, r ? res : NULL, 0, a, len);
@@ -351,10 +352,20 @@ static void test_residual_fuse(void **unused)
     assert_int_equal(ops->shape(st, shp, 2, &o, 1, &err), KI_ERR_SHAPE);
     assert_non_null(strstr(err.msg, "residual"));
     ops->destroy(st);
-    /* an activation absorbed first closes the epilogue to a residual */
+    /* after an activation the residual is added to the activated value (conv, act, add) */
+    in[1].shape.d[1] = 12;
     assert_int_equal(top_create(&conv, &ops, &st, &err), KI_OK);
     assert_true(ops->fuse(st, &relu.d, 0));
-    assert_false(ops->fuse(st, &add.d, 0));
+    assert_true(ops->fuse(st, &add.d, 0));
+    assert_false(ops->fuse(st, &add.d, 1)); /* one residual only */
+    for (int th = 1; th <= 2; th++) {
+        assert_int_equal(top_run(ops, plain, in, 1, &want, 1, th, &err), KI_OK);
+        assert_int_equal(top_run(ops, st, in, 2, &out, 1, th, &err), KI_OK);
+        for (int i = 0; i < 12 * 99; i++) {
+            assert_true(out.data[i] == (want.data[i] < 0.0f ? 0.0f : want.data[i]) + r[i]);
+        }
+        free(want.data), free(out.data);
+    }
     ops->destroy(st);
     ops->destroy(plain);
 }
