@@ -231,7 +231,8 @@ static void col_range(int64_t off, int64_t s, int64_t w, int64_t ow, int64_t *lo
     *hi = *hi < *lo ? *lo : *hi;
 }
 
-/* Whether a plane goes through max_plane_rows: max pooling without indices, strides 1 and 2. */
+/* Whether a plane goes through the row kernels (max_plane_taps or max_plane_sep): max pooling
+ * without indices, strides 1 and 2. */
 static bool rows_path(const pool2d *p, bool indices)
 {
     return p->is_max && !indices && p->sw <= 2;
@@ -243,6 +244,38 @@ static int rowmax(const pool2d *p, const float *s, int64_t sw, float *restrict d
     return p->avx2 ? ki_pool_rowmax_avx2(s, sw, d, n) : ki_pool_rowmax_ref(s, sw, d, n);
 }
 
+/* One plane of max pooling, row by row and tap by tap (the taps of each window in the order of
+ * max_window, so ties keep the first maximum and no index arithmetic per element); nonzero when
+ * the plane holds a NaN among the values read. */
+static int max_plane_taps(const pool2d *p, const ki_cv_nchw *x, const float *src, float *dst,
+                          int64_t oh, int64_t ow)
+{
+    int nan = 0;
+    for (int64_t oy = 0; oy < oh; oy++) {
+        float *d = dst + oy * ow;
+        for (int64_t i = 0; i < ow; i++) {
+            d[i] = -INFINITY;
+        }
+        for (int64_t ky = 0; ky < p->kh; ky++) {
+            int64_t iy = oy * p->sh - p->ph + ky * p->dh, lo, hi;
+            for (int64_t kx = 0; kx < p->kw && iy >= 0 && iy < x->h; kx++) {
+                int64_t off = kx * p->dw - p->pw;
+                col_range(off, p->sw, x->w, ow, &lo, &hi);
+                nan |= rowmax(p, src + iy * x->w + lo * p->sw + off, p->sw, d + lo, hi - lo);
+            }
+        }
+    }
+    return nan;
+}
+
+/* Whether the separable form saves row passes: h * kw + oh * kh of them against oh * kh * kw,
+ * by at least a quarter (its passes along the input rows are strided ones; a 3x3 stride-2 pool
+ * makes as many passes either way and is faster tap by tap). */
+static bool separable_pays(const pool2d *p, int64_t h, int64_t oh)
+{
+    return 4 * (h * p->kw + oh * p->kh) <= 3 * oh * p->kh * p->kw;
+}
+
 /* One plane of max pooling, separably: hm (x->h rows of ow) first gets each input row's maxima
  * over the kw taps of every output column, then each output row the maxima of its kh rows of hm.
  * Taps are visited ky-major as max_window does (a window's result is the first of its values
@@ -250,8 +283,8 @@ static int rowmax(const pool2d *p, const float *s, int64_t sw, float *restrict d
  * the first maximum. kh + kw row passes per output row rather than kh * kw (5x5 windows on
  * 20x20 planes of yolov5s: 0.9 -> 0.4 ms). Nonzero when a value read is a NaN (the caller then
  * redoes the plane with the reference, which lets the NaN win). */
-static int max_plane_rows(const pool2d *p, const ki_cv_nchw *x, const float *src, float *dst,
-                          int64_t oh, int64_t ow, float *restrict hm)
+static int max_plane_sep(const pool2d *p, const ki_cv_nchw *x, const float *src, float *dst,
+                         int64_t oh, int64_t ow, float *restrict hm)
 {
     int nan = 0;
     for (int64_t i = 0; i < x->h * ow; i++) {
@@ -279,7 +312,7 @@ static int max_plane_rows(const pool2d *p, const ki_cv_nchw *x, const float *src
     return nan;
 }
 
-/* The rows path's scratch per thread: one plane of row maxima (x->h rows of ow floats). */
+/* The separable path's scratch per thread: one plane of row maxima (x->h rows of ow floats). */
 static size_t pool_workspace(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
                              int n_out, int n_threads)
 {
@@ -288,7 +321,8 @@ static size_t pool_workspace(const void *state, const ki_shape *in, int n_in, co
     int64_t oh, ow, floats;
     (void)n_in, (void)out, (void)n_threads;
     if (!rows_path(p, n_out > 1) || pool_geom(p, &in[0], &x, &oh, &ow, NULL) != KI_OK ||
-        !ki_ckd_mul_i64(&floats, x.h, ow) || floats > (int64_t)(SIZE_MAX / 2 / sizeof(float))) {
+        !separable_pays(p, x.h, oh) || !ki_ckd_mul_i64(&floats, x.h, ow) ||
+        floats > (int64_t)(SIZE_MAX / 2 / sizeof(float))) {
         return 0;
     }
     return (size_t)floats * sizeof(float);
@@ -326,14 +360,16 @@ static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, 
     const float *src = in[0].data;
     float *dst = out[0].data, *ind = n_out > 1 ? out[1].data : NULL;
     int64_t hmf;
-    bool rows = rows_path(p, ind != NULL) && ki_ckd_mul_i64(&hmf, x.h, ow) &&
-                ex->ws_per_thread / sizeof *dst >= (size_t)hmf;
+    bool rows = rows_path(p, ind != NULL);
+    bool sep = rows && separable_pays(p, x.h, oh) && ki_ckd_mul_i64(&hmf, x.h, ow) &&
+               ex->ws_per_thread / sizeof *dst >= (size_t)hmf;
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
     for (int64_t pl = 0; pl < planes; pl++) {
         const float *s = src + pl * hw;
         float *hm =
             (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
-        if (!rows || max_plane_rows(p, &x, s, dst + pl * ohw, oh, ow, hm)) {
+        if (!rows || (sep ? max_plane_sep(p, &x, s, dst + pl * ohw, oh, ow, hm)
+                          : max_plane_taps(p, &x, s, dst + pl * ohw, oh, ow))) {
             pool_plane_ref(p, &x, s, dst + pl * ohw, ind ? ind + pl * ohw : NULL, ohw, ow);
         }
     }

@@ -373,6 +373,19 @@ static void test_max_ties_first(void **unused)
         assert_int_equal(signbit(out.data[0]) != 0, neg[i]);
         free(out.data);
     }
+    /* the same through the separable form (5x5 windows): output (0, 0) sees -0 at row 0,
+     * column 1 before +0 at row 1, column 0 */
+    float big[25];
+    for (int i = 0; i < 25; i++) {
+        big[i] = -1.0f;
+    }
+    big[1] = -0.0f, big[5] = 0.0f;
+    const int64_t p5[8] = { 5, 5, 1, 1, 2, 2, 1, 1 }, d5[4] = { 1, 1, 5, 5 };
+    uint64_t s = 7;
+    ki_tensor out;
+    assert_int_equal(random_pool_run("nn.MaxPool2d", p5, d5, big, 2, &s, &out), KI_OK);
+    assert_true(out.data[0] == 0.0f && signbit(out.data[0]));
+    free(out.data);
 }
 
 /* The row kernels of max pooling (wide rows for the vector loop, strides 1 and 2, NaN in some
