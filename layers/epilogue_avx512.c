@@ -11,15 +11,12 @@
 #include "conv_common.h"
 #include "vexp_avx2.h"
 
+/* as ki_vexp_avx2: the shared reduction and polynomial, then the scaling by 2^n */
 static inline __attribute__((always_inline)) __m512 vexp16(__m512 x)
 {
-    /* as ki_vexp_avx2: clamp (a NaN in x stays, second operand), reduce, polynomial, scale */
-    x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
-    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+    __m512 n, r;
+    KI_VEXP_REDUCE(_mm512_min_ps, _mm512_max_ps, _mm512_mul_ps, _mm512_roundscale_ps,
+                   _mm512_fnmadd_ps, _mm512_set1_ps, x, n, r);
     return _mm512_scalef_ps(KI_VEXP_POLY(_mm512_fmadd_ps, _mm512_set1_ps, r), n);
 }
 

@@ -22,15 +22,23 @@
             r, SET1(1.0f)),                                                                        \
         r, SET1(1.0f))
 
+/* The reduction x = n*ln2 + r of a vector type with min MIN, max MAX, multiply MUL,
+ * rounding ROUND(v, mode), FNMADD(a, b, c) = c - a*b and broadcast SET1 (shared like
+ * KI_VEXP_POLY): x clamped where exp is inf / rounds to 0 (min/max keep a NaN in x: second
+ * operand), ln2 split in two so that n*ln2 is exact. */
+#define KI_VEXP_REDUCE(MIN, MAX, MUL, ROUND, FNMADD, SET1, x, n, r)                                \
+    do {                                                                                           \
+        x = MAX(SET1(-104.0f), MIN(SET1(89.0f), x));                                               \
+        n = ROUND(MUL(x, SET1(1.44269504088896341f)),                                              \
+                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);                                  \
+        r = FNMADD(n, SET1(1.428606765330187e-06f), FNMADD(n, SET1(0.693145751953125f), x));       \
+    } while (0)
+
 static inline __attribute__((always_inline)) __m256 ki_vexp_avx2(__m256 x)
 {
-    /* Beyond these exp is inf / rounds to 0; min/max keep a NaN in x (second operand). */
-    x = _mm256_min_ps(_mm256_set1_ps(89.0f), x);
-    x = _mm256_max_ps(_mm256_set1_ps(-104.0f), x);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+    __m256 n, r;
+    KI_VEXP_REDUCE(_mm256_min_ps, _mm256_max_ps, _mm256_mul_ps, _mm256_round_ps, _mm256_fnmadd_ps,
+                   _mm256_set1_ps, x, n, r);
     __m256 p = KI_VEXP_POLY(_mm256_fmadd_ps, _mm256_set1_ps, r);
     /* 2^n = 2^n1 * 2^n2 with n1 = n >> 1, both factors normal for n in [-150, 129]. */
     __m256i ni = _mm256_cvtps_epi32(n);
