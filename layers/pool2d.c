@@ -366,8 +366,9 @@ static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, 
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
     for (int64_t pl = 0; pl < planes; pl++) {
         const float *s = src + pl * hw;
-        float *hm =
-            (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
+        float *hm = sep ? (float *)((char *)ex->workspace +
+                                    (size_t)omp_get_thread_num() * ex->ws_per_thread)
+                        : NULL; /* no workspace otherwise (not even an offset from NULL) */
         if (!rows || (sep ? max_plane_sep(p, &x, s, dst + pl * ohw, oh, ow, hm)
                           : max_plane_taps(p, &x, s, dst + pl * ohw, oh, ow))) {
             pool_plane_ref(p, &x, s, dst + pl * ohw, ind ? ind + pl * ohw : NULL, ohw, ow);
