@@ -16,8 +16,8 @@ static void fin_row(const ki_gemm_fin *fin, int r, int64_t ldc, float *restrict 
     }
 }
 
-void ki_gemm_ukernel_ref(int64_t kc, const float *const *a, const float *b, float *c, int64_t ldc,
-                         bool acc, const ki_gemm_fin *fin)
+void ki_gemm_ukernel_ref(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,
+                         int64_t ldc, bool acc, const ki_gemm_fin *fin)
 {
     float t[KI_GEMM_MR][KI_GEMM_NR];
     for (int r = 0; r < KI_GEMM_MR; r++) {
@@ -26,7 +26,7 @@ void ki_gemm_ukernel_ref(int64_t kc, const float *const *a, const float *b, floa
         }
     }
     for (int64_t k = 0; k < kc; k++) {
-        const float *bk = b + k * KI_GEMM_NR;
+        const float *bk = b + k * ldb;
         for (int r = 0; r < KI_GEMM_MR; r++) {
             float av = a[r][k];
             for (int j = 0; j < KI_GEMM_NR; j++) {
@@ -103,7 +103,7 @@ bool ki_gemm_fin_of(const ki_cv_epilogue *ep, int64_t ch, const float *res, ki_g
 /* One MR x NR tile for one k block. Edge tiles go through a local tile: rows past m reuse row 0
  * of the tile (valid memory, results dropped), columns past n multiply the panel's zero padding. */
 static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int64_t kc,
-                 const float *b, bool late)
+                 const float *b, int64_t ldb, bool late)
 {
     int64_t m0 = mi * KI_GEMM_MR, n0 = pi * KI_GEMM_NR;
     int64_t mr = g->m - m0 < KI_GEMM_MR ? g->m - m0 : KI_GEMM_MR;
@@ -119,7 +119,7 @@ static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int6
     if (mr == KI_GEMM_MR && nr == KI_GEMM_NR) {
         /* the simple activations finish in registers; the others after the store */
         bool in_regs = last && g->ep && ki_gemm_fin_of(g->ep, g->ch0 + m0, res, &fin);
-        g->uk(kc, rows, b, c, g->ldc, k0 > 0, in_regs ? &fin : NULL);
+        g->uk(kc, rows, b, ldb, c, g->ldc, k0 > 0, in_regs ? &fin : NULL);
         last = last && !in_regs;
     } else {
         /* the partial tile accumulates in t as a full one does in c (same operations) */
@@ -130,7 +130,7 @@ static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int6
                 memcpy(t + r * KI_GEMM_NR, c + r * g->ldc, (size_t)nr * sizeof *t);
             }
         }
-        g->uk(kc, rows, b, t, KI_GEMM_NR, k0 > 0, NULL);
+        g->uk(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0, NULL);
         for (int64_t r = 0; r < mr; r++) {
             memcpy(c + r * g->ldc, t + r * KI_GEMM_NR, (size_t)nr * sizeof *t);
         }
@@ -191,7 +191,8 @@ void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt)
             if (pi == 0 || t == t0) {
                 prefetch_a(g, t / np + 1, k0, kc);
             }
-            tile(g, pi, t / np, k0, kc, g->bp + pi * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR, late);
+            tile(g, pi, t / np, k0, kc, g->bp + pi * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR,
+                 KI_GEMM_NR, late);
         }
     }
     for (int64_t mi = t0 / np; late && t0 < t1 && mi * np < t1; mi++) { /* its part of each row */
@@ -213,7 +214,13 @@ void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *
         for (int64_t mi = 0; mi < mp; mi++) {
             prefetch_a(g, mi + 1, k0, kc);
             for (int64_t q = 0; q < np; q++) {
-                tile(g, p0 + q, mi, k0, kc, b + q * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR, late);
+                const int64_t pq = p0 + q;
+                if (g->bin && (pq + 1) * KI_GEMM_NR <= g->n) {
+                    tile(g, pq, mi, k0, kc, g->bin + k0 * g->ldb + pq * KI_GEMM_NR, g->ldb, late);
+                } else {
+                    tile(g, pq, mi, k0, kc, b + q * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR, KI_GEMM_NR,
+                         late);
+                }
             }
             if (late && k0 + kc >= g->k) {
                 rows_epilogue(g, mi, c0, c1); /* while the rows are in cache */

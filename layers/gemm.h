@@ -30,10 +30,11 @@ typedef struct ki_gemm_fin {
 } ki_gemm_fin;
 
 /* c[MR x NR] (+)= sum over kc of a[r][k] * b[k][0..NR): a holds MR row pointers (already offset
- * to the k block), b is KC-block of one packed panel (64-byte aligned), c has row stride ldc.
- * acc: add to c instead of overwriting it. fin: the finishing step, or NULL. */
-typedef void (*ki_gemm_ukernel)(int64_t kc, const float *const *a, const float *b, float *c,
-                                int64_t ldc, bool acc, const ki_gemm_fin *fin);
+ * to the k block), b the k block of one panel with row stride ldb (KI_GEMM_NR when packed, the
+ * plane size when a 1x1 convolution's input is read in place), c has row stride ldc. acc: add to
+ * c instead of overwriting it. fin: the finishing step, or NULL. */
+typedef void (*ki_gemm_ukernel)(int64_t kc, const float *const *a, const float *b, int64_t ldb,
+                                float *c, int64_t ldc, bool acc, const ki_gemm_fin *fin);
 
 /* The in-register finishing step for epilogue ep at rows from channel ch (residual tile res or
  * NULL); false for activations the micro-kernels do not apply themselves (then lo/hi are
@@ -46,12 +47,12 @@ ki_gemm_isa ki_gemm_best_isa(void);
 /* The kernel for isa, or NULL if this CPU cannot run it. */
 ki_gemm_ukernel ki_gemm_ukernel_for(ki_gemm_isa isa);
 
-void ki_gemm_ukernel_ref(int64_t kc, const float *const *a, const float *b, float *c, int64_t ldc,
-                         bool acc, const ki_gemm_fin *fin);
-void ki_gemm_ukernel_avx2(int64_t kc, const float *const *a, const float *b, float *c, int64_t ldc,
-                          bool acc, const ki_gemm_fin *fin);
-void ki_gemm_ukernel_avx512(int64_t kc, const float *const *a, const float *b, float *c,
-                            int64_t ldc, bool acc, const ki_gemm_fin *fin);
+void ki_gemm_ukernel_ref(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,
+                         int64_t ldc, bool acc, const ki_gemm_fin *fin);
+void ki_gemm_ukernel_avx2(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,
+                          int64_t ldc, bool acc, const ki_gemm_fin *fin);
+void ki_gemm_ukernel_avx512(int64_t kc, const float *const *a, const float *b, int64_t ldb,
+                            float *c, int64_t ldc, bool acc, const ki_gemm_fin *fin);
 
 typedef struct ki_gemm_args {
     int64_t m, n, k;
@@ -65,6 +66,10 @@ typedef struct ki_gemm_args {
     int64_t ch0;              /* epilogue channel of row 0 */
     ki_gemm_ukernel uk;
     const float *res; /* residual added in the epilogue (m x n, row stride ldc), or NULL */
+    /* B in place (k rows of n floats, row stride ldb) for ki_gemm_panels' full panels, or NULL:
+     * then every panel is packed */
+    const float *bin;
+    int64_t ldb;
 } ki_gemm_args;
 
 /* Computes thread tid's share of the tiles (call from inside a parallel region, every tid in
@@ -72,7 +77,9 @@ typedef struct ki_gemm_args {
 void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt);
 
 /* All tiles of panels p0..p0+np-1, packed one after another at b (np * k * NR floats): for
- * callers that pack a few panels at a time. */
+ * callers that pack a few panels at a time. With g->bin the full panels are read from it in
+ * place and only a last, partial panel from its slot in b (a full read of it would pass the end
+ * of B). */
 void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *b);
 
 /* Tiles numbered row by row, per_row to a row: the part [*p0, *p1) of row `row` that the range

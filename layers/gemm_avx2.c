@@ -19,8 +19,8 @@ static inline __m256 finish(__m256 v, const ki_gemm_fin *fin, int64_t ldc, int r
     return _mm256_min_ps(_mm256_set1_ps(fin->hi), _mm256_max_ps(_mm256_set1_ps(fin->lo), v));
 }
 
-static void quarter(int64_t kc, const float *const *a, const float *b, float *c, int64_t ldc,
-                    bool acc, const ki_gemm_fin *fin)
+static void quarter(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,
+                    int64_t ldc, bool acc, const ki_gemm_fin *fin)
 {
     const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
     __m256 c0[2], c1[2], c2[2], c3[2];
@@ -31,8 +31,7 @@ static void quarter(int64_t kc, const float *const *a, const float *b, float *c,
         c3[h] = acc ? _mm256_loadu_ps(c + 3 * ldc + 8 * h) : _mm256_setzero_ps();
     }
     for (int64_t k = 0; k < kc; k++) {
-        __m256 b0 = _mm256_loadu_ps(b + k * KI_GEMM_NR),
-               b1 = _mm256_loadu_ps(b + k * KI_GEMM_NR + 8);
+        __m256 b0 = _mm256_loadu_ps(b + k * ldb), b1 = _mm256_loadu_ps(b + k * ldb + 8);
         __m256 v = _mm256_broadcast_ss(a0 + k);
         c0[0] = _mm256_fmadd_ps(v, b0, c0[0]);
         c0[1] = _mm256_fmadd_ps(v, b1, c0[1]);
@@ -60,15 +59,15 @@ static void quarter(int64_t kc, const float *const *a, const float *b, float *c,
     }
 }
 
-void ki_gemm_ukernel_avx2(int64_t kc, const float *const *a, const float *b, float *c, int64_t ldc,
-                          bool acc, const ki_gemm_fin *fin)
+void ki_gemm_ukernel_avx2(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,
+                          int64_t ldc, bool acc, const ki_gemm_fin *fin)
 {
     for (int rh = 0; rh < 2; rh++) {
         for (int ch = 0; ch < 2; ch++) {
             ki_gemm_fin f = { fin && fin->bias ? fin->bias + 4 * rh : NULL, fin ? fin->lo : 0.0f,
                               fin ? fin->hi : 0.0f,
                               fin && fin->res ? fin->res + 4 * rh * ldc + 16 * ch : NULL };
-            quarter(kc, a + 4 * rh, b + 16 * ch, c + 4 * rh * ldc + 16 * ch, ldc, acc,
+            quarter(kc, a + 4 * rh, b + 16 * ch, ldb, c + 4 * rh * ldc + 16 * ch, ldc, acc,
                     fin ? &f : NULL);
         }
     }

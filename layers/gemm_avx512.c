@@ -33,8 +33,8 @@
         _mm512_storeu_ps(c + (r)*ldc + 16, c##r##h);                                               \
     } while (0)
 
-void ki_gemm_ukernel_avx512(int64_t kc, const float *const *a, const float *b, float *c,
-                            int64_t ldc, bool acc, const ki_gemm_fin *fin)
+void ki_gemm_ukernel_avx512(int64_t kc, const float *const *a, const float *b, int64_t ldb,
+                            float *c, int64_t ldc, bool acc, const ki_gemm_fin *fin)
 {
     const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
     const float *a4 = a[4], *a5 = a[5], *a6 = a[6], *a7 = a[7];
@@ -47,8 +47,8 @@ void ki_gemm_ukernel_avx512(int64_t kc, const float *const *a, const float *b, f
     INIT(6);
     INIT(7);
     for (int64_t k = 0; k < kc; k++) {
-        __m512 bl = _mm512_loadu_ps(b + k * KI_GEMM_NR);
-        __m512 bh = _mm512_loadu_ps(b + k * KI_GEMM_NR + 16);
+        __m512 bl = _mm512_loadu_ps(b + k * ldb);
+        __m512 bh = _mm512_loadu_ps(b + k * ldb + 16);
         ROW(0);
         ROW(1);
         ROW(2);

@@ -25,7 +25,7 @@ static void gemm_run(ki_gemm_ukernel uk, int64_t m, int64_t n, int64_t k, const 
         ki_gemm_pack_row(b + r * n, r, k, n, bp);
     }
     ki_cv_epilogue ep = { NULL, { KI_ACT_NONE, 0, 0 }, false };
-    ki_gemm_args g = { m, n, k, a, lda, bp, c, n, &ep, ki_cv_epilogue_ref, 0, uk, NULL };
+    ki_gemm_args g = { m, n, k, a, lda, bp, c, n, &ep, ki_cv_epilogue_ref, 0, uk, NULL, NULL, 0 };
     for (int t = 0; t < nt; t++) {
         ki_gemm_compute(&g, t, nt);
     }
