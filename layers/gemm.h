@@ -3,8 +3,9 @@
  * C[m x n] = A[m x k] * B[k x n] (+ the conv epilogue), for convolution: A is the weight, used
  * as it lies in the model (row-major, row stride lda: the micro-kernel broadcasts from eight row
  * pointers, so no repacked copy of the weights is needed), B is packed by the caller into panels
- * of KI_GEMM_NR columns (panel p holds k rows of NR floats at bp + p*k*NR, zero-padded past n),
- * C is row-major with row stride ldc.
+ * of KI_GEMM_NR columns (panel p holds k rows of NR floats at bp + p*k*NR, zero-padded past n) or,
+ * for ki_gemm_panels' full panels, read in place (bin, row stride ldb), C is row-major with row
+ * stride ldc.
  *
  * The driver splits the C tiles (MR x NR) into one contiguous range per thread; every tile is
  * computed by the same sequence of operations whatever the thread count, so results do not
