@@ -133,6 +133,13 @@ typedef struct ki_layer_ops {
      * output shape. Two-input operators are offered only when that other input is computed
      * before this op runs. */
     bool (*fuse)(void *state, const ki_op_desc *next, int slot);
+    /* Optional, for layers whose output 0 is their inputs laid end to end (torch.cat along its
+     * outermost dim of more than one element): true when, for these shapes, input i is the
+     * contiguous byte range [off[i], off[i] + its size) of output 0. The planner may then place
+     * the inputs there (their producers write straight into the output), and forward must skip
+     * an input whose data already is at its place. */
+    bool (*joins)(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
+                  size_t *off);
 } ki_layer_ops;
 
 /* ---- reading an operator's parameters (core/opdesc.c) ----

@@ -96,29 +96,91 @@ static size_t operand_bytes(const ki_shape *sh)
     return (size_t)ki_shape_count(sh) * sizeof(float); /* checked by ki_shape_check */
 }
 
-static int find_root(int *root, int o)
+/* The root of operand o's class and o's byte offset inside the root's buffer (views and in-place
+ * outputs sit at 0, the inputs of a joining layer inside its output), with path compression. */
+static int find_root(int *root, size_t *delta, int o, size_t *at)
 {
-    while (root[o] != o) {
-        root[o] = root[root[o]];
-        o = root[o];
+    int r = o;
+    size_t d = 0;
+    while (root[r] != r) {
+        d += delta[r];
+        r = root[r];
     }
-    return o;
+    for (size_t rem = d; root[o] != o;) {
+        int next = root[o];
+        size_t step = delta[o];
+        root[o] = r, delta[o] = rem;
+        rem -= step;
+        o = next;
+    }
+    if (at) {
+        *at = d;
+    }
+    return r;
 }
 
-/* Lifetimes and aliasing: views share their source's buffer; an in-place op reuses its input's
- * buffer when that input dies at this step. Inputs and outputs of the model are pinned. */
+/* Inputs of one joining layer the planner places inside its output (more are copied). */
+#define MAX_JOIN 64
+
+/* A joining layer's (ki_layer_ops.joins) inputs moved into its output's buffer, each its class
+ * whole: when the output is its own class (it may be a model output) and every input's class is
+ * its own, holds no model input or output, is produced by a step, is distinct from the others and
+ * lands 64-byte aligned. The output class then lives from the first input's step. */
+static void plan_joins(ki_session *s, int *root, size_t *delta, int *first, int *last,
+                       const bool *pinned)
+{
+    const ki_model *m = s->m;
+    const ki_graph *g = m->g;
+    for (int k = 0; k < m->n_exec; k++) {
+        int n = m->exec[k];
+        const ki_node *nd = &g->nodes[n];
+        int ni = nd->desc.n_inputs, o = nd->desc.n_outputs > 0 ? nd->out[0] : -1;
+        ki_shape ins[MAX_JOIN];
+        size_t off[MAX_JOIN];
+        int r[MAX_JOIN];
+        if (!m->layer[n]->joins || ni < 1 || ni > MAX_JOIN || o < 0 || !s->has_buf[o] ||
+            find_root(root, delta, o, NULL) != o) {
+            continue;
+        }
+        for (int i = 0; i < ni; i++) {
+            ins[i] = s->shape[nd->in[i]];
+        }
+        bool ok = m->layer[n]->joins(m->state[n], ins, ni, &s->shape[o], off);
+        for (int i = 0; ok && i < ni; i++) {
+            size_t at;
+            int x = nd->in[i];
+            r[i] = find_root(root, delta, x, &at);
+            ok = s->has_buf[x] && at == 0 && r[i] != o && !pinned[r[i]] && first[r[i]] >= 0 &&
+                 off[i] % ALIGN == 0 && operand_bytes(&s->shape[r[i]]) == operand_bytes(&ins[i]);
+            for (int j = 0; ok && j < i; j++) {
+                ok = r[j] != r[i];
+            }
+        }
+        for (int i = 0; ok && i < ni; i++) {
+            root[r[i]] = o, delta[r[i]] = off[i];
+            first[o] = first[r[i]] < first[o] ? first[r[i]] : first[o];
+            last[o] = last[r[i]] > last[o] ? last[r[i]] : last[o];
+        }
+    }
+}
+
+/* Lifetimes and aliasing: views share their source's buffer; a joining layer's inputs are placed
+ * inside its output (plan_joins); an in-place op reuses its input's buffer when that input dies
+ * at this step. Inputs and outputs of the model are pinned. */
 static ki_status plan_memory(ki_session *s, ki_error *err)
 {
     const ki_model *m = s->m;
     const ki_graph *g = m->g;
     int no = g->n_operands, steps = m->n_exec;
     int *root = malloc(((size_t)no + 1) * sizeof *root);
+    size_t *delta = calloc((size_t)no + 1, sizeof *delta);
     int *first = malloc(((size_t)no + 1) * sizeof *first);
     int *last = malloc(((size_t)no + 1) * sizeof *last);
+    bool *pinned = calloc((size_t)no + 1, sizeof *pinned);
     ki_plan_buf *bufs = calloc((size_t)no + 1, sizeof *bufs);
     int *buf_of = malloc(((size_t)no + 1) * sizeof *buf_of);
     ki_status st = KI_OK;
-    if (!root || !first || !last || !bufs || !buf_of) {
+    if (!root || !delta || !first || !last || !pinned || !bufs || !buf_of) {
         st = KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -151,13 +213,21 @@ static ki_status plan_memory(ki_session *s, ki_error *err)
         if ((m->layer[n]->flags & KI_LAYER_VIEW) && nd->desc.n_inputs > 0 &&
             nd->desc.n_outputs > 0 &&
             operand_bytes(&s->shape[nd->in[0]]) == operand_bytes(&s->shape[nd->out[0]])) {
-            int r = find_root(root, nd->in[0]), o = nd->out[0];
+            int r = find_root(root, delta, nd->in[0], NULL), o = nd->out[0];
             root[o] = r;
             last[r] = last[r] > last[o] ? last[r] : last[o];
         }
     }
+    /* a class holding a graph input or output stays where it is */
+    for (int i = 0; i < g->n_outputs; i++) {
+        pinned[find_root(root, delta, g->outputs[i], NULL)] = true;
+    }
+    for (int i = 0; i < g->n_inputs; i++) {
+        pinned[find_root(root, delta, g->inputs[i], NULL)] = true;
+    }
+    plan_joins(s, root, delta, first, last, pinned);
     for (int o = 0; o < no; o++) {
-        int r = find_root(root, o);
+        int r = find_root(root, delta, o, NULL);
         last[r] = last[r] > last[o] ? last[r] : last[o];
     }
     for (int k = 0; k < steps; k++) {
@@ -167,8 +237,9 @@ static ki_status plan_memory(ki_session *s, ki_error *err)
             nd->desc.n_outputs == 0) {
             continue;
         }
-        int r = find_root(root, nd->in[0]), o = nd->out[0];
-        if (last[r] == k && first[r] >= 0 && root[o] == o &&
+        size_t at;
+        int r = find_root(root, delta, nd->in[0], &at), o = nd->out[0];
+        if (last[r] == k && first[r] >= 0 && root[o] == o && at == 0 &&
             operand_bytes(&s->shape[r]) == operand_bytes(&s->shape[o])) {
             root[o] = r;
             last[r] = last[o];
@@ -176,7 +247,7 @@ static ki_status plan_memory(ki_session *s, ki_error *err)
     }
     int nb = 0;
     for (int o = 0; o < no; o++) {
-        if (s->has_buf[o] && find_root(root, o) == o) {
+        if (s->has_buf[o] && find_root(root, delta, o, NULL) == o) {
             bufs[nb] = (ki_plan_buf){ operand_bytes(&s->shape[o]), first[o],
                                       last[o] < first[o] ? first[o] : last[o], 0 };
             buf_of[o] = nb++;
@@ -185,11 +256,13 @@ static ki_status plan_memory(ki_session *s, ki_error *err)
     st = ki_plan_offsets(bufs, nb, ALIGN, &s->arena_bytes, err);
     for (int o = 0; st == KI_OK && o < no; o++) {
         if (s->has_buf[o]) {
-            s->offset[o] = bufs[buf_of[find_root(root, o)]].offset;
+            size_t at;
+            int r = find_root(root, delta, o, &at);
+            s->offset[o] = bufs[buf_of[r]].offset + at;
         }
     }
 done:
-    free(root), free(first), free(last), free(bufs), free(buf_of);
+    free(root), free(delta), free(first), free(last), free(pinned), free(bufs), free(buf_of);
     return st;
 }
 

@@ -80,6 +80,24 @@ static ki_status cat_forward(const void *state, const ki_tensor *in, int n_in, k
     return KI_OK;
 }
 
+/* Input i is output bytes [off[i], ...) when nothing before the axis has more than one element
+ * (e.g. channels of a batch of one). */
+static bool cat_joins(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
+                      size_t *off)
+{
+    const cat_state *st = state;
+    int axis;
+    if (!ki_axis_norm(st->dim, out->ndim, &axis) || ki_shapeop_prod(out->d, 0, axis) != 1) {
+        return false;
+    }
+    size_t at = 0;
+    for (int i = 0; i < n_in; i++) {
+        off[i] = at;
+        at += (size_t)ki_shape_count(&in[i]) * sizeof(float);
+    }
+    return true;
+}
+
 /* torch.stack: every input has the same shape; the result gains a dim of size n_in at dim. */
 static ki_status stack_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
                              int n_out, ki_error *err)
@@ -269,6 +287,7 @@ const ki_layer_ops ki_layer_torch_cat = {
     .shape = cat_shape,
     .forward = cat_forward,
     .destroy = ki_shapeop_free,
+    .joins = cat_joins,
 };
 
 const ki_layer_ops ki_layer_torch_stack = {

@@ -112,7 +112,9 @@ void ki_shapeop_join(const ki_tensor *pieces, int n, int64_t outer, float *joine
         float *dst = joined + o * total;
         for (int p = 0; p < n; p++) {
             int64_t len = ki_shape_count(&pieces[p].shape) / outer;
-            memcpy(dst, pieces[p].data + o * len, (size_t)len * sizeof *dst);
+            if (pieces[p].data + o * len != dst) { /* else planned in place (joins) */
+                memcpy(dst, pieces[p].data + o * len, (size_t)len * sizeof *dst);
+            }
             dst += len;
         }
     }

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 // clang-format on
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,65 @@ static void test_session_errors(void **state)
     ki_model_destroy(m);
 }
 
+/* Runs the graph `text` (one input of shape d, weights none) on x; returns the session. */
+static ki_session *text_session(const char *text, const int64_t *d, const float *x, ki_model **m)
+{
+    ki_error err;
+    char *p = write_temp(text);
+    assert_int_equal(ki_model_load(p, NULL, NULL, m, &err), KI_OK);
+    unlink(p);
+    free(p);
+    ki_shape sh = ki_shape_make(4, d);
+    ki_session *s = NULL;
+    ki_session_options so = { 2, 0 };
+    assert_int_equal(ki_session_create(*m, &sh, 1, &so, &s, &err), KI_OK);
+    ki_tensor in = ki_session_input(s, 0);
+    memcpy(in.data, x, (size_t)ki_shape_count(&in.shape) * sizeof *x);
+    assert_int_equal(ki_session_run(s, &err), KI_OK);
+    return s;
+}
+
+/* torch.cat along the channels of a batch of one: the planner places the inputs inside the
+ * output, so their producers write there and the cat copies nothing; the values are those of the
+ * plain concatenation. Not when the inputs' runs interleave (a batch of two), nor for an input
+ * that is also a model output (it keeps its own buffer). */
+static void test_cat_in_place(void **state)
+{
+    (void)state;
+    const char *t = "7767517\n5 4\npnnx.Input in 0 1 a\nnn.ReLU r 1 1 a b\n"
+                    "nn.Sigmoid g 1 1 a c\ntorch.cat cat 2 1 b c d dim=1\npnnx.Output out 1 0 d\n";
+    const char *t2 = "7767517\n5 4\npnnx.Input in 0 1 a\nnn.ReLU r 1 1 a b\n"
+                     "nn.Sigmoid g 1 1 a c\ntorch.cat cat 2 1 b c d dim=1\npnnx.Output out 2 0 d b\n";
+    enum { C = 16, HW = 16 };
+    static float x[2 * C * HW];
+    for (int i = 0; i < 2 * C * HW; i++) {
+        x[i] = (float)(i % 37) / 9.0f - 2.0f;
+    }
+    for (int batch = 1; batch <= 2; batch++) {
+        for (int pinned = 0; pinned < 2; pinned++) {
+            const int64_t d[4] = { batch, C, 4, 4 };
+            ki_model *m;
+            ki_session *s = text_session(pinned ? t2 : t, d, x, &m);
+            ki_tensor out = ki_session_output(s, 0);
+            assert_int_equal(out.shape.d[1], 2 * C);
+            for (int n = 0; n < batch; n++) {
+                for (int i = 0; i < C * HW; i++) {
+                    float v = x[n * C * HW + i];
+                    assert_true(out.data[(2 * n) * C * HW + i] == (v > 0.0f ? v : 0.0f));
+                    assert_float_equal(out.data[(2 * n + 1) * C * HW + i], 1.0 / (1.0 + exp(-v)),
+                                       1e-6);
+                }
+            }
+            /* the input (1 KiB a batch), the output (2 KiB) and, unless joined, b and c */
+            size_t joined = (size_t)batch * 3 * C * HW * sizeof(float);
+            size_t want = batch == 1 && !pinned ? joined : joined + (size_t)batch * 2 * C * HW * 4;
+            assert_int_equal(ki_session_planned_bytes(s), want);
+            ki_session_destroy(s);
+            ki_model_destroy(m);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -152,6 +212,7 @@ int main(void)
         cmocka_unit_test(test_weights_checked),
         cmocka_unit_test(test_batch_matches_single),
         cmocka_unit_test(test_session_errors),
+        cmocka_unit_test(test_cat_in_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
