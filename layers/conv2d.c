@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/bigbuf.h"
+
 static ki_status check_range(const char *key, const int64_t *v, int n, int64_t lo, ki_error *err)
 {
     for (int i = 0; i < n; i++) {
@@ -147,6 +149,21 @@ static ki_status parse(const ki_op_desc *op, ki_conv2d *c, ki_error *err)
     c->sh = s[0], c->sw = s[1], c->dh = d[0], c->dw = d[1];
     st = parse_padding(op, c, err);
     return st == KI_OK ? parse_pad_mode(op, c, err) : st;
+}
+
+ki_status ki_conv2d_alloc_weights(size_t a, size_t b, size_t c, const char *what, float **out,
+                                  size_t *bytes, ki_error *err)
+{
+    size_t n;
+    if (!ki_ckd_mul(&n, a, b) || !ki_ckd_mul(&n, n, c) || !ki_ckd_mul(bytes, n, sizeof(float)) ||
+        *bytes > SIZE_MAX - 63) {
+        return KI_FAIL(err, KI_ERR_LIMIT, "%s too large", what);
+    }
+    *out = ki_bigbuf_alloc(*bytes);
+    if (!*out) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory for the %s (%zu bytes)", what, *bytes);
+    }
+    return KI_OK;
 }
 
 void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa)

@@ -249,6 +249,10 @@ bool ki_conv2d_dw_plane_padded_avx2(const ki_conv2d *c, const ki_conv2d_geom *g,
 bool ki_conv2d_wino_shape_ok(const ki_conv2d *c);
 int64_t ki_conv2d_wino_tiles(int64_t oh, int64_t ow, int m);
 ki_status ki_conv2d_wino_prepare(ki_conv2d *c, int m, bool ov, ki_error *err);
+/* conv2d.c: a huge-page buffer of a * b * c floats (*bytes its size) for a layer's own form of
+ * its weights (Winograd, OV), `what` naming that form in the errors. */
+ki_status ki_conv2d_alloc_weights(size_t a, size_t b, size_t c, const char *what, float **out,
+                                  size_t *bytes, ki_error *err);
 size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads);
 void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex);

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/bigbuf.h"
 #include "conv2d.h"
 
 bool ki_conv2d_ov_shape_ok(const ki_conv2d *c)
@@ -30,18 +29,15 @@ int64_t ki_conv2d_ov_pw(int64_t n)
 ki_status ki_conv2d_ov_prepare(ki_conv2d *c, ki_error *err)
 {
     int64_t k = c->in_ch * c->kh * c->kw, oc = c->out_ch, nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
-    size_t n, bytes;
+    size_t bytes;
+    float *a;
     if (!c->weight || !ki_conv2d_ov_shape_ok(c)) {
         return KI_FAIL(err, KI_ERR_INTERNAL, "not a one-group convolution with weights");
     }
-    if (!ki_ckd_mul(&n, (size_t)nob, KI_OV_MV) || !ki_ckd_mul(&n, n, (size_t)k) ||
-        !ki_ckd_mul(&bytes, n, sizeof(float)) || bytes > SIZE_MAX - 63) {
-        return KI_FAIL(err, KI_ERR_LIMIT, "repacked weights too large");
-    }
-    float *a = ki_bigbuf_alloc(bytes);
-    if (!a) {
-        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory for the repacked weights (%zu bytes)",
-                       bytes);
+    ki_status st = ki_conv2d_alloc_weights((size_t)nob, KI_OV_MV, (size_t)k, "repacked weights", &a,
+                                           &bytes, err);
+    if (st != KI_OK) {
+        return st;
     }
     for (int64_t k0 = 0; k0 < k; k0 += KI_OV_KC) {
         int64_t kc = k - k0 < KI_OV_KC ? k - k0 : KI_OV_KC;

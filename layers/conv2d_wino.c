@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/bigbuf.h"
-
 #define KI_WINO_SUFFIX _ref
 #include "wino_xform.h"
 
@@ -44,18 +42,15 @@ ki_status ki_conv2d_wino_prepare(ki_conv2d *c, int m, bool ov, ki_error *err)
     int64_t rows = ov ? nob * KI_OV_MV : oc;
     const int ts = m + 2;
     const double(*gm)[3] = m == 4 ? wino_g4 : wino_g2;
-    size_t n, bytes;
+    size_t bytes;
+    float *u;
     if (!c->weight || !ki_conv2d_wino_shape_ok(c) || (m != 2 && m != 4)) {
         return KI_FAIL(err, KI_ERR_INTERNAL, "not a 3x3 stride-1 convolution with weights");
     }
-    if (!ki_ckd_mul(&n, (size_t)rows, (size_t)ic) || !ki_ckd_mul(&n, n, (size_t)(ts * ts)) ||
-        !ki_ckd_mul(&bytes, n, sizeof(float)) || bytes > SIZE_MAX - 63) {
-        return KI_FAIL(err, KI_ERR_LIMIT, "Winograd weights too large");
-    }
-    float *u = ki_bigbuf_alloc(bytes);
-    if (!u) {
-        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory for the Winograd weights (%zu bytes)",
-                       bytes);
+    ki_status st = ki_conv2d_alloc_weights((size_t)rows, (size_t)ic, (size_t)(ts * ts),
+                                           "Winograd weights", &u, &bytes, err);
+    if (st != KI_OK) {
+        return st;
     }
     if (ov) {
         memset(u, 0, bytes); /* the channel rows past oc */
@@ -277,7 +272,8 @@ void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const f
         const float *x = in + n * ic * hw;
         float *y = out + n * oc * ohw;
         const float *res = c->res ? c->res + n * oc * ohw : NULL;
-        const float *res_tr = c->ep.res_after ? NULL : res; /* the output transform's */
+        const float *res_tr = c->ep.res_after ? NULL : res;   /* the output transform's */
+        const float *res_post = c->ep.res_after ? res : NULL; /* after the activation */
 #pragma omp parallel num_threads(ex->n_threads)
         {
             if (blocked) {
@@ -291,11 +287,8 @@ void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const f
 #pragma omp barrier
 #pragma omp for schedule(static)
                 for (int64_t ch = 0; ch < oc; ch++) {
-                    c->epf(&act_only,
-                           res_tr ? NULL
-                           : res  ? res + ch * ohw
-                                  : NULL,
-                           ch, y + ch * ohw, (size_t)ohw);
+                    c->epf(&act_only, res_post ? res_post + ch * ohw : NULL, ch, y + ch * ohw,
+                           (size_t)ohw);
                 }
             }
         }
