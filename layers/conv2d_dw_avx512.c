@@ -21,7 +21,7 @@
  * halves of the window and the one column after it). */
 typedef struct dw_cols {
     int64_t b;
-    __mmask16 m[4];
+    __mmask16 m[3];
 } dw_cols;
 
 static inline dw_cols cols_at(int64_t ox, int s, int64_t pl, int64_t w)
@@ -31,10 +31,9 @@ static inline dw_cols cols_at(int64_t ox, int s, int64_t pl, int64_t w)
     if (s == 1) {
         k.m[0] = (__mmask16)ki_lane_mask16(k.b, w), k.m[1] = (__mmask16)ki_lane_mask16(k.b + 1, w),
         k.m[2] = (__mmask16)ki_lane_mask16(k.b + 2, w);
-        k.m[3] = 0;
     } else {
         k.m[0] = (__mmask16)ki_lane_mask16(k.b, w), k.m[1] = (__mmask16)ki_lane_mask16(k.b + 16, w);
-        k.m[2] = (__mmask16)(ki_lane_mask16(k.b + 32, w) & 1u), k.m[3] = 0;
+        k.m[2] = (__mmask16)(ki_lane_mask16(k.b + 32, w) & 1u);
     }
     return k;
 }
