@@ -316,7 +316,8 @@ static size_t yd_workspace(const void *state, const ki_shape *in, int n_in, cons
 
 /* Decodes one level of one image: z is the convolution (na*no, hw), with the bias and (unless
  * raw) the sigmoid applied; y gets the level's na*hw rows of no values. Blocks of cells are
- * transposed into rows (both sides stay in L1), then the box formulas. */
+ * transposed into rows (both sides stay in L1), then the sigmoid (raw outputs only) and the box
+ * formulas. */
 #define YD_CELLS 256
 static void decode_level(const yd_state *s, int level, int64_t h, int64_t w, const float *z,
                          float *y, int n_threads)
@@ -331,14 +332,9 @@ static void decode_level(const yd_state *s, int level, int64_t h, int64_t w, con
         const int64_t nc = hw - c0 < YD_CELLS ? hw - c0 : YD_CELLS;
         const float *anc = s->anchors + ((int64_t)level * s->na + a) * 2;
         float *r0 = y + (a * hw + c0) * no;
-        if (!sigmoid_here) {
-            s->tr(z + a * no * hw + c0, hw, no, nc, r0, no);
-        }
-        for (int k = 0; k < no && sigmoid_here; k++) {
-            const float *zk = z + (a * no + k) * hw + c0;
-            for (int64_t j = 0; j < nc; j++) {
-                r0[j * no + k] = 1.0f / (1.0f + expf(-zk[j]));
-            }
+        s->tr(z + a * no * hw + c0, hw, no, nc, r0, no);
+        for (int64_t i = 0; sigmoid_here && i < nc * no; i++) {
+            r0[i] = 1.0f / (1.0f + expf(-r0[i]));
         }
         for (int64_t j = 0; j < nc; j++) {
             const int64_t c = c0 + j;
@@ -357,12 +353,9 @@ static void decode_level(const yd_state *s, int level, int64_t h, int64_t w, con
 /* The raw convolution (bias included) as (na, hw, no), for the extra outputs. */
 static void raw_level(const yd_state *s, int64_t hw, const float *z, float *raw)
 {
-    const int64_t rows = hw * s->na, no = s->no;
-    for (int64_t row = 0; row < rows; row++) {
-        const int64_t a = row / hw, c = row % hw;
-        for (int64_t k = 0; k < no; k++) {
-            raw[row * no + k] = z[(a * no + k) * hw + c];
-        }
+    const int64_t no = s->no;
+    for (int64_t a = 0; a < s->na; a++) {
+        s->tr(z + a * no * hw, hw, no, hw, raw + a * hw * no, no);
     }
 }
 
