@@ -52,26 +52,18 @@ static ki_status relu_forward(const void *st, const ki_tensor *in, int n_in, ki_
     return KI_OK;
 }
 
-const ki_layer_ops ki_layer_relu = {
-    .type = "nn.ReLU", .flags = KI_LAYER_INPLACE, .shape = same_shape, .forward = relu_forward
-};
-const ki_layer_ops ki_layer_f_relu = {
-    .type = "F.relu", .flags = KI_LAYER_INPLACE, .shape = same_shape, .forward = relu_forward
-};
+/* A stateless layer whose output has its input's shape. */
+#define SAME_SHAPE_OP(sym, name, flag, fwd)                                                        \
+    const ki_layer_ops sym = { .type = name, .flags = flag, .shape = same_shape, .forward = fwd }
+
+SAME_SHAPE_OP(ki_layer_relu, "nn.ReLU", KI_LAYER_INPLACE, relu_forward);
+SAME_SHAPE_OP(ki_layer_f_relu, "F.relu", KI_LAYER_INPLACE, relu_forward);
 
 /* ---- no-ops at inference ---- */
-const ki_layer_ops ki_layer_dropout = {
-    .type = "nn.Dropout", .flags = KI_LAYER_VIEW, .shape = same_shape, .forward = copy_forward
-};
-const ki_layer_ops ki_layer_dropout2d = {
-    .type = "nn.Dropout2d", .flags = KI_LAYER_VIEW, .shape = same_shape, .forward = copy_forward
-};
-const ki_layer_ops ki_layer_f_dropout = {
-    .type = "F.dropout", .flags = KI_LAYER_VIEW, .shape = same_shape, .forward = copy_forward
-};
-const ki_layer_ops ki_layer_identity = {
-    .type = "nn.Identity", .flags = KI_LAYER_VIEW, .shape = same_shape, .forward = copy_forward
-};
+SAME_SHAPE_OP(ki_layer_dropout, "nn.Dropout", KI_LAYER_VIEW, copy_forward);
+SAME_SHAPE_OP(ki_layer_dropout2d, "nn.Dropout2d", KI_LAYER_VIEW, copy_forward);
+SAME_SHAPE_OP(ki_layer_f_dropout, "F.dropout", KI_LAYER_VIEW, copy_forward);
+SAME_SHAPE_OP(ki_layer_identity, "nn.Identity", KI_LAYER_VIEW, copy_forward);
 
 /* ---- torch.flatten(input, start_dim, end_dim) ---- */
 typedef struct flatten_state {
