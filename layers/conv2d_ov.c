@@ -65,21 +65,67 @@ static bool ov_packs(const ki_conv2d *c)
 
 /* Bytes of the packed column blocks of one image (shared by the team; 0 when not packed) and of
  * one thread's partial tiles; false on overflow. */
+/* How the tiles (channel block ob x pixel block pb) are shared by nt threads. Each thread takes
+ * one part: by channels, a contiguous run of tiles in (ob, pb) order (the thread streams its share
+ * of the weights once), or, when the column matrix is the larger operand (more pixels than output
+ * channels), by pixels: a run of pixel blocks for every channel block, so a thread reads only its
+ * own pixels, which the layer before it mostly wrote from the same core, and packs them itself.
+ * By pixels the blocks are narrowed so that their count divides evenly between the threads. */
+typedef struct ov_layout {
+    int64_t pw, nb, nob;
+    bool by_pixels;
+} ov_layout;
+
+static ov_layout ov_layout_of(const ki_conv2d *c, const ki_conv2d_geom *g, int nt)
+{
+    int64_t n = g->oh * g->ow;
+    ov_layout l = { ki_conv2d_ov_pw(n), 0, (c->out_ch + KI_OV_MV - 1) / KI_OV_MV, false };
+    l.nb = (n + l.pw - 1) / l.pw;
+    if (nt > 1 && n > c->out_ch && l.nb >= nt) {
+        int64_t want = (l.nb + nt - 1) / nt * nt, pw = (n + want - 1) / want;
+        if (pw >= KI_OV_PW_MAX / 2 && (n + pw - 1) / pw == want) {
+            l.pw = pw;
+            l.nb = want;
+        }
+        l.by_pixels = true;
+    }
+    return l;
+}
+
+/* Part p of nt: tiles [*i0, *i1) by channels, pixel blocks [*q0, *q1) of every channel block by
+ * pixels; returns the part's tile count. */
+static int64_t ov_part(const ov_layout *l, int64_t p, int64_t nt, int64_t *i0, int64_t *q0,
+                       int64_t *q1)
+{
+    if (l->by_pixels) {
+        *q0 = l->nb * p / nt;
+        *q1 = l->nb * (p + 1) / nt;
+        *i0 = 0;
+        return l->nob * (*q1 - *q0);
+    }
+    int64_t tiles = l->nob * l->nb;
+    *i0 = tiles * p / nt;
+    *q0 = *q1 = 0;
+    return tiles * (p + 1) / nt - *i0;
+}
+
 static bool ov_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int nt, size_t *cols,
                      size_t *part)
 {
-    int64_t k = c->in_ch * c->kh * c->kw, n = g->oh * g->ow, pw = ki_conv2d_ov_pw(n);
-    int64_t nb = (n + pw - 1) / pw, nob = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV;
-    int64_t mine = (nob * nb + nt - 1) / nt;
-    return ki_ckd_mul(cols, ov_packs(c) ? (size_t)nb : 0, (size_t)pw) &&
+    int64_t k = c->in_ch * c->kh * c->kw;
+    ov_layout l = ov_layout_of(c, g, nt);
+    int64_t i0, q0, q1, mine = 0;
+    for (int p = 0; p < nt; p++) {
+        int64_t m = ov_part(&l, p, nt, &i0, &q0, &q1);
+        mine = m > mine ? m : mine;
+    }
+    return ki_ckd_mul(cols, ov_packs(c) ? (size_t)l.nb : 0, (size_t)l.pw) &&
            ki_ckd_mul(cols, *cols, (size_t)k) && ki_ckd_mul(cols, *cols, sizeof(float)) &&
            *cols < SIZE_MAX / 2 &&
-           ki_ckd_mul(part, (size_t)mine, (size_t)pw * KI_OV_MV * sizeof(float)) &&
+           ki_ckd_mul(part, (size_t)mine, (size_t)l.pw * KI_OV_MV * sizeof(float)) &&
            *part < SIZE_MAX / 2 / (size_t)nt;
 }
 
-/* Per thread: its share of the packed columns (which span the slices one after another) and
- * its partial tiles. */
 size_t ki_conv2d_ov_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads)
 {
     int nt = n_threads > 0 ? n_threads : 1;
@@ -145,17 +191,27 @@ static void ov_store(const ki_conv2d *c, const ov_fin *f, const float *t, int64_
     c->ov_st(t, rows, nr, d, n, NULL, -INFINITY, INFINITY); /* the rest: ov_epilogue */
 }
 
-/* The epilogue of the other activations over tiles [i0, i1) of image y, once they are all
- * stored: per channel one call over the tiles' pixel span (not one per tile and channel). */
-static void ov_epilogue(const ki_conv2d *c, int64_t i0, int64_t i1, int64_t nb, int64_t pw,
+/* The epilogue of the other activations over pixel blocks [p0, p1) of channel block ob of image y,
+ * once they are stored: per channel one call over the blocks' pixel span. */
+static void ov_epilogue(const ki_conv2d *c, int64_t ob, int64_t p0, int64_t p1, int64_t pw,
                         int64_t n, float *y, const float *res)
 {
-    for (int64_t ob = i0 / nb; ob * nb < i1; ob++) {
-        int64_t p0, p1;
-        ki_row_span(i0, i1, ob, nb, &p0, &p1);
-        int64_t j0 = p0 * pw, j1 = p1 * pw < n ? p1 * pw : n;
-        for (int64_t oc = ob * KI_OV_MV; oc < (ob + 1) * KI_OV_MV && oc < c->out_ch; oc++) {
-            c->epf(&c->ep, res ? res + oc * n + j0 : NULL, oc, y + oc * n + j0, (size_t)(j1 - j0));
+    int64_t j0 = p0 * pw, j1 = p1 * pw < n ? p1 * pw : n;
+    for (int64_t oc = ob * KI_OV_MV; oc < (ob + 1) * KI_OV_MV && oc < c->out_ch && j1 > j0; oc++) {
+        c->epf(&c->ep, res ? res + oc * n + j0 : NULL, oc, y + oc * n + j0, (size_t)(j1 - j0));
+    }
+}
+
+/* Floats of a part's pixels (over all input channels) prefetched at once: a quarter of L2. */
+#define KI_OV_PREFETCH_ALL (128 * 1024)
+
+/* Rows q0..q1-1 (stride ld) of cols floats at x into L2. */
+static void prefetch_rows(const float *x, int64_t ld, int64_t q0, int64_t q1, int64_t cols)
+{
+    for (int64_t q = q0; q < q1; q++) {
+        const char *r = (const char *)(x + q * ld);
+        for (int64_t b = 0; b < cols * (int64_t)sizeof(float) + 63; b += 64) {
+            __builtin_prefetch(r + b, 0, 2);
         }
     }
 }
@@ -164,8 +220,8 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
                           float *restrict out, const ki_exec *ex)
 {
     int64_t k = c->in_ch * c->kh * c->kw, hw = g->in.h * g->in.w, n = g->oh * g->ow;
-    int64_t pw = ki_conv2d_ov_pw(n), nb = (n + pw - 1) / pw;
-    int64_t nob = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV, tiles = nob * nb;
+    const ov_layout l = ov_layout_of(c, g, ex->n_threads);
+    const int64_t pw = l.pw, nb = l.nb, nob = l.nob, parts_n = ex->n_threads;
     bool packs = ov_packs(c);
     ki_gemm_fin gf;
     ov_fin f = { ki_gemm_fin_of(&c->ep, 0, NULL, &gf), gf.lo, gf.hi };
@@ -174,7 +230,7 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
         return;
     }
     float *bp = ex->workspace;
-    /* the partial tiles after the columns: each thread's slice holds (cols / nt) + part */
+    /* the partial tiles after the columns: each part's slice holds (cols / nt) + part */
     char *parts = (char *)ex->workspace + (cols + 63) / 64 * 64;
     size_t part_stride = (part + 63) / 64 * 64;
     for (int64_t img = 0; img < g->in.n; img++) {
@@ -183,52 +239,90 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
         const float *res = c->res ? c->res + img * c->out_ch * n : NULL;
 #pragma omp parallel num_threads(ex->n_threads)
         {
-            if (packs) {
+            if (packs && !l.by_pixels) {
 #pragma omp for schedule(static)
                 for (int64_t pb = 0; pb < nb; pb++) {
                     int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
                     ki_conv2d_pack_cols(c, g, true, x, j0, nr, k, pw, bp + pb * k * pw);
                 }
             }
-            int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-            int64_t i0 = tiles * tid / nt, i1 = tiles * (tid + 1) / nt;
-            float *tp = (float *)(parts + (size_t)tid * part_stride);
-            float bias[KI_OV_MV];
-            for (int64_t k0 = 0; k0 < k; k0 += KI_OV_KC) {
-                int64_t kc = k - k0 < KI_OV_KC ? k - k0 : KI_OV_KC;
-                bool last = k0 + kc >= k, kclamp = last && f.clamp && !res;
-                for (int64_t i = i0; i < i1; i++) {
-                    int64_t ob = i / nb, pb = i % nb, oc0 = ob * KI_OV_MV;
-                    int64_t rows = c->out_ch - oc0 < KI_OV_MV ? c->out_ch - oc0 : KI_OV_MV;
-                    float *t = tp + (i - i0) * pw * KI_OV_MV;
-                    const float *bv = NULL;
-                    if (last && f.clamp && c->ep.bias) {
-                        for (int64_t r = 0; r < KI_OV_MV; r++) {
-                            bias[r] = r < rows ? c->ep.bias[oc0 + r] : 0.0f;
-                        }
-                        bv = bias;
-                    }
-                    const float *a = c->ov_a + (k0 * nob + ob * kc) * KI_OV_MV;
-                    /* the weights come from memory once per run, in blocks the hardware
-                     * prefetchers do not follow: while this block serves its nb pixel blocks,
-                     * fetch the next one (the next channel block's), a part per tile */
-                    const char *nx = (const char *)(a + kc * KI_OV_MV);
-                    for (int64_t l = pb * kc * 2 / nb, le = (pb + 1) * kc * 2 / nb; l < le; l++) {
-                        __builtin_prefetch(nx + l * 64, 0, 2); /* to L2: L1 holds this block */
-                    }
-                    /* in place, the last block multiplies only its own pixels (the packed
-                     * one's zero padding is not there to read) */
+            /* a thread per part (parts_n parts however many threads the team has) */
+            for (int64_t pt = omp_get_thread_num(); pt < parts_n; pt += omp_get_num_threads()) {
+                int64_t i0, q0, q1, cnt = ov_part(&l, pt, parts_n, &i0, &q0, &q1);
+                float *tp = (float *)(parts + (size_t)pt * part_stride);
+                float bias[KI_OV_MV];
+                for (int64_t pb = q0; pb < q1 && packs; pb++) { /* by pixels: its own blocks */
                     int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
-                    const float *b = packs ? bp + (pb * k + k0) * pw : x + k0 * hw + j0;
-                    c->ov_uk(kc, a, b, packs ? (int)pw : (int)nr, packs ? pw : hw, k0 > 0, bv,
-                             kclamp ? f.lo : -INFINITY, kclamp ? f.hi : INFINITY, t);
-                    if (last) {
-                        ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res);
+                    ki_conv2d_pack_cols(c, g, true, x, j0, nr, k, pw, bp + pb * k * pw);
+                }
+                /* by pixels, in place: the part's pixels of the next k block's rows, requested
+                 * a block ahead (the first at once); the layer before wrote half of them on the
+                 * other core, and the kernel's strided reads would fetch them a line at a time */
+                const int64_t pj0 = q0 * pw, pj1 = q1 * pw < n ? q1 * pw : n;
+                bool ahead = !packs && l.by_pixels && q1 > q0;
+                if (ahead && k * (pj1 - pj0) <= KI_OV_PREFETCH_ALL) { /* all of it at once */
+                    prefetch_rows(x + pj0, hw, 0, k, pj1 - pj0);
+                    ahead = false;
+                } else if (ahead) {
+                    prefetch_rows(x + pj0, hw, 0, k < KI_OV_KC ? k : KI_OV_KC, pj1 - pj0);
+                }
+                for (int64_t k0 = 0; k0 < k; k0 += KI_OV_KC) {
+                    int64_t kc = k - k0 < KI_OV_KC ? k - k0 : KI_OV_KC;
+                    bool last = k0 + kc >= k, kclamp = last && f.clamp && !res;
+                    if (ahead && !last) {
+                        prefetch_rows(x + pj0, hw, k0 + kc,
+                                      k - k0 - kc < KI_OV_KC ? k : k0 + kc + KI_OV_KC, pj1 - pj0);
+                    }
+                    for (int64_t u = 0; u < cnt; u++) {
+                        int64_t ob, pb, span, at;
+                        if (l.by_pixels) {
+                            ob = u / (q1 - q0), pb = q0 + u % (q1 - q0);
+                            span = q1 - q0, at = pb - q0;
+                        } else {
+                            ob = (i0 + u) / nb, pb = (i0 + u) % nb, span = nb, at = pb;
+                        }
+                        int64_t oc0 = ob * KI_OV_MV;
+                        int64_t rows = c->out_ch - oc0 < KI_OV_MV ? c->out_ch - oc0 : KI_OV_MV;
+                        float *t = tp + u * pw * KI_OV_MV;
+                        const float *bv = NULL;
+                        if (last && f.clamp && c->ep.bias) {
+                            for (int64_t r = 0; r < KI_OV_MV; r++) {
+                                bias[r] = r < rows ? c->ep.bias[oc0 + r] : 0.0f;
+                            }
+                            bv = bias;
+                        }
+                        const float *a = c->ov_a + (k0 * nob + ob * kc) * KI_OV_MV;
+                        /* the weights come from memory once per run, in blocks the hardware
+                         * prefetchers do not follow: while this block serves the part's pixel
+                         * blocks, fetch the next one (the next channel block's), a share per
+                         * tile */
+                        const char *nx = (const char *)(a + kc * KI_OV_MV);
+                        for (int64_t q = at * kc * 2 / span, qe = (at + 1) * kc * 2 / span; q < qe;
+                             q++) {
+                            __builtin_prefetch(nx + q * 64, 0, 2); /* to L2: L1 holds this block */
+                        }
+                        /* in place, the last block multiplies only its own pixels (the packed
+                         * one's zero padding is not there to read) */
+                        int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
+                        const float *b = packs ? bp + (pb * k + k0) * pw : x + k0 * hw + j0;
+                        c->ov_uk(kc, a, b, packs ? (int)pw : (int)nr, packs ? pw : hw, k0 > 0, bv,
+                                 kclamp ? f.lo : -INFINITY, kclamp ? f.hi : INFINITY, t);
+                        if (last) {
+                            ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res);
+                        }
                     }
                 }
-            }
-            if (!f.clamp && i1 > i0) {
-                ov_epilogue(c, i0, i1, nb, pw, n, y, res);
+                if (!f.clamp && cnt > 0) {
+                    int64_t ob0 = l.by_pixels ? 0 : i0 / nb;
+                    int64_t ob1 = l.by_pixels ? nob : (i0 + cnt + nb - 1) / nb;
+                    for (int64_t ob = ob0; ob < ob1; ob++) {
+                        int64_t p0 = q0, p1 = q1;
+                        if (!l.by_pixels) {
+                            ki_row_span(i0, i0 + cnt, ob, nb, &p0, &p1);
+                        }
+                        ov_epilogue(c, ob, p0, p1, pw, n, y, res);
+                    }
+                }
             }
         }
     }

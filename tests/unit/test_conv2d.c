@@ -355,6 +355,57 @@ static void test_ov_blocks(void **unused)
     }
 }
 
+/* The OV path shared by pixels (more pixels than output channels: 196 > 32; 17 blocks of 12
+ * narrowed to 18 of 11 for two threads, 18 of 11 for three) and by channels (oc 96 > 49 pixels),
+ * with a residual and an activation applied after the store: every thread count matches the
+ * reference, and bitwise the one-thread result. */
+static void test_ov_parts(void **unused)
+{
+    (void)unused;
+    if (ki_gemm_best_isa() != KI_GEMM_AVX512) {
+        return; /* the OV path needs AVX-512 */
+    }
+    static const int64_t ocs[2] = { 32, 96 }, hs[2] = { 14, 7 };
+    for (int v = 0; v < 2; v++) {
+        const int64_t ic = 80, oc = ocs[v], h = hs[v], n_out = oc * h * h;
+        uint64_t s = 77 + (uint64_t)v;
+        float *w = malloc((size_t)(oc * ic) * sizeof *w), *b = malloc((size_t)oc * sizeof *b);
+        float *x = malloc((size_t)(ic * h * h) * sizeof *x), *res = malloc((size_t)n_out * 4);
+        float *ref = malloc((size_t)n_out * 4), *one = malloc((size_t)n_out * 4);
+        float *out = malloc((size_t)n_out * 4);
+        trng_fill(&s, w, (size_t)(oc * ic)), trng_fill(&s, b, (size_t)oc);
+        trng_fill(&s, x, (size_t)(ic * h * h)), trng_fill(&s, res, (size_t)n_out);
+        top t;
+        conv_op(&t, ic, oc, 1, 1, 1, w, b);
+        const ki_layer_ops *ops;
+        void *st;
+        ki_error err = { 0 };
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        ki_conv2d *c = st;
+        c->ep.act = (ki_act){ KI_ACT_SILU, 0, 0 };
+        c->residual = true, c->res = res;
+        ki_conv2d_geom g;
+        ki_shape in = ki_shape_make(4, (const int64_t[]){ 1, ic, h, h });
+        assert_int_equal(ki_conv2d_geom_make(c, &in, &g, &err), KI_OK);
+        if (!c->ov_a) {
+            assert_int_equal(ki_conv2d_ov_prepare(c, &err), KI_OK);
+        }
+        ki_conv2d_forward_ref(c, &g, x, ref);
+        for (int th = 1; th <= 3; th++) {
+            run_variant(c, &g, KI_CONV2D_OV, KI_GEMM_AVX512, th, x, out);
+            for (int64_t i = 0; i < n_out; i++) {
+                assert_true(fabsf(out[i] - ref[i]) <= 1e-4f * (1.0f + fabsf(ref[i])));
+            }
+            if (th == 1) {
+                memcpy(one, out, (size_t)n_out * 4);
+            }
+            assert_memory_equal(one, out, (size_t)n_out * 4);
+        }
+        ops->destroy(st);
+        free(w), free(b), free(x), free(res), free(ref), free(one), free(out);
+    }
+}
+
 /* ki_bigbuf_discard drops exactly the whole pages inside the range: they read as zeros, the
  * partial pages at both ends keep their data. */
 static void test_discard_pages(void **unused)
@@ -563,7 +614,7 @@ int main(void)
         cmocka_unit_test(test_same_valid_groups), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_random_vs_ref),     cmocka_unit_test(test_epilogue_act),
         cmocka_unit_test(test_winograd_vs_ref),   cmocka_unit_test(test_winograd_choice),
-        cmocka_unit_test(test_ov_blocks),         cmocka_unit_test(test_release_weights),
+        cmocka_unit_test(test_ov_blocks),         cmocka_unit_test(test_ov_parts),         cmocka_unit_test(test_release_weights),
         cmocka_unit_test(test_discard_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
