@@ -181,6 +181,8 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa)
     c->wino_in = avx512 ? ki_wino_input_avx512 : ki_wino_input_ref;
     c->wino_out = avx512 ? ki_wino_output_avx512 : ki_wino_output_ref;
     c->ov_uk = avx512 ? ki_ov_ukernel_avx512 : ki_ov_ukernel_ref;
+    c->ov_ukh =
+        avx512 && __builtin_cpu_supports("f16c") ? ki_ov_ukernel_h_avx512 : ki_ov_ukernel_h_ref;
     c->ov_st = avx512 ? ki_ov_tile_store_avx512 : ki_ov_tile_store;
 }
 
@@ -217,6 +219,35 @@ static bool declared_geom(const ki_conv2d *c, const ki_shape *d, ki_conv2d_geom 
     return ki_conv2d_geom_make(c, &s, g, NULL) == KI_OK;
 }
 
+/* Output pixels per image up to which a layer gets the OV path (its declared input size must
+ * say so): there the GEMM's 32-pixel panels run partly empty and few panels leave the threads
+ * little to split. At 7 x 7 (49 pixels) the OV path is 1.1-1.35x faster on resnet18's and
+ * mobilenet_v2's layers. */
+#define KI_OV_MAX_PIXELS 64
+
+/* Float32 weight bytes from which the OV path keeps binary16-exact weights as binary16: below
+ * that they stay in L2 / L3 between runs and the widening costs more than it saves (mobilenet_v2's
+ * 1x1 layers of 0.2-1.6 MB 1.02-1.15x slower as binary16). Larger ones come from memory: for
+ * outputs up to KI_OV_MAX_PIXELS the OV path then also beats Winograd on the OV kernel, whose
+ * F(2x2) weights are 16/9 of the originals in float32, 3.6x the binary16 bytes: resnet18's 7x7
+ * layer4 (9.4 MB) 1.94 -> 1.34 ms per layer in the network (2 threads), 1.60 with float32 OV. */
+#define KI_OV_HALF_MIN_BYTES (2 * 1024 * 1024)
+
+bool ki_conv2d_half_pays(const ki_conv2d *c)
+{
+    uint16_t h;
+    int64_t n = c->out_ch * (c->in_ch / c->groups) * c->kh * c->kw;
+    if (!c->weight || n < KI_OV_HALF_MIN_BYTES / (int64_t)sizeof(float)) {
+        return false;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (!ki_half_exact(c->weight[i], &h)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Which Winograd variant to transform the weights for at create (4, 2, or 0 for none): a 3x3
  * stride-1 kernel with enough channels and, when the param file declares the input's size,
  * enough output tiles (the transformed weights take 4x / 1.8x the memory of the originals, so
@@ -243,6 +274,9 @@ static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op, bool *ov)
     if (!declared_geom(c, d, &g)) {
         return 0;
     }
+    if (ov_ok && g.oh * g.ow <= KI_OV_MAX_PIXELS && ki_conv2d_half_pays(c)) {
+        return 0; /* the OV path on binary16 weights (see KI_OV_HALF_MIN_BYTES) */
+    }
     if (wino_pays(g.oh, g.ow, 4, *ov)) {
         return 4;
     }
@@ -253,11 +287,6 @@ static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op, bool *ov)
     return ov_ok && wino_pays(g.oh, g.ow, 2, true) ? 2 : 0;
 }
 
-/* Output pixels per image up to which a layer gets the OV path (its declared input size must
- * say so): there the GEMM's 32-pixel panels run partly empty and few panels leave the threads
- * little to split. At 7 x 7 (49 pixels) the OV path is 1.1-1.35x faster on resnet18's and
- * mobilenet_v2's layers. */
-#define KI_OV_MAX_PIXELS 64
 /* A 1x1 stride-1 unpadded layer's OV path reads the input in place (no packing) and pays to
  * larger outputs when k is long enough: 2 threads, 14 x 14, 384 -> 64 channels 0.050 ms against
  * the GEMM's 0.097; 576 -> 96 0.109 / 0.180; 20 x 20, 1024 -> 512 1.95 / 2.34 ms; 28 x 28,
@@ -298,10 +327,11 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
         st = ki_conv2d_wino_prepare(c, wm, wov, err);
     }
     if (st == KI_OK && ov_wanted(c, op)) {
-        st = ki_conv2d_ov_prepare(c, err);
+        st = ki_conv2d_ov_prepare(c, ki_conv2d_half_pays(c), err);
     }
     /* with its own form of the weights the layer never reads the originals again */
-    if (st == KI_OK && (c->wino_u || c->ov_a) && ki_op_release_attr(op, ki_op_attr(op, "weight"))) {
+    if (st == KI_OK && (c->wino_u || c->ov_a || c->ov_h) &&
+        ki_op_release_attr(op, ki_op_attr(op, "weight"))) {
         c->weight = NULL;
     }
     if (st != KI_OK) {
@@ -403,7 +433,8 @@ bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_pa
         return c->weight && c->groups == c->in_ch && c->groups == c->out_ch &&
                c->pad_mode == KI_CONV_PAD_ZEROS;
     case KI_CONV2D_OV:
-        return c->ov_a && ki_conv2d_ov_shape_ok(c) && ki_conv2d_ov_workspace(c, g, 1) > 0;
+        return (c->ov_a || c->ov_h) && ki_conv2d_ov_shape_ok(c) &&
+               ki_conv2d_ov_workspace(c, g, 1) > 0;
     case KI_CONV2D_DIRECT:
         return c->weight && c->direct_avx512 && ki_conv2d_direct_shape_ok(c) &&
                ki_conv2d_direct_workspace(c) > 0;
@@ -583,6 +614,7 @@ static void conv_destroy(void *state)
     if (c) {
         free(c->wino_u);
         free(c->ov_a);
+        free(c->ov_h);
     }
     free(state);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/half.h"
 #include "conv2d.h"
 
 bool ki_conv2d_ov_shape_ok(const ki_conv2d *c)
@@ -26,38 +27,92 @@ int64_t ki_conv2d_ov_pw(int64_t n)
     return (n + blocks - 1) / blocks;
 }
 
-ki_status ki_conv2d_ov_prepare(ki_conv2d *c, ki_error *err)
+bool ki_half_exact(float f, uint16_t *h)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    const uint32_t sign = (bits >> 16) & 0x8000u, exp = (bits >> 23) & 0xffu,
+                   man = bits & 0x7fffffu;
+    const int e = (int)exp - 127;
+    if (exp == 0xff) {
+        if (man) {
+            return false; /* NaN: its payload is not kept */
+        }
+        *h = (uint16_t)(sign | 0x7c00u);
+    } else if (exp == 0 && man == 0) {
+        *h = (uint16_t)sign;
+    } else if (exp == 0) {
+        return false; /* a float32 subnormal is below binary16's range */
+    } else if (e >= -14 && e <= 15) {
+        if (man & 0x1fffu) {
+            return false;
+        }
+        *h = (uint16_t)(sign | (uint32_t)(e + 15) << 10 | man >> 13);
+    } else if (e >= -24 && e < -14) { /* a binary16 subnormal: m * 2^-24 */
+        const uint32_t full = man | 0x800000u, shift = (uint32_t)(-(e + 1));
+        if (full & ((1u << shift) - 1)) {
+            return false;
+        }
+        *h = (uint16_t)(sign | full >> shift);
+    } else {
+        return false;
+    }
+    return ki_half_to_float(*h) == f || (f == 0.0f && ki_half_to_float(*h) == 0.0f);
+}
+
+/* blk[q][r] = weight (o = ob * 32 + r, k0 + q), zero past out_ch, for every k and channel block:
+ * the layout of ki_conv2d.ov_a (STORE writes one element). */
+#define OV_REPACK(STORE)                                                                           \
+    for (int64_t k0 = 0; k0 < k; k0 += KI_OV_KC) {                                                 \
+        int64_t kc = k - k0 < KI_OV_KC ? k - k0 : KI_OV_KC;                                        \
+        for (int64_t ob = 0; ob < nob; ob++) {                                                     \
+            int64_t at = (k0 * nob + ob * kc) * KI_OV_MV;                                          \
+            for (int64_t r = 0; r < KI_OV_MV; r++) {                                               \
+                int64_t o = ob * KI_OV_MV + r;                                                     \
+                for (int64_t q = 0; q < kc; q++) {                                                 \
+                    float v = o < oc ? c->weight[o * k + k0 + q] : 0.0f;                           \
+                    STORE(at + q * KI_OV_MV + r, v);                                               \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+ki_status ki_conv2d_ov_prepare(ki_conv2d *c, bool half, ki_error *err)
 {
     int64_t k = c->in_ch * c->kh * c->kw, oc = c->out_ch, nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
-    size_t bytes;
+    size_t bytes, nw;
     float *a;
-    if (!c->weight || !ki_conv2d_ov_shape_ok(c)) {
+    uint16_t h;
+    if (!c->weight || !ki_conv2d_ov_shape_ok(c) || !ki_ckd_mul(&nw, (size_t)oc, (size_t)k)) {
         return KI_FAIL(err, KI_ERR_INTERNAL, "not a one-group convolution with weights");
     }
-    ki_status st = ki_conv2d_alloc_weights((size_t)nob, KI_OV_MV, (size_t)k, "repacked weights", &a,
-                                           &bytes, err);
+    for (size_t i = 0; i < nw && half; i++) {
+        half = ki_half_exact(c->weight[i], &h);
+    }
+    /* binary16: half the floats of the same block count (KI_OV_MV is even) */
+    ki_status st = ki_conv2d_alloc_weights((size_t)nob, half ? KI_OV_MV / 2 : KI_OV_MV, (size_t)k,
+                                           "repacked weights", &a, &bytes, err);
     if (st != KI_OK) {
         return st;
     }
-    for (int64_t k0 = 0; k0 < k; k0 += KI_OV_KC) {
-        int64_t kc = k - k0 < KI_OV_KC ? k - k0 : KI_OV_KC;
-        for (int64_t ob = 0; ob < nob; ob++) {
-            float *blk = a + (k0 * nob + ob * kc) * KI_OV_MV;
-            for (int64_t r = 0; r < KI_OV_MV; r++) {
-                int64_t o = ob * KI_OV_MV + r;
-                for (int64_t q = 0; q < kc; q++) {
-                    blk[q * KI_OV_MV + r] = o < oc ? c->weight[o * k + k0 + q] : 0.0f;
-                }
-            }
-        }
-    }
     free(c->ov_a);
-    c->ov_a = a;
+    free(c->ov_h);
+    c->ov_a = NULL, c->ov_h = NULL;
+    if (half) {
+        uint16_t *ah = (uint16_t *)(void *)a;
+#define STORE_H(i, v) ki_half_exact(v, &ah[i])
+        OV_REPACK(STORE_H)
+#undef STORE_H
+        c->ov_h = ah;
+    } else {
+#define STORE_F(i, v) a[i] = (v)
+        OV_REPACK(STORE_F)
+#undef STORE_F
+        c->ov_a = a;
+    }
     return KI_OK;
 }
 
-/* Whether the column blocks are packed: a 1x1 stride-1 unpadded layer reads them in place (the
- * input's planes are the rows of its column matrix). */
 static bool ov_packs(const ki_conv2d *c)
 {
     return !ki_conv2d_is_pointwise(c);
@@ -160,6 +215,21 @@ void ki_ov_ukernel_ref(int64_t k, const float *a, const float *b, int pw, int64_
 /* How a tile is finished: clamp-type activations (none, ReLU, ReLU6, Hardtanh) take the bias
  * and, without a residual, the clamp in the micro-kernel; the residual and its clamp are added
  * at the transposing store. Other activations: raw sums stored, then the row epilogue. */
+void ki_ov_ukernel_h_ref(int64_t k, const uint16_t *a, const float *b, int pw, int64_t ldb,
+                         bool acc, const float *bias, float lo, float hi, float *restrict t)
+{
+    float af[KI_OV_KC * KI_OV_MV];
+    for (int64_t q0 = 0; q0 < k; q0 += KI_OV_KC) { /* the float kernel on widened pieces */
+        int64_t kc = k - q0 < KI_OV_KC ? k - q0 : KI_OV_KC;
+        for (int64_t i = 0; i < kc * KI_OV_MV; i++) {
+            af[i] = ki_half_to_float(a[q0 * KI_OV_MV + i]);
+        }
+        bool end = q0 + kc >= k;
+        ki_ov_ukernel_ref(kc, af, b + q0 * ldb, pw, ldb, acc || q0 > 0, end ? bias : NULL,
+                          end ? lo : -INFINITY, end ? hi : INFINITY, t);
+    }
+}
+
 typedef struct ov_fin {
     bool clamp;
     float lo, hi;
@@ -199,6 +269,50 @@ static void ov_epilogue(const ki_conv2d *c, int64_t ob, int64_t p0, int64_t p1, 
     int64_t j0 = p0 * pw, j1 = p1 * pw < n ? p1 * pw : n;
     for (int64_t oc = ob * KI_OV_MV; oc < (ob + 1) * KI_OV_MV && oc < c->out_ch && j1 > j0; oc++) {
         c->epf(&c->ep, res ? res + oc * n + j0 : NULL, oc, y + oc * n + j0, (size_t)(j1 - j0));
+    }
+}
+
+/* Most offsets of one pixel block's taps a table holds (kh * kw * pw). */
+#define OV_PACK_TAPS 1024
+
+/* Columns j0..j0+nr of the column matrix (zero padding) into dst (row stride pw): the offset of
+ * every (tap, pixel) in the input plane (-1 in the padding) computed once per block, then each
+ * channel's rows gathered through it. At 7 x 7 a row of a block spans two output rows, so the
+ * run-wise ki_conv2d_pack_cols made two library calls per ten floats. False (nothing written)
+ * when the table would not fit. */
+static bool ov_pack_small(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t j0,
+                          int64_t nr, int64_t k, int64_t pw, float *restrict dst)
+{
+    const int64_t khw = c->kh * c->kw, hw = g->in.h * g->in.w, ow = g->ow;
+    int32_t off[OV_PACK_TAPS];
+    if (c->pad_mode != KI_CONV_PAD_ZEROS || khw * pw > OV_PACK_TAPS || hw > INT32_MAX) {
+        return false;
+    }
+    for (int64_t t = 0; t < khw; t++) {
+        const int64_t ky = t / c->kw, kx = t % c->kw;
+        for (int64_t j = 0; j < pw; j++) {
+            const int64_t oy = (j0 + j) / ow, ox = (j0 + j) % ow;
+            const int64_t iy = oy * c->sh - c->pt + ky * c->dh,
+                          ix = ox * c->sw - c->pl + kx * c->dw;
+            const bool in = j < nr && iy >= 0 && iy < g->in.h && ix >= 0 && ix < g->in.w;
+            off[t * pw + j] = in ? (int32_t)(iy * g->in.w + ix) : -1;
+        }
+    }
+    for (int64_t r0 = 0; r0 < k; r0 += khw) {
+        const float *plane = x + r0 / khw * hw;
+        float *d = dst + r0 * pw;
+        for (int64_t i = 0; i < khw * pw; i++) {
+            d[i] = off[i] >= 0 ? plane[off[i]] : 0.0f;
+        }
+    }
+    return true;
+}
+
+static void ov_pack(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t j0,
+                    int64_t nr, int64_t k, int64_t pw, float *restrict dst)
+{
+    if (!ov_pack_small(c, g, x, j0, nr, k, pw, dst)) {
+        ki_conv2d_pack_cols(c, g, true, x, j0, nr, k, pw, dst);
     }
 }
 
@@ -243,7 +357,7 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
 #pragma omp for schedule(static)
                 for (int64_t pb = 0; pb < nb; pb++) {
                     int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
-                    ki_conv2d_pack_cols(c, g, true, x, j0, nr, k, pw, bp + pb * k * pw);
+                    ov_pack(c, g, x, j0, nr, k, pw, bp + pb * k * pw);
                 }
             }
             /* a thread per part (parts_n parts however many threads the team has) */
@@ -253,7 +367,7 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
                 float bias[KI_OV_MV];
                 for (int64_t pb = q0; pb < q1 && packs; pb++) { /* by pixels: its own blocks */
                     int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
-                    ki_conv2d_pack_cols(c, g, true, x, j0, nr, k, pw, bp + pb * k * pw);
+                    ov_pack(c, g, x, j0, nr, k, pw, bp + pb * k * pw);
                 }
                 /* by pixels, in place: the part's pixels of the next k block's rows, requested
                  * a block ahead (the first at once); the layer before wrote half of them on the
@@ -291,13 +405,16 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
                             }
                             bv = bias;
                         }
-                        const float *a = c->ov_a + (k0 * nob + ob * kc) * KI_OV_MV;
+                        const int64_t at_a = (k0 * nob + ob * kc) * KI_OV_MV;
+                        const char *a = c->ov_h ? (const char *)(c->ov_h + at_a)
+                                                : (const char *)(c->ov_a + at_a);
                         /* the weights come from memory once per run, in blocks the hardware
                          * prefetchers do not follow: while this block serves the part's pixel
                          * blocks, fetch the next one (the next channel block's), a share per
                          * tile */
-                        const char *nx = (const char *)(a + kc * KI_OV_MV);
-                        for (int64_t q = at * kc * 2 / span, qe = (at + 1) * kc * 2 / span; q < qe;
+                        const int64_t lines = kc * KI_OV_MV * (c->ov_h ? 2 : 4) / 64;
+                        const char *nx = a + lines * 64;
+                        for (int64_t q = at * lines / span, qe = (at + 1) * lines / span; q < qe;
                              q++) {
                             __builtin_prefetch(nx + q * 64, 0, 2); /* to L2: L1 holds this block */
                         }
@@ -305,8 +422,16 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
                          * one's zero padding is not there to read) */
                         int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
                         const float *b = packs ? bp + (pb * k + k0) * pw : x + k0 * hw + j0;
-                        c->ov_uk(kc, a, b, packs ? (int)pw : (int)nr, packs ? pw : hw, k0 > 0, bv,
-                                 kclamp ? f.lo : -INFINITY, kclamp ? f.hi : INFINITY, t);
+                        const int bw = packs ? (int)pw : (int)nr;
+                        const int64_t ldb = packs ? pw : hw;
+                        const float lo = kclamp ? f.lo : -INFINITY, hi = kclamp ? f.hi : INFINITY;
+                        if (c->ov_h) {
+                            c->ov_ukh(kc, (const uint16_t *)(const void *)a, b, bw, ldb, k0 > 0, bv,
+                                      lo, hi, t);
+                        } else {
+                            c->ov_uk(kc, (const float *)(const void *)a, b, bw, ldb, k0 > 0, bv, lo,
+                                     hi, t);
+                        }
                         if (last) {
                             ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res);
                         }

@@ -9,10 +9,18 @@
 #include "conv2d.h"
 #include "simd_avx512.h"
 
-static inline __attribute__((always_inline)) void ov_tile(int64_t k, const float *a, const float *b,
+/* Sixteen weights from element i of a block: float32, or binary16 widened (vcvtph2ps, exact). */
+static inline __attribute__((always_inline)) __m512 load_a(const void *a, int64_t i,
+                                                           const bool half)
+{
+    return half ? _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)((const uint16_t *)a + i)))
+                : _mm512_load_ps((const float *)a + i);
+}
+
+static inline __attribute__((always_inline)) void ov_tile(int64_t k, const void *a, const float *b,
                                                           const int pw, int64_t ldb, bool acc,
                                                           const float *bias, float lo, float hi,
-                                                          float *restrict t)
+                                                          float *restrict t, const bool half)
 {
     __m512 c0[KI_OV_PW_MAX], c1[KI_OV_PW_MAX];
 #pragma GCC unroll 12
@@ -21,7 +29,7 @@ static inline __attribute__((always_inline)) void ov_tile(int64_t k, const float
         c1[j] = acc ? _mm512_loadu_ps(t + j * KI_OV_MV + 16) : _mm512_setzero_ps();
     }
     for (int64_t q = 0; q < k; q++) {
-        __m512 a0 = _mm512_load_ps(a + q * KI_OV_MV), a1 = _mm512_load_ps(a + q * KI_OV_MV + 16);
+        __m512 a0 = load_a(a, q * KI_OV_MV, half), a1 = load_a(a, q * KI_OV_MV + 16, half);
         const float *bq = b + q * ldb;
 #pragma GCC unroll 12
         for (int j = 0; j < pw; j++) {
@@ -43,31 +51,41 @@ static inline __attribute__((always_inline)) void ov_tile(int64_t k, const float
     }
 }
 
-#define OV_CASE(J)                                                                                 \
+#define OV_CASE(J, HALF)                                                                           \
     case J:                                                                                        \
-        ov_tile(k, a, b, J, ldb, acc, bias, lo, hi, t);                                            \
+        ov_tile(k, a, b, J, ldb, acc, bias, lo, hi, t, HALF);                                      \
         break
+
+/* One copy of the tile per pw (1..KI_OV_PW_MAX), so its accumulators stay in registers. */
+#define OV_SWITCH(HALF, REF)                                                                       \
+    switch (pw) {                                                                                  \
+        OV_CASE(1, HALF);                                                                          \
+        OV_CASE(2, HALF);                                                                          \
+        OV_CASE(3, HALF);                                                                          \
+        OV_CASE(4, HALF);                                                                          \
+        OV_CASE(5, HALF);                                                                          \
+        OV_CASE(6, HALF);                                                                          \
+        OV_CASE(7, HALF);                                                                          \
+        OV_CASE(8, HALF);                                                                          \
+        OV_CASE(9, HALF);                                                                          \
+        OV_CASE(10, HALF);                                                                         \
+        OV_CASE(11, HALF);                                                                         \
+        OV_CASE(12, HALF);                                                                         \
+    default:                                                                                       \
+        REF(k, a, b, pw, ldb, acc, bias, lo, hi, t);                                               \
+        break;                                                                                     \
+    }
 
 void ki_ov_ukernel_avx512(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
                           const float *bias, float lo, float hi, float *restrict t)
 {
-    switch (pw) {
-        OV_CASE(1);
-        OV_CASE(2);
-        OV_CASE(3);
-        OV_CASE(4);
-        OV_CASE(5);
-        OV_CASE(6);
-        OV_CASE(7);
-        OV_CASE(8);
-        OV_CASE(9);
-        OV_CASE(10);
-        OV_CASE(11);
-        OV_CASE(12);
-    default:
-        ki_ov_ukernel_ref(k, a, b, pw, ldb, acc, bias, lo, hi, t);
-        break;
-    }
+    OV_SWITCH(false, ki_ov_ukernel_ref)
+}
+
+void ki_ov_ukernel_h_avx512(int64_t k, const uint16_t *a, const float *b, int pw, int64_t ldb,
+                            bool acc, const float *bias, float lo, float hi, float *restrict t)
+{
+    OV_SWITCH(true, ki_ov_ukernel_h_ref)
 }
 
 void ki_ov_tile_store_avx512(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld,

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 
 #include "../../core/bigbuf.h"
+#include "../../core/half.h"
 #include "../../layers/conv2d.h"
 #include "test_conv_util.h"
 
@@ -288,10 +289,11 @@ static void check_paths(const rconf *r, uint64_t seed, const ki_conv2d *c0, cons
         }
     }
     if (ki_conv2d_ov_shape_ok(c)) { /* the OV path on its repacked weights */
-        assert_int_equal(ki_conv2d_ov_prepare(c, &err), KI_OK);
+        assert_int_equal(ki_conv2d_ov_prepare(c, false, &err), KI_OK);
         assert_true(ki_conv2d_path_ok(c, &g, KI_CONV2D_OV));
         path_runs[KI_CONV2D_OV] += check_variants(c, &g, KI_CONV2D_OV, x, ref, n_out, 1e-4f, seed);
         free(cc.ov_a);
+        free(cc.ov_h);
     }
     free(ref), free(res);
 }
@@ -357,7 +359,8 @@ static void test_ov_blocks(void **unused)
 
 /* The OV path shared by pixels (more pixels than output channels: 196 > 32; 17 blocks of 12
  * narrowed to 18 of 11 for two threads, 18 of 11 for three) and by channels (oc 96 > 49 pixels),
- * with a residual and an activation applied after the store: every thread count matches the
+ * with a residual and an activation applied after the store, on float32 and on binary16 weights
+ * (kept as such), with the AVX-512 and the plain kernels: every thread count matches the
  * reference, and bitwise the one-thread result. */
 static void test_ov_parts(void **unused)
 {
@@ -365,8 +368,8 @@ static void test_ov_parts(void **unused)
     if (ki_gemm_best_isa() != KI_GEMM_AVX512) {
         return; /* the OV path needs AVX-512 */
     }
-    static const int64_t ocs[2] = { 32, 96 }, hs[2] = { 14, 7 };
-    for (int v = 0; v < 2; v++) {
+    static const int64_t ocs[4] = { 32, 96, 32, 96 }, hs[4] = { 14, 7, 14, 7 };
+    for (int v = 0; v < 4; v++) {
         const int64_t ic = 80, oc = ocs[v], h = hs[v], n_out = oc * h * h;
         uint64_t s = 77 + (uint64_t)v;
         float *w = malloc((size_t)(oc * ic) * sizeof *w), *b = malloc((size_t)oc * sizeof *b);
@@ -375,6 +378,9 @@ static void test_ov_parts(void **unused)
         float *out = malloc((size_t)n_out * 4);
         trng_fill(&s, w, (size_t)(oc * ic)), trng_fill(&s, b, (size_t)oc);
         trng_fill(&s, x, (size_t)(ic * h * h)), trng_fill(&s, res, (size_t)n_out);
+        for (int64_t i = 0; v >= 2 && i < oc * ic; i++) { /* binary16 values */
+            w[i] = (float)((int)(w[i] * 1024.0f)) / 1024.0f;
+        }
         top t;
         conv_op(&t, ic, oc, 1, 1, 1, w, b);
         const ki_layer_ops *ops;
@@ -387,22 +393,53 @@ static void test_ov_parts(void **unused)
         ki_conv2d_geom g;
         ki_shape in = ki_shape_make(4, (const int64_t[]){ 1, ic, h, h });
         assert_int_equal(ki_conv2d_geom_make(c, &in, &g, &err), KI_OK);
-        if (!c->ov_a) {
-            assert_int_equal(ki_conv2d_ov_prepare(c, &err), KI_OK);
+        if (!c->ov_a && !c->ov_h) {
+            assert_int_equal(ki_conv2d_ov_prepare(c, true, &err), KI_OK);
         }
+        assert_true(v >= 2 ? c->ov_h && !c->ov_a : c->ov_a && !c->ov_h);
         ki_conv2d_forward_ref(c, &g, x, ref);
-        for (int th = 1; th <= 3; th++) {
-            run_variant(c, &g, KI_CONV2D_OV, KI_GEMM_AVX512, th, x, out);
+        for (int th = 1; th <= 4; th++) {
+            run_variant(c, &g, KI_CONV2D_OV, th == 4 ? KI_GEMM_REF : KI_GEMM_AVX512, th == 4 ? 2 : th,
+                        x, out);
             for (int64_t i = 0; i < n_out; i++) {
                 assert_true(fabsf(out[i] - ref[i]) <= 1e-4f * (1.0f + fabsf(ref[i])));
             }
             if (th == 1) {
                 memcpy(one, out, (size_t)n_out * 4);
             }
-            assert_memory_equal(one, out, (size_t)n_out * 4);
+            if (th < 4) { /* the plain kernel sums in the same order but not always fused */
+                assert_memory_equal(one, out, (size_t)n_out * 4);
+            }
         }
         ops->destroy(st);
         free(w), free(b), free(x), free(res), free(ref), free(one), free(out);
+    }
+}
+
+/* ki_half_exact: the binary16 bits exactly when the float is one (normal, subnormal, zero,
+ * infinity), and false for anything that would round (or a NaN). */
+static void test_half_exact(void **unused)
+{
+    (void)unused;
+    static const float yes[] = { 0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f,
+                                 5.9604644775390625e-08f, -3.0517578125e-05f, INFINITY };
+    static const uint16_t bits[] = { 0x0000, 0x8000, 0x3c00, 0xc100, 0x7bff,
+                                     0x0400, 0x0001, 0x8200, 0x7c00 };
+    static const float no[] = { 0.1f, 65520.0f, 1e-8f, 1.0f + 1.0f / 2048, 2.9802322e-08f, NAN };
+    uint16_t h;
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
+        assert_true(ki_half_exact(yes[i], &h));
+        assert_int_equal(h, bits[i]);
+    }
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
+        assert_false(ki_half_exact(no[i], &h));
+    }
+    for (uint32_t v = 0; v < 0x7c00; v++) { /* every finite binary16 round-trips */
+        float f = ki_half_to_float((uint16_t)v);
+        assert_true(ki_half_exact(f, &h));
+        assert_int_equal(h, v);
+        assert_true(ki_half_exact(-f, &h));
+        assert_int_equal(h, v | 0x8000);
     }
 }
 
@@ -545,6 +582,9 @@ static void test_winograd_choice(void **unused)
 {
     (void)unused;
     float *wt = calloc(16 * 16 * 9, sizeof *wt);
+    for (int i = 0; i < 16 * 16 * 9; i++) {
+        wt[i] = 0.1f; /* not a binary16 value (see the end) */
+    }
     top t;
     const ki_layer_ops *ops;
     void *st;
@@ -588,6 +628,35 @@ static void test_winograd_choice(void **unused)
     assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
     assert_null(((ki_conv2d *)st)->wino_u);
     ops->destroy(st);
+    /* binary16 weights at 8 x 8, 2.25 MiB as float32: the OV path keeps them as such instead of
+     * Winograd; the same values in 16 channels (too few bytes) still get Winograd */
+    const int64_t nb16 = 256 * 256 * 9;
+    float *w16 = malloc((size_t)nb16 * sizeof *w16);
+    for (int64_t i = 0; i < nb16; i++) {
+        w16[i] = (float)(i % 7) * 0.25f - 0.5f;
+    }
+    ki_shape d256 = ki_shape_make(4, (const int64_t[]){ 1, 256, 8, 8 });
+    for (int v = 0; v < 2; v++) {
+        const int64_t ch = v == 0 ? 256 : 16;
+        conv_op(&t, ch, ch, 3, 3, 1, w16, NULL);
+        top_ints(&t, "padding", 2, (const int64_t[]){ 1, 1 });
+        t.d.input_decl = v == 0 ? &d256 : &decl[2];
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        ki_conv2d *c = st;
+        if (ov && v == 0) {
+            assert_null(c->wino_u);
+            assert_non_null(c->ov_h);
+            assert_null(c->ov_a);
+            ki_conv2d_geom g;
+            assert_int_equal(ki_conv2d_geom_make(c, &d256, &g, &err), KI_OK);
+            assert_int_equal(ki_conv2d_pick(c, &g), KI_CONV2D_OV);
+        } else {
+            assert_int_equal(c->wino_u != NULL, ov);
+            assert_null(c->ov_h);
+        }
+        ops->destroy(st);
+    }
+    free(w16);
     free(wt);
 }
 
@@ -614,7 +683,7 @@ int main(void)
         cmocka_unit_test(test_same_valid_groups), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_random_vs_ref),     cmocka_unit_test(test_epilogue_act),
         cmocka_unit_test(test_winograd_vs_ref),   cmocka_unit_test(test_winograd_choice),
-        cmocka_unit_test(test_ov_blocks),         cmocka_unit_test(test_ov_parts),         cmocka_unit_test(test_release_weights),
+        cmocka_unit_test(test_ov_blocks),         cmocka_unit_test(test_ov_parts), cmocka_unit_test(test_half_exact),         cmocka_unit_test(test_release_weights),
         cmocka_unit_test(test_discard_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
