@@ -222,8 +222,14 @@ static bool declared_geom(const ki_conv2d *c, const ki_shape *d, ki_conv2d_geom 
 /* Output pixels per image up to which a layer gets the OV path (its declared input size must
  * say so): there the GEMM's 32-pixel panels run partly empty and few panels leave the threads
  * little to split. At 7 x 7 (49 pixels) the OV path is 1.1-1.35x faster on resnet18's and
- * mobilenet_v2's layers. */
-#define KI_OV_MAX_PIXELS 64
+ * mobilenet_v2's layers; on a CPU with two 512-bit FMA units (its 12-pixel tiles keep 24
+ * accumulators, the GEMM's 8 x 32 tile 16) also at 14 x 14 and 20 x 20: resnet18's 3x3
+ * stride-2 128->256 0.95 -> 0.69 ms, yolov5s's 256->512 to 20x20 7.0 -> 5.4 ms (2 threads, in
+ * the network); at 28 x 28 it is no faster. */
+#define KI_OV_MAX_PIXELS 400
+/* Output pixels up to which binary16 weights take the OV path instead of Winograd (at 14 x 14,
+ * resnet18's 256-channel layers are faster with Winograd F(2x2): 1.14 against 1.60 ms). */
+#define KI_OV_HALF_MAX_PIXELS 64
 
 /* Float32 weight bytes from which the OV path keeps binary16-exact weights as binary16: below
  * that they stay in L2 / L3 between runs and the widening costs more than it saves (mobilenet_v2's
@@ -274,7 +280,7 @@ static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op, bool *ov)
     if (!declared_geom(c, d, &g)) {
         return 0;
     }
-    if (ov_ok && g.oh * g.ow <= KI_OV_MAX_PIXELS && ki_conv2d_half_pays(c)) {
+    if (ov_ok && g.oh * g.ow <= KI_OV_HALF_MAX_PIXELS && ki_conv2d_half_pays(c)) {
         return 0; /* the OV path on binary16 weights (see KI_OV_HALF_MIN_BYTES) */
     }
     if (wino_pays(g.oh, g.ow, 4, *ov)) {
