@@ -181,8 +181,8 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa)
     c->wino_in = avx512 ? ki_wino_input_avx512 : ki_wino_input_ref;
     c->wino_out = avx512 ? ki_wino_output_avx512 : ki_wino_output_ref;
     c->ov_uk = avx512 ? ki_ov_ukernel_avx512 : ki_ov_ukernel_ref;
-    c->ov_ukh =
-        avx512 && __builtin_cpu_supports("f16c") ? ki_ov_ukernel_h_avx512 : ki_ov_ukernel_h_ref;
+    /* vcvtph2ps on zmm is AVX512F itself */
+    c->ov_ukh = avx512 ? ki_ov_ukernel_h_avx512 : ki_ov_ukernel_h_ref;
     c->ov_st = avx512 ? ki_ov_tile_store_avx512 : ki_ov_tile_store;
 }
 
