@@ -75,15 +75,15 @@ static void pack_weights(const ki_conv2d *c, float *restrict wp)
 
 /* One block: sixteen output channels (weights wb) by the sixteen columns ox.. of output row oy of
  * image x, into acc. */
-static inline __attribute__((always_inline)) void block(const ki_conv2d *c, const ki_conv2d_geom *g,
-                                                        const float *x, int64_t oy, int64_t ox,
-                                                        const float *wb, const int s,
-                                                        __m512 acc[OC_BLOCK])
+static inline __attribute__((always_inline)) void
+block(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t oy, int64_t ox,
+      const float *wb, const int s, __m512 acc[OC_BLOCK], const int64_t kw, const bool inner)
 {
-    const int64_t h = g->in.h, w = g->in.w, kh = c->kh, kw = c->kw, b = ox * s - c->pl;
+    const int64_t h = g->in.h, w = g->in.w, kh = c->kh, b = ox * s - c->pl;
     const __m512i even = ki_even_idx(), odd = ki_odd_idx();
     __mmask16 m[2 * (KI_DIRECT_MAX_K + 1)];
-    for (int64_t kx = 0; kx < kw + 1; kx++) { /* stride 2 reads one window past kx = kw - 1 */
+    for (int64_t kx = 0; kx < kw + 1 && !inner;
+         kx++) { /* stride 2 reads one window past kx = kw - 1 */
         m[2 * kx] = (__mmask16)ki_lane_mask16(b + kx, w);
         m[2 * kx + 1] = (__mmask16)ki_lane_mask16(b + kx + 16, w);
     }
@@ -99,15 +99,19 @@ static inline __attribute__((always_inline)) void block(const ki_conv2d *c, cons
             const float *r = x + (ic * h + iy) * w;
             if (s == 1) {
                 for (int64_t kx = 0; kx < kw; kx++) {
-                    const __m512 v = _mm512_maskz_loadu_ps(m[2 * kx], m[2 * kx] ? r + b + kx : r);
+                    const __m512 v =
+                        inner ? _mm512_loadu_ps(r + b + kx)
+                              : _mm512_maskz_loadu_ps(m[2 * kx], m[2 * kx] ? r + b + kx : r);
                     TAP16(v, wt + kx * OC_BLOCK);
                 }
                 continue;
             }
             for (int64_t kx = 0; kx < kw; kx += 2) {
                 const __mmask16 ml = m[2 * kx], mh = m[2 * kx + 1];
-                const __m512 lo = _mm512_maskz_loadu_ps(ml, ml ? r + b + kx : r);
-                const __m512 hi = _mm512_maskz_loadu_ps(mh, mh ? r + b + kx + 16 : r);
+                const __m512 lo = inner ? _mm512_loadu_ps(r + b + kx)
+                                        : _mm512_maskz_loadu_ps(ml, ml ? r + b + kx : r);
+                const __m512 hi = inner ? _mm512_loadu_ps(r + b + kx + 16)
+                                        : _mm512_maskz_loadu_ps(mh, mh ? r + b + kx + 16 : r);
                 const __m512 ve = _mm512_permutex2var_ps(lo, even, hi);
                 TAP16(ve, wt + kx * OC_BLOCK);
                 if (kx + 1 < kw) {
@@ -120,6 +124,36 @@ static inline __attribute__((always_inline)) void block(const ki_conv2d *c, cons
     acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3, acc[4] = a4, acc[5] = a5, acc[6] = a6;
     acc[7] = a7, acc[8] = a8, acc[9] = a9, acc[10] = a10, acc[11] = a11, acc[12] = a12;
     acc[13] = a13, acc[14] = a14, acc[15] = a15;
+}
+
+/* block() with the stride and, for the common widths, the kernel width as constants (the taps
+ * unrolled), and without masks when every column the block reads lies inside the input row
+ * (stride 2 reads 32 columns from each even tap, stride 1 sixteen from each tap). */
+#define BLOCK_KW(S, KW)                                                                            \
+    do {                                                                                           \
+        if (inner) {                                                                               \
+            block(c, g, x, oy, ox, wb, S, acc, KW, true);                                          \
+        } else {                                                                                   \
+            block(c, g, x, oy, ox, wb, S, acc, KW, false);                                         \
+        }                                                                                          \
+    } while (0)
+
+static void blocks(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t oy,
+                   int64_t ox, const float *wb, __m512 acc[OC_BLOCK])
+{
+    const int64_t s = c->sw, b = ox * s - c->pl, kw = c->kw;
+    const bool inner = b >= 0 && b + kw + (s == 2 ? 31 : 15) <= g->in.w;
+    if (s == 2 && kw == 3) {
+        BLOCK_KW(2, 3);
+    } else if (s == 2 && kw == 6) {
+        BLOCK_KW(2, 6);
+    } else if (s == 2 && kw == 7) {
+        BLOCK_KW(2, 7);
+    } else if (s == 2) {
+        BLOCK_KW(2, kw);
+    } else {
+        BLOCK_KW(1, kw);
+    }
 }
 
 /* Output row oy of image n for every channel block. */
@@ -137,11 +171,7 @@ static void row(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, co
             const int64_t noc = c->out_ch - oc0 < OC_BLOCK ? c->out_ch - oc0 : OC_BLOCK;
             const float *wb = wp + oc0 * k;
             __m512 acc[OC_BLOCK];
-            if (c->sw == 2) {
-                block(c, g, x, oy, ox, wb, 2, acc);
-            } else {
-                block(c, g, x, oy, ox, wb, 1, acc);
-            }
+            blocks(c, g, x, oy, ox, wb, acc);
             for (int64_t o = 0; o < noc; o++) {
                 const int64_t at = ((n * c->out_ch + oc0 + o) * oh + oy) * ow + ox;
                 if (in_regs) {

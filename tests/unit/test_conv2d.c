@@ -416,6 +416,50 @@ static void test_ov_parts(void **unused)
     }
 }
 
+/* The direct path on stems wide enough for its unmasked blocks (every column a block reads inside
+ * the row: from about 2 x 16 + kw + 31 input columns at stride 2): 3x3, 6x6 and 7x7 at stride 2
+ * and 5x5 at stride 1, 20 output channels (a partial block), against the reference. */
+static void test_direct_wide(void **unused)
+{
+    (void)unused;
+    if (ki_gemm_best_isa() != KI_GEMM_AVX512) {
+        return; /* the direct path needs AVX-512 */
+    }
+    static const int64_t ks[4] = { 3, 6, 7, 5 }, ss[4] = { 2, 2, 2, 1 }, ps[4] = { 1, 2, 3, 2 };
+    for (int v = 0; v < 4; v++) {
+        const int64_t ic = 3, oc = 20, h = 9, w = 150, k = ks[v];
+        uint64_t s = 91 + (uint64_t)v;
+        float *wt = malloc((size_t)(oc * ic * k * k) * sizeof *wt), *b = malloc((size_t)oc * 4);
+        float *x = malloc((size_t)(ic * h * w) * sizeof *x);
+        trng_fill(&s, wt, (size_t)(oc * ic * k * k)), trng_fill(&s, b, (size_t)oc);
+        trng_fill(&s, x, (size_t)(ic * h * w));
+        top t;
+        conv_op(&t, ic, oc, k, k, 1, wt, b);
+        top_ints2(&t, "stride", ss[v], ss[v]);
+        top_ints(&t, "padding", 2, (const int64_t[]){ ps[v], ps[v] });
+        const ki_layer_ops *ops;
+        void *st;
+        ki_error err = { 0 };
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        ki_conv2d *c = st;
+        ki_conv2d_geom g;
+        ki_shape in = ki_shape_make(4, (const int64_t[]){ 1, ic, h, w });
+        assert_int_equal(ki_conv2d_geom_make(c, &in, &g, &err), KI_OK);
+        assert_true(ki_conv2d_path_ok(c, &g, KI_CONV2D_DIRECT));
+        size_t n = (size_t)(oc * g.oh * g.ow);
+        float *ref = malloc(n * 4), *out = malloc(n * 4);
+        ki_conv2d_forward_ref(c, &g, x, ref);
+        for (int th = 1; th <= 2; th++) {
+            run_variant(c, &g, KI_CONV2D_DIRECT, KI_GEMM_AVX512, th, x, out);
+            for (size_t i = 0; i < n; i++) {
+                assert_true(fabsf(out[i] - ref[i]) <= 1e-4f * (1.0f + fabsf(ref[i])));
+            }
+        }
+        ops->destroy(st);
+        free(wt), free(b), free(x), free(ref), free(out);
+    }
+}
+
 /* ki_half_exact: the binary16 bits exactly when the float is one (normal, subnormal, zero,
  * infinity), and false for anything that would round (or a NaN). */
 static void test_half_exact(void **unused)
@@ -683,7 +727,8 @@ int main(void)
         cmocka_unit_test(test_same_valid_groups), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_random_vs_ref),     cmocka_unit_test(test_epilogue_act),
         cmocka_unit_test(test_winograd_vs_ref),   cmocka_unit_test(test_winograd_choice),
-        cmocka_unit_test(test_ov_blocks),         cmocka_unit_test(test_ov_parts), cmocka_unit_test(test_half_exact),         cmocka_unit_test(test_release_weights),
+        cmocka_unit_test(test_ov_blocks),         cmocka_unit_test(test_ov_parts), cmocka_unit_test(test_half_exact),
+        cmocka_unit_test(test_direct_wide),         cmocka_unit_test(test_release_weights),
         cmocka_unit_test(test_discard_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
