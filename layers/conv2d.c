@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../core/bigbuf.h"
+#include "../core/half.h"
 
 static ki_status check_range(const char *key, const int64_t *v, int n, int64_t lo, ki_error *err)
 {
@@ -239,7 +240,10 @@ static bool declared_geom(const ki_conv2d *c, const ki_shape *d, ki_conv2d_geom 
  * layer4 (9.4 MB) 1.94 -> 1.34 ms per layer in the network (2 threads), 1.60 with float32 OV. */
 #define KI_OV_HALF_MIN_BYTES (2 * 1024 * 1024)
 
-bool ki_conv2d_half_pays(const ki_conv2d *c)
+/* Whether the OV path should keep this layer's weights as binary16: all of them are exactly
+ * binary16 values (an export that stores f16 weights) and they are large enough to come from
+ * memory each run. */
+static bool half_pays(const ki_conv2d *c)
 {
     uint16_t h;
     int64_t n = c->out_ch * (c->in_ch / c->groups) * c->kh * c->kw;
@@ -264,7 +268,7 @@ bool ki_conv2d_half_pays(const ki_conv2d *c)
  * layers whose 7 x 7 and 14 x 14 outputs would not use them). *ov: the products run on the OV
  * micro-kernel (AVX-512): from KI_WINO_OV_MIN_IN input channels, and for the small outputs where
  * only it makes F(2x2) pay. */
-static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op, bool *ov)
+static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op, bool half, bool *ov)
 {
     const bool ov_ok = c->ov_uk == ki_ov_ukernel_avx512;
     *ov = ov_ok && c->in_ch >= KI_WINO_OV_MIN_IN;
@@ -280,7 +284,7 @@ static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op, bool *ov)
     if (!declared_geom(c, d, &g)) {
         return 0;
     }
-    if (ov_ok && g.oh * g.ow <= KI_OV_HALF_MAX_PIXELS && ki_conv2d_half_pays(c)) {
+    if (ov_ok && g.oh * g.ow <= KI_OV_HALF_MAX_PIXELS && half) {
         return 0; /* the OV path on binary16 weights (see KI_OV_HALF_MIN_BYTES) */
     }
     if (wino_pays(g.oh, g.ow, 4, *ov)) {
@@ -327,13 +331,13 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
     }
     ki_status st = parse(op, c, err);
     ki_conv2d_set_isa(c, ki_gemm_best_isa());
-    bool wov = false;
-    int wm = st == KI_OK ? wino_wanted(c, op, &wov) : 0;
+    bool wov = false, half = st == KI_OK && half_pays(c);
+    int wm = st == KI_OK ? wino_wanted(c, op, half, &wov) : 0;
     if (wm) {
         st = ki_conv2d_wino_prepare(c, wm, wov, err);
     }
     if (st == KI_OK && ov_wanted(c, op)) {
-        st = ki_conv2d_ov_prepare(c, ki_conv2d_half_pays(c), err);
+        st = ki_conv2d_ov_prepare(c, half, err);
     }
     /* with its own form of the weights the layer never reads the originals again */
     if (st == KI_OK && (c->wino_u || c->ov_a || c->ov_h) &&

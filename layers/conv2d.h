@@ -86,7 +86,7 @@ typedef struct ki_conv2d {
     /* The OV path (ki_conv2d_ov_prepare): the weights repacked into blocks of KI_OV_KC rows of
      * K, each [ceil(out_ch/32)][kc][32] (owned; NULL when the layer does not use it) and its
      * micro-kernel for this CPU. When every weight is exactly a binary16 value (exports that
-     * store f16 weights) and they are large (ki_conv2d_half_pays), they are kept as such in ov_h
+     * store f16 weights) and they are large (KI_OV_HALF_MIN_BYTES), they are kept as such in ov_h
      * instead (ov_a NULL): half the bytes to stream from memory each run, the same products. */
     float *ov_a;
     uint16_t *ov_h;
@@ -282,13 +282,9 @@ void ki_wino_output_avx512(const float *m, int64_t pstride, float *q, const floa
 bool ki_conv2d_ov_shape_ok(const ki_conv2d *c);
 /* Pixels per column block for n output pixels (1..KI_OV_PW_MAX). */
 int64_t ki_conv2d_ov_pw(int64_t n);
-/* half: keep the weights as binary16 (c->ov_h) when every one is exactly such a value (see
- * ki_conv2d_half_pays); else, or when not, float32 (c->ov_a). */
+/* half: keep the weights as binary16 (c->ov_h) if every one is exactly such a value (conv_create
+ * asks for it from KI_OV_HALF_MIN_BYTES of them); else float32 (c->ov_a). */
 ki_status ki_conv2d_ov_prepare(ki_conv2d *c, bool half, ki_error *err);
-/* Whether the OV path should keep this layer's weights as binary16: all of them are exactly
- * binary16 values (an export that stores f16 weights) and they are large enough to come from
- * memory each run (KI_OV_HALF_MIN_BYTES as float32), where half the bytes beat the widening. */
-bool ki_conv2d_half_pays(const ki_conv2d *c);
 size_t ki_conv2d_ov_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads);
 void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                           float *restrict out, const ki_exec *ex);
@@ -306,8 +302,6 @@ void ki_ov_ukernel_h_ref(int64_t k, const uint16_t *a, const float *b, int pw, i
                          bool acc, const float *bias, float lo, float hi, float *restrict t);
 void ki_ov_ukernel_h_avx512(int64_t k, const uint16_t *a, const float *b, int pw, int64_t ldb,
                             bool acc, const float *bias, float lo, float hi, float *restrict t);
-/* The binary16 bits of f in *h when f is exactly a binary16 value (NaN never). */
-bool ki_half_exact(float f, uint16_t *h);
 /* conv2d_gemm.c: columns j0..j0+nr of the column matrix B (k rows: im2col when use_col, else the
  * input planes of a 1x1 convolution) into dst with row stride pw >= nr, zero-filled past nr. */
 void ki_conv2d_pack_cols(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col, const float *x,

@@ -82,8 +82,8 @@ block(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t oy, i
     const int64_t h = g->in.h, w = g->in.w, kh = c->kh, b = ox * s - c->pl;
     const __m512i even = ki_even_idx(), odd = ki_odd_idx();
     __mmask16 m[2 * (KI_DIRECT_MAX_K + 1)];
-    for (int64_t kx = 0; kx < kw + 1 && !inner;
-         kx++) { /* stride 2 reads one window past kx = kw - 1 */
+    /* stride 2 reads one window past kx = kw - 1; an inner block needs no masks */
+    for (int64_t kx = 0; kx < kw + 1 && !inner; kx++) {
         m[2 * kx] = (__mmask16)ki_lane_mask16(b + kx, w);
         m[2 * kx + 1] = (__mmask16)ki_lane_mask16(b + kx + 16, w);
     }

@@ -27,39 +27,6 @@ int64_t ki_conv2d_ov_pw(int64_t n)
     return (n + blocks - 1) / blocks;
 }
 
-bool ki_half_exact(float f, uint16_t *h)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, 4);
-    const uint32_t sign = (bits >> 16) & 0x8000u, exp = (bits >> 23) & 0xffu,
-                   man = bits & 0x7fffffu;
-    const int e = (int)exp - 127;
-    if (exp == 0xff) {
-        if (man) {
-            return false; /* NaN: its payload is not kept */
-        }
-        *h = (uint16_t)(sign | 0x7c00u);
-    } else if (exp == 0 && man == 0) {
-        *h = (uint16_t)sign;
-    } else if (exp == 0) {
-        return false; /* a float32 subnormal is below binary16's range */
-    } else if (e >= -14 && e <= 15) {
-        if (man & 0x1fffu) {
-            return false;
-        }
-        *h = (uint16_t)(sign | (uint32_t)(e + 15) << 10 | man >> 13);
-    } else if (e >= -24 && e < -14) { /* a binary16 subnormal: m * 2^-24 */
-        const uint32_t full = man | 0x800000u, shift = (uint32_t)(-(e + 1));
-        if (full & ((1u << shift) - 1)) {
-            return false;
-        }
-        *h = (uint16_t)(sign | full >> shift);
-    } else {
-        return false;
-    }
-    return ki_half_to_float(*h) == f || (f == 0.0f && ki_half_to_float(*h) == 0.0f);
-}
-
 /* blk[q][r] = weight (o = ob * 32 + r, k0 + q), zero past out_ch, for every k and channel block:
  * the layout of ki_conv2d.ov_a (STORE writes one element). */
 #define OV_REPACK(STORE)                                                                           \
@@ -113,13 +80,13 @@ ki_status ki_conv2d_ov_prepare(ki_conv2d *c, bool half, ki_error *err)
     return KI_OK;
 }
 
+/* Whether the column blocks are packed: a 1x1 stride-1 unpadded layer reads them in place (the
+ * input's planes are the rows of its column matrix). */
 static bool ov_packs(const ki_conv2d *c)
 {
     return !ki_conv2d_is_pointwise(c);
 }
 
-/* Bytes of the packed column blocks of one image (shared by the team; 0 when not packed) and of
- * one thread's partial tiles; false on overflow. */
 /* How the tiles (channel block ob x pixel block pb) are shared by nt threads. Each thread takes
  * one part: by channels, a contiguous run of tiles in (ob, pb) order (the thread streams its share
  * of the weights once), or, when the column matrix is the larger operand (more pixels than output
@@ -164,6 +131,8 @@ static int64_t ov_part(const ov_layout *l, int64_t p, int64_t nt, int64_t *i0, i
     return tiles * (p + 1) / nt - *i0;
 }
 
+/* Bytes of the packed column blocks of one image (shared by the team; 0 when not packed) and of
+ * one part's partial tiles (the largest); false on overflow. */
 static bool ov_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int nt, size_t *cols,
                      size_t *part)
 {
@@ -181,6 +150,8 @@ static bool ov_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int nt, size_t
            *part < SIZE_MAX / 2 / (size_t)nt;
 }
 
+/* Per part (one per thread): its share of the packed columns (which span the slices one after
+ * another) and its partial tiles. */
 size_t ki_conv2d_ov_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads)
 {
     int nt = n_threads > 0 ? n_threads : 1;
@@ -212,9 +183,8 @@ void ki_ov_ukernel_ref(int64_t k, const float *a, const float *b, int pw, int64_
     }
 }
 
-/* How a tile is finished: clamp-type activations (none, ReLU, ReLU6, Hardtanh) take the bias
- * and, without a residual, the clamp in the micro-kernel; the residual and its clamp are added
- * at the transposing store. Other activations: raw sums stored, then the row epilogue. */
+/* ki_ov_ukernel_ref on binary16 weights: each k block widened, then the float kernel (the bias
+ * and clamp only after the last). */
 void ki_ov_ukernel_h_ref(int64_t k, const uint16_t *a, const float *b, int pw, int64_t ldb,
                          bool acc, const float *bias, float lo, float hi, float *restrict t)
 {
@@ -230,6 +200,9 @@ void ki_ov_ukernel_h_ref(int64_t k, const uint16_t *a, const float *b, int pw, i
     }
 }
 
+/* How a tile is finished: clamp-type activations (none, ReLU, ReLU6, Hardtanh) take the bias
+ * and, without a residual, the clamp in the micro-kernel; the residual and its clamp are added
+ * at the transposing store. Other activations: raw sums stored, then the row epilogue. */
 typedef struct ov_fin {
     bool clamp;
     float lo, hi;

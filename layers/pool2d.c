@@ -250,10 +250,10 @@ static int rowmax(const pool2d *p, const float *s, int64_t sw, float *restrict d
  * max_window, so ties keep the first maximum and no index arithmetic per element); nonzero when
  * the plane holds a NaN among the values read. */
 static int max_plane_taps(const pool2d *p, const ki_cv_nchw *x, const float *src, float *dst,
-                          int64_t oy0, int64_t oy1, int64_t ow)
+                          int64_t oh, int64_t ow)
 {
     int nan = 0;
-    for (int64_t oy = oy0; oy < oy1; oy++) {
+    for (int64_t oy = 0; oy < oh; oy++) {
         float *d = dst + oy * ow;
         for (int64_t i = 0; i < ow; i++) {
             d[i] = -INFINITY;
@@ -330,11 +330,11 @@ static size_t pool_workspace(const void *state, const ki_shape *in, int n_in, co
     return (size_t)floats * sizeof(float);
 }
 
-/* The reference: one window per output element, elements [i0, i1) of the plane. */
-static void pool_rows_ref(const pool2d *p, const ki_cv_nchw *x, const float *src, float *dst,
-                          float *ind, int64_t i0, int64_t i1, int64_t ow)
+/* The reference: one window per output element. */
+static void pool_plane_ref(const pool2d *p, const ki_cv_nchw *x, const float *src, float *dst,
+                           float *ind, int64_t ohw, int64_t ow)
 {
-    for (int64_t i = i0; i < i1; i++) {
+    for (int64_t i = 0; i < ohw; i++) {
         float v, at;
         if (p->is_max) {
             max_window(p, src, x->h, x->w, i / ow, i % ow, &v, &at);
@@ -374,9 +374,8 @@ static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, 
         for (int64_t pl = 0; pl < planes; pl++) {
             const float *s = src + pl * hw;
             float *d = dst + pl * ohw;
-            if (ki_pool_max_s2_avx512(s, x.h, x.w, d, 0, oh, ow, p->kh, p->kw, p->sh, p->ph,
-                                      p->pw)) {
-                pool_rows_ref(p, &x, s, d, NULL, 0, ohw, ow);
+            if (ki_pool_max_s2_avx512(s, x.h, x.w, d, oh, ow, p->kh, p->kw, p->sh, p->ph, p->pw)) {
+                pool_plane_ref(p, &x, s, d, NULL, ohw, ow);
             }
         }
         return KI_OK;
@@ -388,8 +387,8 @@ static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, 
                                     (size_t)omp_get_thread_num() * ex->ws_per_thread)
                         : NULL; /* no workspace otherwise (not even an offset from NULL) */
         if (!rows || (sep ? max_plane_sep(p, &x, s, dst + pl * ohw, oh, ow, hm)
-                          : max_plane_taps(p, &x, s, dst + pl * ohw, 0, oh, ow))) {
-            pool_rows_ref(p, &x, s, dst + pl * ohw, ind ? ind + pl * ohw : NULL, 0, ohw, ow);
+                          : max_plane_taps(p, &x, s, dst + pl * ohw, oh, ow))) {
+            pool_plane_ref(p, &x, s, dst + pl * ohw, ind ? ind + pl * ohw : NULL, ohw, ow);
         }
     }
     return KI_OK;

@@ -7,22 +7,13 @@
  * with -mavx512f; pool2d.c calls it only when the CPU has it. */
 #include <immintrin.h>
 
+#include "conv2d.h"
 #include "conv_common.h"
 #include "simd_avx512.h"
 
-/* Lanes i with 0 <= b + i < w. */
-static inline __mmask16 cols16(int64_t b, int64_t w)
-{
-    int64_t lo = b < 0 ? -b : 0, hi = w - b < 16 ? w - b : 16;
-    if (hi <= lo) {
-        return 0;
-    }
-    return (__mmask16)((hi >= 16 ? 0xFFFFu : (1u << hi) - 1u) & ~((1u << lo) - 1u));
-}
-
 static inline __m512 load_cols(const float *r, int64_t b, int64_t w, __m512 fill)
 {
-    const __mmask16 m = cols16(b, w);
+    const __mmask16 m = (__mmask16)ki_lane_mask16(b, w);
     return _mm512_mask_loadu_ps(fill, m, m ? r + b : r);
 }
 
@@ -52,18 +43,17 @@ static inline __attribute__((always_inline)) __m512 row_max(const float *r, int6
  * order; a tie then goes to the first row holding the maximum and its first column, the value
  * the reference's ky-major scan keeps. A column block walks down the plane, so the input row
  * two output rows share (stride 2) is reduced once. */
-int ki_pool_max_s2_avx512(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oy0,
-                          int64_t oy1, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph,
-                          int64_t pw)
+int ki_pool_max_s2_avx512(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                          int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw)
 {
     const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
     __mmask16 nan = 0;
     for (int64_t ox = 0; ox < ow; ox += 16) {
         const int64_t b = 2 * ox - pw;
-        const __mmask16 mo = cols16(ox, ow);
+        const __mmask16 mo = (__mmask16)ki_lane_mask16(ox, ow);
         int64_t last = -1;
         __m512 last_v = ninf;
-        for (int64_t oy = oy0; oy < oy1; oy++) {
+        for (int64_t oy = 0; oy < oh; oy++) {
             __m512 d = ninf;
             for (int64_t ky = 0; ky < kh; ky++) {
                 const int64_t iy = oy * sh - ph + ky;
