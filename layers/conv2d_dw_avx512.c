@@ -181,6 +181,9 @@ void ki_conv2d_dw3_planes_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, co
         d.vb = _mm512_set1_ps(c->ep.bias ? c->ep.bias[ch] : 0.0f);
         d.x = in + p * hw, d.o = out + p * ohw;
         d.res = c->res ? c->res + p * ohw : NULL;
+        if (p + 1 < p1) {
+            ki_cv_prefetch_l2(d.x + hw, hw);
+        }
         if (s == 1) {
             plane(&d, c, g->oh, 1);
         } else {

@@ -197,4 +197,17 @@ static inline int64_t ki_cv_floordiv(int64_t a, int64_t b)
     return (a % b != 0 && a < 0) ? q - 1 : q;
 }
 
+/* Asks for the floats [p, p + n) in L2 ahead of use, one request per 64-byte line. A layer that
+ * walks its planes one after another calls it for the next plane: a plane the layer before has
+ * just written (and that has left L2 for L3, or sits in the other core's L2) is read in
+ * column blocks and bands whose strided rows the hardware prefetchers do not run ahead of.
+ * resnet18's max pool after the stem and mobilenet_v2's 112 x 112 depthwise layers, 2 threads,
+ * in the network: 335 -> 244 us, 251 -> 158 us and 81 -> 67 us. */
+static inline void ki_cv_prefetch_l2(const float *p, int64_t n)
+{
+    for (int64_t q = 0; q < n; q += 16) {
+        __builtin_prefetch(p + q, 0, 2);
+    }
+}
+
 #endif

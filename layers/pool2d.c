@@ -374,6 +374,9 @@ static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, 
         for (int64_t pl = 0; pl < planes; pl++) {
             const float *s = src + pl * hw;
             float *d = dst + pl * ohw;
+            if (pl + 1 < planes) {
+                ki_cv_prefetch_l2(s + hw, hw);
+            }
             if (ki_pool_max_s2_avx512(s, x.h, x.w, d, oh, ow, p->kh, p->kw, p->sh, p->ph, p->pw)) {
                 pool_plane_ref(p, &x, s, d, NULL, ohw, ow);
             }
