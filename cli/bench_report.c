@@ -64,8 +64,13 @@ static double step_flops(const ki_op_desc *d, const ki_tensor *in, const ki_tens
     const ki_attr *w = find_attr(d, "weight");
     double per = 0.0, base = 0.0;
     if (w && w->shape.ndim == 4 && strcmp(d->type, "nn.Conv2d") == 0) {
+        const ki_shape *o = &out[0].shape, *decl = d->output_decl;
         per = (double)(w->shape.d[1] * w->shape.d[2] * w->shape.d[3]);
-        base = (double)ki_shape_count(&out[0].shape);
+        base = (double)ki_shape_count(o);
+        /* a fused pool's output is smaller than the convolution's: its declared height, width */
+        if (decl && decl[0].ndim == 4 && o->ndim == 4 && decl[0].d[2] > 0 && decl[0].d[3] > 0) {
+            base = (double)o->d[0] * (double)o->d[1] * (double)decl[0].d[2] * (double)decl[0].d[3];
+        }
     } else if (w && w->shape.ndim == 4 && strcmp(d->type, "nn.ConvTranspose2d") == 0) {
         per = (double)(w->shape.d[1] * w->shape.d[2] * w->shape.d[3]);
         base = (double)ki_shape_count(&in[0].shape);

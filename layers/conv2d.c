@@ -415,7 +415,9 @@ static ki_status conv_shape(const void *state, const ki_shape *in, int n_in, ki_
     }
     ki_status st = ki_conv2d_geom_make(c, &in[0], &g, err);
     if (st == KI_OK) {
-        out[0] = ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch, g.oh, g.ow);
+        out[0] = c->pool ? ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch,
+                                            ki_conv2d_pool_dim(g.oh), ki_conv2d_pool_dim(g.ow))
+                         : ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch, g.oh, g.ow);
     }
     /* only a layer whose original weights were released can lack a path */
     if (st == KI_OK && !ki_conv2d_path_ok(c, &g, ki_conv2d_pick(c, &g))) {
@@ -554,6 +556,9 @@ static size_t conv_workspace(const void *state, const ki_shape *in, int n_in, co
     if (ki_conv2d_geom_make(c, &in[0], &g, NULL) != KI_OK) {
         return 0;
     }
+    if (c->pool) {
+        return ki_conv2d_direct_pool_workspace(c, &g);
+    }
     return ki_conv2d_workspace_for(c, &g, ki_conv2d_pick(c, &g), n_threads);
 }
 
@@ -565,6 +570,14 @@ static ki_status conv_forward(const void *state, const ki_tensor *in, int n_in, 
     (void)n_out;
     if (ki_conv2d_geom_make(&c, &in[0].shape, &g, NULL) != KI_OK || n_in != 1 + (int)c.residual) {
         return KI_ERR_SHAPE;
+    }
+    if (c.pool) {
+        size_t ws = ki_conv2d_direct_pool_workspace(&c, &g);
+        if (ws == 0 || ws > ex->ws_per_thread || !ki_conv2d_path_ok(&c, &g, KI_CONV2D_DIRECT)) {
+            return KI_ERR_INTERNAL;
+        }
+        ki_conv2d_forward_direct_pool(&c, &g, in[0].data, out[0].data, ex);
+        return KI_OK;
     }
     ki_conv2d_path p = ki_conv2d_pick(&c, &g);
     if (!ki_conv2d_path_ok(&c, &g, p)) {
@@ -641,12 +654,42 @@ static bool is_residual_add(const ki_op_desc *next)
     return !d || d[0].ndim < 0 || d[1].ndim < 0 || ki_shape_equal(&d[0], &d[1]);
 }
 
+/* Whether op is nn.MaxPool2d with a 3x3 window, stride 2, padding 1, dilation 1, floor mode
+ * and one output (no indices): the pool ki_conv2d_forward_direct_pool runs. */
+static bool is_pool3s2(const ki_op_desc *op)
+{
+    static const int64_t one[2] = { 1, 1 }, zero[2] = { 0, 0 };
+    int64_t k[2], s[2], p[2], d[2];
+    bool ceil = true, idx = true;
+    ki_error e;
+    if (strcmp(op->type, "nn.MaxPool2d") != 0 || op->n_inputs != 1 || op->n_outputs != 1 ||
+        ki_op_get_ints(op, "kernel_size", 2, NULL, k, &e) != KI_OK ||
+        ki_op_get_ints(op, "stride", 2, k, s, &e) != KI_OK ||
+        ki_op_get_ints(op, "padding", 2, zero, p, &e) != KI_OK ||
+        ki_op_get_ints(op, "dilation", 2, one, d, &e) != KI_OK ||
+        ki_op_get_bool(op, "ceil_mode", false, &ceil, &e) != KI_OK ||
+        ki_op_get_bool(op, "return_indices", false, &idx, &e) != KI_OK) {
+        return false;
+    }
+    return k[0] == 3 && k[1] == 3 && s[0] == 2 && s[1] == 2 && p[0] == 1 && p[1] == 1 &&
+           d[0] == 1 && d[1] == 1 && !ceil && !idx;
+}
+
 /* Absorbs a following activation into the output epilogue (see ki_cv_fuse_act), or a residual
  * add: before any activation (bias, + residual, then the activation absorbed after it) or after
  * the activation absorbed (bias, the activation, + residual: ep.res_after). */
 static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
 {
     ki_conv2d *c = state;
+    if (c->pool) {
+        return false; /* the pool is the last thing the layer does */
+    }
+    if (is_pool3s2(next)) {
+        /* on the direct path (resnet's stem), whose rows it pools from L2 */
+        c->pool = slot == 0 && !c->residual && c->weight && c->direct_avx512 &&
+                  ki_conv2d_direct_shape_ok(c);
+        return c->pool;
+    }
     if (next->n_inputs == 2) {
         if (c->residual || !is_residual_add(next)) {
             return false;

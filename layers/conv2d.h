@@ -61,6 +61,7 @@ typedef struct ki_conv2d {
     const float *weight; /* (out_ch, in_ch/groups, kh, kw) */
     ki_cv_epilogue ep;
     bool residual; /* fuse() absorbed `add(@0,@1)`: a second input of the output's shape */
+    bool pool;     /* fuse() absorbed a 3x3 stride-2 max pool padded by 1 (direct path only) */
     /* Per run, on forward's copy of the state: that input's data (NULL in the model's state) */
     const float *res;
     /* Kernels chosen for this CPU at create (tests may force others): */
@@ -222,6 +223,14 @@ bool ki_conv2d_direct_shape_ok(const ki_conv2d *c);
 size_t ki_conv2d_direct_workspace(const ki_conv2d *c);
 void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                               float *restrict out, const ki_exec *ex);
+/* The direct path with the max pool of c->pool after it (resnet's stem): each thread computes a
+ * band of the convolution's rows for every channel into its slice of the workspace (the bytes
+ * of ki_conv2d_direct_pool_workspace per thread) and pools it from L2 into out, of the pool's
+ * output shape (ki_conv2d_pool_dim), so the convolution's output never goes to memory. */
+int64_t ki_conv2d_pool_dim(int64_t n);
+size_t ki_conv2d_direct_pool_workspace(const ki_conv2d *c, const ki_conv2d_geom *g);
+void ki_conv2d_forward_direct_pool(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                                   float *restrict out, const ki_exec *ex);
 
 /* conv2d_pack_avx512.c: whether c's kernel is 3 wide with stride 2 across, no dilation across
  * and zero padding; the packing of ki_conv2d_pack_cols (use_col) for such layers. */

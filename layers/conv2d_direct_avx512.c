@@ -9,9 +9,11 @@
  * after the row is stored. Compiled with -mavx512f; chosen only when the CPU has it
  * (ki_conv2d_set_isa). */
 #include <immintrin.h>
+#include <omp.h>
 #include <string.h>
 
 #include "conv2d.h"
+#include "conv_common.h"
 #include "simd_avx512.h"
 
 #define OC_BLOCK 16
@@ -156,11 +158,12 @@ static void blocks(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, 
     }
 }
 
-/* Output row oy of image n for every channel block. */
+/* Output row oy of image n for every channel block: channel oc's row at dst + oc * cstride (its
+ * residual row, if any, at res + oc * cstride). */
 static void row(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, const float *wp,
-                int64_t n, int64_t oy, float *restrict out)
+                int64_t n, int64_t oy, float *restrict dst, const float *res, int64_t cstride)
 {
-    const int64_t oh = g->oh, ow = g->ow, k = c->in_ch * c->kh * c->kw;
+    const int64_t ow = g->ow, k = c->in_ch * c->kh * c->kw;
     const float *x = in + n * c->in_ch * g->in.h * g->in.w;
     ki_gemm_fin f;
     const bool in_regs = ki_gemm_fin_of(&c->ep, 0, NULL, &f);
@@ -173,21 +176,21 @@ static void row(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, co
             __m512 acc[OC_BLOCK];
             blocks(c, g, x, oy, ox, wb, acc);
             for (int64_t o = 0; o < noc; o++) {
-                const int64_t at = ((n * c->out_ch + oc0 + o) * oh + oy) * ow + ox;
+                const int64_t at = (oc0 + o) * cstride + ox;
                 if (in_regs) {
                     const __m512 vb = _mm512_set1_ps(c->ep.bias ? c->ep.bias[oc0 + o] : 0.0f);
-                    ki_store16_fin(out + at, mo, _mm512_add_ps(acc[o], vb),
-                                   c->res ? c->res + at : NULL, lo, hi);
+                    ki_store16_fin(dst + at, mo, _mm512_add_ps(acc[o], vb), res ? res + at : NULL,
+                                   lo, hi);
                 } else {
-                    _mm512_mask_storeu_ps(out + at, mo, acc[o]);
+                    _mm512_mask_storeu_ps(dst + at, mo, acc[o]);
                 }
             }
         }
     }
     if (!in_regs) {
         for (int64_t oc = 0; oc < c->out_ch; oc++) {
-            const int64_t at = ((n * c->out_ch + oc) * oh + oy) * ow;
-            c->epf(&c->ep, c->res ? c->res + at : NULL, oc, out + at, (size_t)ow);
+            const int64_t at = oc * cstride;
+            c->epf(&c->ep, res ? res + at : NULL, oc, dst + at, (size_t)ow);
         }
     }
 }
@@ -200,6 +203,109 @@ void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const
     const int64_t rows = g->in.n * g->oh;
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
-        row(c, g, in, wp, r / g->oh, r % g->oh, out);
+        const int64_t n = r / g->oh, oy = r % g->oh, at = (n * c->out_ch * g->oh + oy) * g->ow;
+        row(c, g, in, wp, n, oy, out + at, c->res ? c->res + at : NULL, g->oh * g->ow);
+    }
+}
+
+/* Pooled rows per band of the fused max pool: its 2 * 4 + 1 convolution rows of 64 channels of
+ * 112 columns (resnet's stem) take 258 KB of L2. */
+#define POOL_BAND 4
+
+int64_t ki_conv2d_pool_dim(int64_t n)
+{
+    return n < 1 ? 0 : (n - 1) / 2 + 1; /* (n + 2 * 1 - 3) / 2 + 1, floor mode */
+}
+
+/* The packed weights, then a band: (2 * POOL_BAND + 1) rows of every channel. */
+static bool pool_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, size_t *wbytes, size_t *total)
+{
+    size_t band;
+    *wbytes = (ki_conv2d_direct_workspace(c) + 63) / 64 * 64;
+    return *wbytes > 64 && ki_ckd_mul(&band, (size_t)c->out_ch, (size_t)(2 * POOL_BAND + 1)) &&
+           ki_ckd_mul(&band, band, (size_t)g->ow) && ki_ckd_mul(&band, band, sizeof(float)) &&
+           ki_ckd_add(total, *wbytes, band);
+}
+
+size_t ki_conv2d_direct_pool_workspace(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    size_t w, total;
+    return pool_sizes(c, g, &w, &total) ? (total + 63) / 64 * 64 : 0;
+}
+
+/* The pool's reference for a band (a NaN in it): max_window's order, the first maximum, any NaN
+ * wins. src holds convolution rows r0 .. r0 + rows - 1. */
+static void pool_band_ref(const float *src, int64_t r0, int64_t rows, int64_t w, float *dst,
+                          int64_t py0, int64_t py1, int64_t pw)
+{
+    for (int64_t py = py0; py < py1; py++) {
+        for (int64_t px = 0; px < pw; px++) {
+            float best = -__builtin_inff();
+            for (int64_t y = 2 * py - 1; y <= 2 * py + 1; y++) {
+                for (int64_t x = 2 * px - 1; x <= 2 * px + 1; x++) {
+                    if (y >= r0 && y < r0 + rows && x >= 0 && x < w) {
+                        const float v = src[(y - r0) * w + x];
+                        best = v > best || v != v ? v : best;
+                    }
+                }
+            }
+            dst[(py - py0) * pw + px] = best;
+        }
+    }
+}
+
+/* Band b of the pool's output rows (per bands an image): the convolution's rows it reads into
+ * buf (the first one copied from the band before when `carry`, as this thread did that band
+ * and its last row is this band's first), then each channel pooled into out. */
+static void pool_band(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, const float *wp,
+                      int64_t b, int64_t per, float *buf, bool carry, float *restrict out)
+{
+    const int64_t oh = g->oh, ow = g->ow, ph = ki_conv2d_pool_dim(oh), pw = ki_conv2d_pool_dim(ow);
+    const int64_t cstride = (2 * POOL_BAND + 1) * ow;
+    const int64_t n = b / per, py0 = b % per * POOL_BAND;
+    const int64_t py1 = ph - py0 < POOL_BAND ? ph : py0 + POOL_BAND;
+    const int64_t r0 = py0 > 0 ? 2 * py0 - 1 : 0;
+    const int64_t r1 = 2 * py1 < oh ? 2 * py1 : oh; /* rows r0 .. r1 - 1 */
+    if (carry) { /* row r0 sat at r0 minus the band before's first row */
+        const int64_t q0 = py0 - POOL_BAND, at = (r0 - (q0 > 0 ? 2 * q0 - 1 : 0)) * ow;
+        for (int64_t oc = 0; oc < c->out_ch; oc++) {
+            memcpy(buf + oc * cstride, buf + oc * cstride + at, (size_t)ow * sizeof(float));
+        }
+    }
+    for (int64_t r = carry ? r0 + 1 : r0; r < r1; r++) {
+        row(c, g, in, wp, n, r, buf + (r - r0) * ow, NULL, cstride);
+    }
+    for (int64_t oc = 0; oc < c->out_ch; oc++) {
+        const float *src = buf + oc * cstride;
+        float *dst = out + ((n * c->out_ch + oc) * ph + py0) * pw;
+        /* output row py0 + i reads band rows 2 * i + ky - (r0 - 2 * py0 + 1), ky < 3 */
+        if (ki_pool_max_s2_avx512(src, r1 - r0, ow, dst, py1 - py0, pw, 3, 3, 2, r0 - 2 * py0 + 1,
+                                  1)) {
+            pool_band_ref(src, r0, r1 - r0, ow, dst, py0, py1, pw);
+        }
+    }
+}
+
+void ki_conv2d_forward_direct_pool(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                                   float *restrict out, const ki_exec *ex)
+{
+    size_t wbytes, total;
+    if (!pool_sizes(c, g, &wbytes, &total)) {
+        return; /* conv_forward checked the workspace */
+    }
+    float *wp = ex->workspace;
+    pack_weights(c, wp);
+    const int64_t per = (ki_conv2d_pool_dim(g->oh) + POOL_BAND - 1) / POOL_BAND;
+    const int64_t bands = g->in.n * per;
+#pragma omp parallel num_threads(ex->n_threads)
+    {
+        float *buf = (float *)((char *)ex->workspace +
+                               (size_t)omp_get_thread_num() * ex->ws_per_thread + wbytes);
+        int64_t prev = -1; /* the band this thread did last */
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < bands; b++) {
+            pool_band(c, g, in, wp, b, per, buf, prev == b - 1 && b % per != 0, out);
+            prev = b;
+        }
     }
 }

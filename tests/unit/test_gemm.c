@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 /* cmocka needs the headers above first */
 // clang-format off
 #include <cmocka.h>
@@ -404,6 +405,89 @@ static void test_linear_fuse(void **unused)
     ops->destroy(st);
 }
 
+/* A stem-like convolution (3 -> 20 channels, kernel k, stride 2, padding k / 2, bias) into t. */
+static void stem_conv(top *t, int64_t k, const float *w, const float *b)
+{
+    int64_t wd[4] = { 20, 3, k, k }, nb = 20;
+    top_init(t, "nn.Conv2d", 1, 1);
+    top_attr(t, "weight", 4, wd, w);
+    top_attr(t, "bias", 1, &nb, b);
+    top_ints2(t, "stride", 2, 2);
+    top_ints2(t, "padding", k / 2, k / 2);
+}
+
+/* nn.MaxPool2d 3x3, stride s, padding 1, ceil_mode `ceil`. */
+static void pool3(top *t, int64_t s, int ceil)
+{
+    top_init(t, "nn.MaxPool2d", 1, 1);
+    top_ints2(t, "kernel_size", 3, 3);
+    top_ints2(t, "stride", s, s);
+    top_ints2(t, "padding", 1, 1);
+    top_bool(t, "ceil_mode", ceil);
+}
+
+/* On the direct path (AVX-512), fuse() takes a 3x3 stride-2 max pool padded by 1 after the
+ * activation (resnet's stem): the fused layer equals conv + ReLU, then the pool, bit for bit,
+ * whatever the size (bands cut short at the bottom, odd widths, planes of one row, batch 2), the
+ * thread count, and with a NaN in the input (the band's reference pool lets it win). Other pools
+ * are refused, and nothing is taken after the pool. */
+static void test_pool_fuse(void **unused)
+{
+    (void)unused;
+    static float w[20 * 3 * 49], b[20], x[2 * 3 * 53 * 47];
+    static const int64_t sizes[][4] = { { 1, 3, 53, 47 }, { 2, 3, 30, 34 }, { 1, 3, 2, 9 },
+                                        { 1, 3, 17, 16 }, { 2, 3, 1, 5 } };
+    uint64_t s = 9;
+    trng_fill(&s, w, sizeof w / 4), trng_fill(&s, b, 20);
+    top conv, relu, pool, pool_s1, pool_ceil;
+    pool3(&pool, 2, 0);
+    pool3(&pool_s1, 1, 0);
+    pool3(&pool_ceil, 2, 1);
+    top_init(&relu, "nn.ReLU", 1, 1);
+    for (int64_t k = 3; k <= 7; k += 4) {
+        stem_conv(&conv, k, w, b);
+        const ki_layer_ops *ops, *pops;
+        void *plain, *st, *pst;
+        ki_error err = { 0 };
+        assert_int_equal(top_create(&conv, &ops, &plain, &err), KI_OK);
+        assert_int_equal(top_create(&conv, &ops, &st, &err), KI_OK);
+        assert_int_equal(top_create(&pool, &pops, &pst, &err), KI_OK);
+        assert_true(ops->fuse(plain, &relu.d, 0));
+        assert_true(ops->fuse(st, &relu.d, 0));
+        assert_false(ops->fuse(st, &pool_s1.d, 0));
+        assert_false(ops->fuse(st, &pool_ceil.d, 0));
+        if (!__builtin_cpu_supports("avx512f")) {
+            assert_false(ops->fuse(st, &pool.d, 0)); /* no direct path here */
+            ops->destroy(st), ops->destroy(plain), pops->destroy(pst);
+            continue;
+        }
+        assert_true(ops->fuse(st, &pool.d, 0));
+        assert_false(ops->fuse(st, &relu.d, 0)); /* nothing after the pool */
+        for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+            ki_tensor in = { ki_shape_make(4, sizes[z]), x }, mid, want, out;
+            int64_t count = ki_shape_count(&in.shape);
+            trng_fill(&s, x, (size_t)count);
+            if (z == 1) {
+                x[count / 2] = __builtin_nanf("");
+            }
+            for (int th = 1; th <= 3; th++) {
+                assert_int_equal(top_run(ops, plain, &in, 1, &mid, 1, th, &err), KI_OK);
+                assert_int_equal(top_run(pops, pst, &mid, 1, &want, 1, th, &err), KI_OK);
+                assert_int_equal(top_run(ops, st, &in, 1, &out, 1, th, &err), KI_OK);
+                assert_true(ki_shape_equal(&out.shape, &want.shape));
+                int64_t n = ki_shape_count(&want.shape), nans = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    nans += want.data[i] != want.data[i];
+                    assert_true(memcmp(&out.data[i], &want.data[i], sizeof(float)) == 0);
+                }
+                assert_true(z == 1 ? nans > 0 : nans == 0);
+                free(mid.data), free(want.data), free(out.data);
+            }
+        }
+        ops->destroy(st), ops->destroy(plain), pops->destroy(pst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -413,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_epilogue_avx512_same),
         cmocka_unit_test(test_transpose_avx512), cmocka_unit_test(test_fuse_hook),
         cmocka_unit_test(test_residual_fuse),      cmocka_unit_test(test_linear_fuse),
+        cmocka_unit_test(test_pool_fuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
