@@ -92,61 +92,103 @@ static inline void wino_at4(float (*restrict m)[WL], int s, float (*restrict o)[
 
 #include "simd_avx512.h"
 
-/* d[i*t+j][l] = the plane at the lanes' t x t patch positions, zero outside it or past n: each
- * lane's patch row is one masked load (no fault on the masked-out columns), then a transpose. */
+/* d[i*t+j][l] = the plane at the lanes' t x t patch positions, zero outside it or past n. Lanes
+ * whose tiles follow each other along a tile row (a run: their patches start m columns apart)
+ * share their patch rows' loads: for each patch row, m windows of 16 columns from the run's first
+ * patch column and m more from m columns further (masked to the row, so the padding reads as
+ * zero), and column j of lane l's patch is element m * (l - l0) + j mod m of them, picked by one
+ * two-source permute per 32 columns into the run's lanes. A group of 16 tiles in one run takes
+ * 2m loads and 6m permutes per patch row (F(4x4)), against 16 masked loads and a 16 x 16
+ * transpose; values are moved, not computed, so d is the same as the reference's. */
 static inline void wino_gather(const float *p, int64_t h, int64_t w, const int64_t *y0,
                                const int64_t *x0, int n, int t, float (*restrict d)[WL])
 {
-    __mmask16 cm[WL];
-    for (int l = 0; l < WL; l++) {
-        unsigned m = 0;
-        for (int j = 0; j < t && l < n; j++) {
-            m |= x0[l] + j >= 0 && x0[l] + j < w ? 1u << j : 0u;
-        }
-        cm[l] = (__mmask16)m;
+    const int m = t - 2;
+    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512 zero = _mm512_setzero_ps();
+    for (int k = 0; k < t * t; k++) {
+        _mm512_store_ps(d[k], zero);
     }
-    for (int i = 0; i < t; i++) {
-        __m512 r[16];
-        for (int l = 0; l < WL; l++) {
-            int64_t y = l < n ? y0[l] + i : -1;
-            r[l] = y >= 0 && y < h ? _mm512_maskz_loadu_ps(cm[l], p + y * w + x0[l])
-                                   : _mm512_setzero_ps();
+    for (int l0 = 0, l1; l0 < n; l0 = l1) {
+        for (l1 = l0 + 1; l1 < n && y0[l1] == y0[l0] && x0[l1] == x0[l1 - 1] + m; l1++) {
         }
-        ki_tr16(r);
-        for (int j = 0; j < t; j++) {
-            _mm512_store_ps(d[i * t + j], r[j]);
+        const __mmask16 run = (__mmask16)(((1u << l1) - 1u) & ~((1u << l0) - 1u));
+        /* m * (l - l0): a lane's first column in the run's windows */
+        const __m512i base =
+            _mm512_mullo_epi32(_mm512_sub_epi32(iota, _mm512_set1_epi32(l0)), _mm512_set1_epi32(m));
+        for (int i = 0; i < t; i++) {
+            const int64_t y = y0[l0] + i;
+            if (y < 0 || y >= h) {
+                continue; /* a zero row of the padding */
+            }
+            const float *r = p + y * w;
+            for (int sh = 0; sh < t; sh += m) {
+                __m512 win[4];
+                for (int k = 0; k < m; k++) {
+                    const int64_t b = x0[l0] + sh + 16 * k;
+                    const __mmask16 mk = (__mmask16)ki_lane_mask16(b, w);
+                    win[k] = _mm512_maskz_loadu_ps(mk, mk ? r + b : r);
+                }
+                for (int j = sh; j < t && j < sh + m; j++) {
+                    const __m512i idx = _mm512_add_epi32(base, _mm512_set1_epi32(j - sh));
+                    const __mmask16 lo =
+                        _kand_mask16(run, _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32(32)));
+                    __m512 v = _mm512_load_ps(d[i * t + j]);
+                    v = _mm512_mask_mov_ps(v, lo, _mm512_permutex2var_ps(win[0], idx, win[1]));
+                    if (m == 4) {
+                        v = _mm512_mask_mov_ps(v, _kandn_mask16(lo, run),
+                                               _mm512_permutex2var_ps(win[2], idx, win[3]));
+                    }
+                    _mm512_store_ps(d[i * t + j], v);
+                }
+            }
         }
     }
 }
 
-/* The lanes' m x m tiles o[i*m+j] (+ b, + res, clamped to [lo, hi]) into q, inside the plane:
- * transposed to one register per tile, then one masked m-float store per tile row. */
+/* The lanes' m x m tiles o[i*m+j] (+ b, + res, clamped to [lo, hi]) into q, inside the plane. Lanes
+ * whose tiles follow each other along a tile row (a run) write each of their output rows as
+ * whole vectors: column c of the run's row is o[i*m + c mod m][l0 + c / m], picked from the
+ * m vectors by two-source permutes (F(4x4): two and a blend per 16 columns; F(2x2): one), then
+ * one masked store per 16 columns instead of one per tile. The same operations per value as the
+ * reference, so the same bits. */
 static inline void wino_scatter(float (*restrict o)[WL], int m, float *q, const float *res,
                                 int64_t oh, int64_t ow, const int64_t *y0, const int64_t *x0, int n,
                                 float b, float lo, float hi)
 {
-    _Alignas(64) float tt[WL][16];
-    __m512 r[16];
-    for (int k = 0; k < 16; k++) {
-        r[k] = k < m * m ? _mm512_load_ps(o[k]) : _mm512_setzero_ps();
-    }
-    ki_tr16(r);
-    for (int l = 0; l < WL; l++) {
-        _mm512_store_ps(tt[l], r[l]);
-    }
     const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-    for (int l = 0; l < n && l < WL; l++) {
-        int64_t cols = ow - x0[l] < m ? ow - x0[l] : m;
-        __mmask16 cm = (__mmask16)((1u << cols) - 1u);
-        for (int i = 0; i < m && y0[l] + i < oh; i++) {
-            int64_t at = (y0[l] + i) * ow + x0[l];
-            __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(cm, tt[l] + m * i), vb);
-            if (res) {
-                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(cm, res + at));
+    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const int sh = m == 4 ? 2 : 1; /* c / m as a shift */
+    for (int l0 = 0, l1; l0 < n; l0 = l1) {
+        for (l1 = l0 + 1; l1 < n && y0[l1] == y0[l0] && x0[l1] == x0[l1 - 1] + m; l1++) {
+        }
+        const int64_t cx = x0[l0], cols = (ow - cx < m * (l1 - l0)) ? ow - cx : m * (l1 - l0);
+        for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+            const __m512i f = _mm512_add_epi32(iota, _mm512_set1_epi32((int)c0));
+            const __m512i jj = _mm512_and_si512(f, _mm512_set1_epi32(m - 1));
+            /* lane l0 + c / m of the first (j even) or second (j odd) vector of a pair */
+            const __m512i idx = _mm512_add_epi32(
+                _mm512_add_epi32(_mm512_srli_epi32(f, (unsigned)sh), _mm512_set1_epi32(l0)),
+                _mm512_slli_epi32(_mm512_and_si512(jj, _mm512_set1_epi32(1)), 4));
+            const __mmask16 upper = _mm512_cmpge_epi32_mask(jj, _mm512_set1_epi32(2));
+            const __mmask16 cm = (__mmask16)ki_lane_mask16(0, cols - c0);
+            for (int i = 0; i < m && y0[l0] + i < oh; i++) {
+                const int64_t at = (y0[l0] + i) * ow + cx + c0;
+                __m512 v = _mm512_permutex2var_ps(_mm512_load_ps(o[i * m]), idx,
+                                                  _mm512_load_ps(o[i * m + 1]));
+                if (m == 4) {
+                    v = _mm512_mask_mov_ps(v, upper,
+                                           _mm512_permutex2var_ps(_mm512_load_ps(o[i * m + 2]), idx,
+                                                                  _mm512_load_ps(o[i * m + 3])));
+                }
+                v = _mm512_add_ps(v, vb);
+                if (res) {
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(cm, res + at));
+                }
+                /* max(lo, v) with v second: a NaN v stays NaN, as the scalar comparisons keep it */
+                v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+                _mm512_mask_storeu_ps(q + at, cm, v);
             }
-            /* max(lo, v) with v second: a NaN v stays NaN, as the scalar comparisons keep it */
-            v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
-            _mm512_mask_storeu_ps(q + at, cm, v);
         }
     }
 }

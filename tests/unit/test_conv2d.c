@@ -618,6 +618,55 @@ static void test_winograd_vs_ref(void **unused)
     assert_true(runs >= 100);
 }
 
+/* The AVX-512 Winograd transforms (patches gathered and tiles stored by runs of tiles along a
+ * tile row) against the plain ones, bit for bit: F(4x4) and F(2x2), odd planes (tiles past the
+ * right and bottom edges, planes narrower than a tile, tile rows of 1-23 tiles so a group of 16
+ * lanes holds up to 16 runs), paddings 0..2, tile ranges from a later panel, a residual or none,
+ * clamps, and NaN / infinite products. */
+static void test_wino_xforms_avx512(void **unused)
+{
+    (void)unused;
+    if (!__builtin_cpu_supports("avx512f")) {
+        skip();
+    }
+    for (uint64_t seed = 1; seed <= 300; seed++) {
+        uint64_t s = seed * 0x9E3779B97F4A7C15ull;
+        const int64_t m = seed % 2 ? 4 : 2, t = m + 2, npos = t * t;
+        int64_t h = trng_int(&s, 1, 40), w = trng_int(&s, 1, 90), pt = trng_int(&s, 0, 2);
+        int64_t pl = trng_int(&s, 0, 2), pb = trng_int(&s, 0, 2), pr = trng_int(&s, 0, 2);
+        int64_t oh = h + pt + pb - 2, ow = w + pl + pr - 2;
+        if (oh < 1 || ow < 1) {
+            continue;
+        }
+        ki_wino_tiles tg = { (ow + m - 1) / m, 0, pt, pl, oh, ow, m };
+        tg.tiles = tg.ntx * ((oh + m - 1) / m);
+        const int64_t tp = (tg.tiles + KI_GEMM_NR - 1) / KI_GEMM_NR * KI_GEMM_NR;
+        const int64_t tb = tp > KI_GEMM_NR && seed % 3 == 0 ? KI_GEMM_NR : 0, n = tp - tb;
+        float *x = malloc((size_t)(h * w) * sizeof *x), *va = malloc((size_t)(npos * n) * 4);
+        float *vr = malloc((size_t)(npos * n) * 4), *mm = malloc((size_t)(npos * n) * 4);
+        float *res = malloc((size_t)(oh * ow) * 4), *qa = malloc((size_t)(oh * ow) * 4);
+        float *qr = malloc((size_t)(oh * ow) * 4);
+        trng_fill(&s, x, (size_t)(h * w)), trng_fill(&s, mm, (size_t)(npos * n));
+        trng_fill(&s, res, (size_t)(oh * ow));
+        memset(va, 0xA5, (size_t)(npos * n) * 4), memset(vr, 0xA5, (size_t)(npos * n) * 4);
+        ki_wino_input_avx512(x, h, w, &tg, tb, tp, va, KI_GEMM_NR, n);
+        ki_wino_input_ref(x, h, w, &tg, tb, tp, vr, KI_GEMM_NR, n);
+        assert_memory_equal(va, vr, (size_t)(npos * n) * 4);
+        if (seed % 5 == 0) {
+            mm[seed % (uint64_t)(npos * n)] = __builtin_nanf("");
+            mm[(seed * 7) % (uint64_t)(npos * n)] = -__builtin_inff();
+        }
+        const float lo = seed % 4 == 1 ? 0.0f : -__builtin_inff();
+        const float hi = seed % 4 == 1 ? 0.5f : __builtin_inff();
+        memset(qa, 0x5A, (size_t)(oh * ow) * 4), memset(qr, 0x5A, (size_t)(oh * ow) * 4);
+        const float *r = seed % 3 == 1 ? res : NULL;
+        ki_wino_output_avx512(mm, n, qa, r, &tg, tb, tp, 0.25f, lo, hi);
+        ki_wino_output_ref(mm, n, qr, r, &tg, tb, tp, 0.25f, lo, hi);
+        assert_memory_equal(qa, qr, (size_t)(oh * ow) * 4);
+        free(x), free(va), free(vr), free(mm), free(res), free(qa), free(qr);
+    }
+}
+
 /* The loader's choice: Winograd weights only for 3x3 stride-1 layers with enough channels and,
  * when the input size is declared, enough output tiles: F(4x4) from 20 of its tiles, else
  * F(2x2) from 32 of its tiles (9 with the AVX-512 OV products), else none; pick() then takes
@@ -726,7 +775,8 @@ int main(void)
         cmocka_unit_test(test_basic_3x3),         cmocka_unit_test(test_pad_modes),
         cmocka_unit_test(test_same_valid_groups), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_random_vs_ref),     cmocka_unit_test(test_epilogue_act),
-        cmocka_unit_test(test_winograd_vs_ref),   cmocka_unit_test(test_winograd_choice),
+        cmocka_unit_test(test_winograd_vs_ref),
+        cmocka_unit_test(test_wino_xforms_avx512),   cmocka_unit_test(test_winograd_choice),
         cmocka_unit_test(test_ov_blocks),         cmocka_unit_test(test_ov_parts), cmocka_unit_test(test_half_exact),
         cmocka_unit_test(test_direct_wide),         cmocka_unit_test(test_release_weights),
         cmocka_unit_test(test_discard_pages),
