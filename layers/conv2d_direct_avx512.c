@@ -233,27 +233,6 @@ size_t ki_conv2d_direct_pool_workspace(const ki_conv2d *c, const ki_conv2d_geom 
     return pool_sizes(c, g, &w, &total) ? (total + 63) / 64 * 64 : 0;
 }
 
-/* The pool's reference for a band (a NaN in it): max_window's order, the first maximum, any NaN
- * wins. src holds convolution rows r0 .. r0 + rows - 1. */
-static void pool_band_ref(const float *src, int64_t r0, int64_t rows, int64_t w, float *dst,
-                          int64_t py0, int64_t py1, int64_t pw)
-{
-    for (int64_t py = py0; py < py1; py++) {
-        for (int64_t px = 0; px < pw; px++) {
-            float best = -__builtin_inff();
-            for (int64_t y = 2 * py - 1; y <= 2 * py + 1; y++) {
-                for (int64_t x = 2 * px - 1; x <= 2 * px + 1; x++) {
-                    if (y >= r0 && y < r0 + rows && x >= 0 && x < w) {
-                        const float v = src[(y - r0) * w + x];
-                        best = v > best || v != v ? v : best;
-                    }
-                }
-            }
-            dst[(py - py0) * pw + px] = best;
-        }
-    }
-}
-
 /* Band b of the pool's output rows (per bands an image): the convolution's rows it reads into
  * buf (the first one copied from the band before when `carry`, as this thread did that band
  * and its last row is this band's first), then each channel pooled into out. */
@@ -281,7 +260,7 @@ static void pool_band(const ki_conv2d *c, const ki_conv2d_geom *g, const float *
         /* output row py0 + i reads band rows 2 * i + ky - (r0 - 2 * py0 + 1), ky < 3 */
         if (ki_pool_max_s2_avx512(src, r1 - r0, ow, dst, py1 - py0, pw, 3, 3, 2, r0 - 2 * py0 + 1,
                                   1)) {
-            pool_band_ref(src, r0, r1 - r0, ow, dst, py0, py1, pw);
+            ki_pool_max_s2_ref(src, r1 - r0, ow, dst, py1 - py0, pw, 3, 3, 2, r0 - 2 * py0 + 1, 1);
         }
     }
 }

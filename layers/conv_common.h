@@ -186,9 +186,12 @@ int ki_pool_rowmax_ref(const float *s, int64_t sw, float *restrict d, int64_t n)
 int ki_pool_rowmax_avx2(const float *s, int64_t sw, float *restrict d, int64_t n);
 /* Max pooling of one h x w plane into oh x ow with a kh x kw window, kw 2 or 3, column stride 2,
  * row stride sh, paddings ph / pw, dilation 1, in the reference's tap order (pool2d_avx512.c).
- * Returns nonzero when a value read is NaN. */
+ * Returns nonzero when a value read is NaN; the caller then redoes the plane with _ref (pool2d.c:
+ * nn.MaxPool2d's reference windows, any NaN wins; returns 0). */
 int ki_pool_max_s2_avx512(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
                           int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw);
+int ki_pool_max_s2_ref(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                       int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw);
 
 /* Python floor division for a positive divisor. */
 static inline int64_t ki_cv_floordiv(int64_t a, int64_t b)

@@ -348,6 +348,17 @@ static void pool_plane_ref(const pool2d *p, const ki_cv_nchw *x, const float *sr
     }
 }
 
+int ki_pool_max_s2_ref(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                       int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw)
+{
+    const pool2d p = {
+        .is_max = true, .kh = kh, .kw = kw, .sh = sh, .sw = 2, .ph = ph, .pw = pw, .dh = 1, .dw = 1
+    };
+    const ki_cv_nchw x = { 1, 1, h, w, false };
+    pool_plane_ref(&p, &x, src, dst, NULL, oh * ow, ow);
+    return 0;
+}
+
 static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
                               int n_out, const ki_exec *ex)
 {

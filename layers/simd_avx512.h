@@ -46,6 +46,12 @@ static inline __m512i ki_odd_idx(void)
     return _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 }
 
+/* Lane indices 0, 1, .., 15. */
+static inline __m512i ki_lane_idx(void)
+{
+    return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
 /* Stores the lanes m of v to d after adding the residual res (masked load; NULL for none) and
  * clamping to [lo, hi]: max(lo, v) returns a NaN v (second operand), as the scalar form keeps
  * it. */

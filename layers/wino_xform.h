@@ -92,6 +92,17 @@ static inline void wino_at4(float (*restrict m)[WL], int s, float (*restrict o)[
 
 #include "simd_avx512.h"
 
+/* The end of the run of lanes from l0: the lanes whose tiles follow lane l0's along its tile row
+ * (the same row, each m columns after the one before), up to n. */
+static inline int wino_run_end(const int64_t *y0, const int64_t *x0, int n, int l0, int m)
+{
+    int l1 = l0 + 1;
+    while (l1 < n && y0[l1] == y0[l0] && x0[l1] == x0[l1 - 1] + m) {
+        l1++;
+    }
+    return l1;
+}
+
 /* d[i*t+j][l] = the plane at the lanes' t x t patch positions, zero outside it or past n. Lanes
  * whose tiles follow each other along a tile row (a run: their patches start m columns apart)
  * share their patch rows' loads: for each patch row, m windows of 16 columns from the run's first
@@ -104,14 +115,13 @@ static inline void wino_gather(const float *p, int64_t h, int64_t w, const int64
                                const int64_t *x0, int n, int t, float (*restrict d)[WL])
 {
     const int m = t - 2;
-    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i iota = ki_lane_idx();
     const __m512 zero = _mm512_setzero_ps();
     for (int k = 0; k < t * t; k++) {
         _mm512_store_ps(d[k], zero);
     }
     for (int l0 = 0, l1; l0 < n; l0 = l1) {
-        for (l1 = l0 + 1; l1 < n && y0[l1] == y0[l0] && x0[l1] == x0[l1 - 1] + m; l1++) {
-        }
+        l1 = wino_run_end(y0, x0, n, l0, m);
         const __mmask16 run = (__mmask16)(((1u << l1) - 1u) & ~((1u << l0) - 1u));
         /* m * (l - l0): a lane's first column in the run's windows */
         const __m512i base =
@@ -157,11 +167,10 @@ static inline void wino_scatter(float (*restrict o)[WL], int m, float *q, const 
                                 float b, float lo, float hi)
 {
     const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i iota = ki_lane_idx();
     const int sh = m == 4 ? 2 : 1; /* c / m as a shift */
     for (int l0 = 0, l1; l0 < n; l0 = l1) {
-        for (l1 = l0 + 1; l1 < n && y0[l1] == y0[l0] && x0[l1] == x0[l1 - 1] + m; l1++) {
-        }
+        l1 = wino_run_end(y0, x0, n, l0, m);
         const int64_t cx = x0[l0], cols = (ow - cx < m * (l1 - l0)) ? ow - cx : m * (l1 - l0);
         for (int64_t c0 = 0; c0 < cols; c0 += 16) {
             const __m512i f = _mm512_add_epi32(iota, _mm512_set1_epi32((int)c0));
