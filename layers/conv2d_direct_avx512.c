@@ -222,7 +222,7 @@ static bool pool_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, size_t *wbyt
 {
     size_t band;
     *wbytes = (ki_conv2d_direct_workspace(c) + 63) / 64 * 64;
-    return *wbytes > 64 && ki_ckd_mul(&band, (size_t)c->out_ch, (size_t)(2 * POOL_BAND + 1)) &&
+    return *wbytes > 0 && ki_ckd_mul(&band, (size_t)c->out_ch, (size_t)(2 * POOL_BAND + 1)) &&
            ki_ckd_mul(&band, band, (size_t)g->ow) && ki_ckd_mul(&band, band, sizeof(float)) &&
            ki_ckd_add(total, *wbytes, band);
 }

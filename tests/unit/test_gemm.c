@@ -405,10 +405,10 @@ static void test_linear_fuse(void **unused)
     ops->destroy(st);
 }
 
-/* A stem-like convolution (3 -> 20 channels, kernel k, stride 2, padding k / 2, bias) into t. */
-static void stem_conv(top *t, int64_t k, const float *w, const float *b)
+/* A stem-like convolution (ic -> oc channels, kernel k, stride 2, padding k / 2, bias) into t. */
+static void stem_conv(top *t, int64_t ic, int64_t oc, int64_t k, const float *w, const float *b)
 {
-    int64_t wd[4] = { 20, 3, k, k }, nb = 20;
+    int64_t wd[4] = { oc, ic, k, k }, nb = oc;
     top_init(t, "nn.Conv2d", 1, 1);
     top_attr(t, "weight", 4, wd, w);
     top_attr(t, "bias", 1, &nb, b);
@@ -429,8 +429,9 @@ static void pool3(top *t, int64_t s, int ceil)
 /* On the direct path (AVX-512), fuse() takes a 3x3 stride-2 max pool padded by 1 after the
  * activation (resnet's stem): the fused layer equals conv + ReLU, then the pool, bit for bit,
  * whatever the size (bands cut short at the bottom, odd widths, planes of one row, batch 2), the
- * thread count, and with a NaN in the input (the band's reference pool lets it win). Other pools
- * are refused, and nothing is taken after the pool. */
+ * layer (3 -> 20 channels 3x3 and 7x7; 1 -> 4 channels 1x1, whose packed weights are one cache
+ * line), the thread count, and with a NaN in the input (the band's reference pool lets it win).
+ * Other pools are refused, and nothing is taken after the pool. */
 static void test_pool_fuse(void **unused)
 {
     (void)unused;
@@ -444,8 +445,10 @@ static void test_pool_fuse(void **unused)
     pool3(&pool_s1, 1, 0);
     pool3(&pool_ceil, 2, 1);
     top_init(&relu, "nn.ReLU", 1, 1);
-    for (int64_t k = 3; k <= 7; k += 4) {
-        stem_conv(&conv, k, w, b);
+    static const int64_t shapes[][3] = { { 3, 20, 3 }, { 3, 20, 7 }, { 1, 4, 1 } }; /* ic, oc, k */
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t ic = shapes[si][0], k = shapes[si][2];
+        stem_conv(&conv, ic, shapes[si][1], k, w, b);
         const ki_layer_ops *ops, *pops;
         void *plain, *st, *pst;
         ki_error err = { 0 };
@@ -464,7 +467,8 @@ static void test_pool_fuse(void **unused)
         assert_true(ops->fuse(st, &pool.d, 0));
         assert_false(ops->fuse(st, &relu.d, 0)); /* nothing after the pool */
         for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
-            ki_tensor in = { ki_shape_make(4, sizes[z]), x }, mid, want, out;
+            const int64_t dims[4] = { sizes[z][0], ic, sizes[z][2], sizes[z][3] };
+            ki_tensor in = { ki_shape_make(4, dims), x }, mid, want, out;
             int64_t count = ki_shape_count(&in.shape);
             trng_fill(&s, x, (size_t)count);
             if (z == 1) {
