@@ -103,59 +103,6 @@ static inline int wino_run_end(const int64_t *y0, const int64_t *x0, int n, int 
     return l1;
 }
 
-/* d[i*t+j][l] = the plane at the lanes' t x t patch positions, zero outside it or past n. Lanes
- * whose tiles follow each other along a tile row (a run: their patches start m columns apart)
- * share their patch rows' loads: for each patch row, m windows of 16 columns from the run's first
- * patch column and m more from m columns further (masked to the row, so the padding reads as
- * zero), and column j of lane l's patch is element m * (l - l0) + j mod m of them, picked by one
- * two-source permute per 32 columns into the run's lanes. A group of 16 tiles in one run takes
- * 2m loads and 6m permutes per patch row (F(4x4)), against 16 masked loads and a 16 x 16
- * transpose; values are moved, not computed, so d is the same as the reference's. */
-static inline void wino_gather(const float *p, int64_t h, int64_t w, const int64_t *y0,
-                               const int64_t *x0, int n, int t, float (*restrict d)[WL])
-{
-    const int m = t - 2;
-    const __m512i iota = ki_lane_idx();
-    const __m512 zero = _mm512_setzero_ps();
-    for (int k = 0; k < t * t; k++) {
-        _mm512_store_ps(d[k], zero);
-    }
-    for (int l0 = 0, l1; l0 < n; l0 = l1) {
-        l1 = wino_run_end(y0, x0, n, l0, m);
-        const __mmask16 run = (__mmask16)(((1u << l1) - 1u) & ~((1u << l0) - 1u));
-        /* m * (l - l0): a lane's first column in the run's windows */
-        const __m512i base =
-            _mm512_mullo_epi32(_mm512_sub_epi32(iota, _mm512_set1_epi32(l0)), _mm512_set1_epi32(m));
-        for (int i = 0; i < t; i++) {
-            const int64_t y = y0[l0] + i;
-            if (y < 0 || y >= h) {
-                continue; /* a zero row of the padding */
-            }
-            const float *r = p + y * w;
-            for (int sh = 0; sh < t; sh += m) {
-                __m512 win[4];
-                for (int k = 0; k < m; k++) {
-                    const int64_t b = x0[l0] + sh + 16 * k;
-                    const __mmask16 mk = (__mmask16)ki_lane_mask16(b, w);
-                    win[k] = _mm512_maskz_loadu_ps(mk, mk ? r + b : r);
-                }
-                for (int j = sh; j < t && j < sh + m; j++) {
-                    const __m512i idx = _mm512_add_epi32(base, _mm512_set1_epi32(j - sh));
-                    const __mmask16 lo =
-                        _kand_mask16(run, _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32(32)));
-                    __m512 v = _mm512_load_ps(d[i * t + j]);
-                    v = _mm512_mask_mov_ps(v, lo, _mm512_permutex2var_ps(win[0], idx, win[1]));
-                    if (m == 4) {
-                        v = _mm512_mask_mov_ps(v, _kandn_mask16(lo, run),
-                                               _mm512_permutex2var_ps(win[2], idx, win[3]));
-                    }
-                    _mm512_store_ps(d[i * t + j], v);
-                }
-            }
-        }
-    }
-}
-
 /* The lanes' m x m tiles o[i*m+j] (+ b, + res, clamped to [lo, hi]) into q, inside the plane. Lanes
  * whose tiles follow each other along a tile row (a run) write each of their output rows as
  * whole vectors: column c of the run's row is o[i*m + c mod m][l0 + c / m], picked from the
@@ -263,6 +210,148 @@ static inline int wino_lanes(const ki_wino_tiles *tg, int64_t t0, int64_t dy, in
     return n;
 }
 
+#ifdef __AVX512F__
+#if defined(__GNUC__) && !defined(__clang__)
+#define WINO_UNROLL _Pragma("GCC unroll 6")
+#else
+#define WINO_UNROLL
+#endif
+/* wino_bt6 / wino_bt4 on registers: the same operations in the same order (so the same bits). */
+static inline __attribute__((always_inline)) void wino_bt6v(const __m512 *d, __m512 *o)
+{
+    const __m512 c4 = _mm512_set1_ps(4.0f), c5 = _mm512_set1_ps(5.0f), c2 = _mm512_set1_ps(2.0f);
+    const __m512 a = _mm512_sub_ps(d[4], _mm512_mul_ps(c4, d[2]));
+    const __m512 b = _mm512_sub_ps(d[3], _mm512_mul_ps(c4, d[1]));
+    const __m512 c = _mm512_sub_ps(d[4], d[2]);
+    const __m512 e = _mm512_mul_ps(c2, _mm512_sub_ps(d[3], d[1]));
+    o[0] = _mm512_add_ps(_mm512_sub_ps(_mm512_mul_ps(c4, d[0]), _mm512_mul_ps(c5, d[2])), d[4]);
+    o[1] = _mm512_add_ps(a, b);
+    o[2] = _mm512_sub_ps(a, b);
+    o[3] = _mm512_add_ps(c, e);
+    o[4] = _mm512_sub_ps(c, e);
+    o[5] = _mm512_add_ps(_mm512_sub_ps(_mm512_mul_ps(c4, d[1]), _mm512_mul_ps(c5, d[3])), d[5]);
+}
+
+static inline __attribute__((always_inline)) void wino_bt4v(const __m512 *d, __m512 *o)
+{
+    o[0] = _mm512_sub_ps(d[0], d[2]);
+    o[1] = _mm512_add_ps(d[1], d[2]);
+    o[2] = _mm512_sub_ps(d[2], d[1]);
+    o[3] = _mm512_sub_ps(d[1], d[3]);
+}
+
+/* Most 16-column vectors a run of 16 tiles' patches spans: 16 * 4 + 2 columns (F(4x4)). */
+#define WINO_ROW_VECS 5
+
+/* The input transform of F(m x m, 3x3) (ts = m + 2) by runs of up to 16 tiles along a tile row:
+ * the columns step (t = B^T d, over each patch's rows) on whole 16-column vectors of the run's ts
+ * input rows, each column once for the run instead of once per tile; then for each row of t, the
+ * column j of every lane's patch picked by permutes (column m * l + j of the run's columns) and the
+ * rows step (u = t B) into the ts * ts values. The same operations on the same values as the
+ * tile-wise reference, so the same bits. */
+static inline __attribute__((always_inline)) void
+wino_input_rows_m(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg, int64_t tb,
+                  int64_t te, float *restrict v, int64_t pan, int64_t pstride, const int m)
+{
+    const int ts = m + 2;
+    _Alignas(64) float tc[6][WINO_ROW_VECS][WL];
+    const __m512i iota = ki_lane_idx();
+    __m512i cj[6];
+    __mmask16 hi[6], top[6];
+    WINO_UNROLL
+    for (int j = 0; j < ts; j++) { /* lane l reads column m * l + j of the run */
+        cj[j] =
+            _mm512_add_epi32(_mm512_mullo_epi32(iota, _mm512_set1_epi32(m)), _mm512_set1_epi32(j));
+        hi[j] = _mm512_cmpge_epi32_mask(cj[j], _mm512_set1_epi32(32));
+        top[j] = _mm512_cmpge_epi32_mask(cj[j], _mm512_set1_epi32(64));
+    }
+    const int64_t tend = te < tg->tiles ? te : tg->tiles;
+    for (int64_t t0 = tb; t0 < tend;) {
+        const int64_t ty = t0 / tg->ntx, tx0 = t0 % tg->ntx;
+        const int64_t rowend = (ty + 1) * tg->ntx < tend ? (ty + 1) * tg->ntx : tend;
+        const int n = rowend - t0 < WL ? (int)(rowend - t0) : WL;
+        const int64_t ys = ty * m - tg->pt, xs = tx0 * m - tg->pl;
+        const int nv = (m * n + 2 + WL - 1) / WL; /* column vectors the run's patches span */
+        for (int k = 0; k < nv; k++) {
+            const int64_t x = xs + (int64_t)WL * k;
+            const __mmask16 cm = (__mmask16)ki_lane_mask16(x, w);
+            __m512 d[6], o[6];
+            WINO_UNROLL
+            for (int i = 0; i < ts; i++) {
+                const int64_t y = ys + i;
+                d[i] = y >= 0 && y < h && cm ? _mm512_maskz_loadu_ps(cm, p + y * w + x)
+                                             : _mm512_setzero_ps();
+            }
+            m == 4 ? wino_bt6v(d, o) : wino_bt4v(d, o);
+            WINO_UNROLL
+            for (int r = 0; r < ts; r++) {
+                _mm512_store_ps(tc[r][k], o[r]);
+            }
+        }
+        const int64_t rel = t0 - tb;
+        const int off = (int)(rel % KI_GEMM_NR);
+        /* the run's lanes in this panel and, past its end, in the next */
+        const int first = KI_GEMM_NR - off < n ? KI_GEMM_NR - off : n;
+        const __mmask16 m0 = (__mmask16)((1u << first) - 1u);
+        const __mmask16 m1 = (__mmask16)(((1u << n) - 1u) & ~((1u << first) - 1u));
+        float *dst0 = v + rel / KI_GEMM_NR * pan + off;
+        float *dst1 = v + (rel / KI_GEMM_NR + 1) * pan - first;
+        WINO_UNROLL
+        for (int r = 0; r < ts; r++) {
+            const __m512 r0 = _mm512_load_ps(tc[r][0]);
+            const __m512 r1 = nv > 1 ? _mm512_load_ps(tc[r][1]) : r0;
+            const __m512 r2 = nv > 2 ? _mm512_load_ps(tc[r][2]) : r0;
+            const __m512 r3 = nv > 3 ? _mm512_load_ps(tc[r][3]) : r2;
+            const __m512 r4 = nv > 4 ? _mm512_load_ps(tc[r][4]) : r0;
+            __m512 pj[6], u[6];
+            WINO_UNROLL
+            for (int j = 0; j < ts; j++) {
+                __m512 x = _mm512_permutex2var_ps(r0, cj[j], r1);
+                if (nv > 2) {
+                    x = _mm512_mask_blend_ps(hi[j], x, _mm512_permutex2var_ps(r2, cj[j], r3));
+                }
+                if (nv > 4) {
+                    x = _mm512_mask_permutexvar_ps(x, top[j], cj[j], r4);
+                }
+                pj[j] = x;
+            }
+            m == 4 ? wino_bt6v(pj, u) : wino_bt4v(pj, u);
+            WINO_UNROLL
+            for (int s = 0; s < ts; s++) {
+                const int64_t pos = r * ts + s;
+                _mm512_mask_storeu_ps(dst0 + pos * pstride, m0, u[s]);
+                if (m1) {
+                    _mm512_mask_storeu_ps(dst1 + pos * pstride, m1, u[s]);
+                }
+            }
+        }
+        t0 += n;
+    }
+    /* zeros for the tiles past the last one, up to te */
+    for (int64_t t0 = tend > tb ? tend : tb; t0 < te;) {
+        const int64_t rel = t0 - tb;
+        const int off = (int)(rel % KI_GEMM_NR), lane = off % WL;
+        const int cnt = te - t0 < WL - lane ? (int)(te - t0) : WL - lane;
+        const __mmask16 zm = (__mmask16)((1u << cnt) - 1u);
+        float *dst = v + rel / KI_GEMM_NR * pan + off;
+        for (int pos = 0; pos < ts * ts; pos++) {
+            _mm512_mask_storeu_ps(dst + pos * pstride, zm, _mm512_setzero_ps());
+        }
+        t0 += cnt;
+    }
+}
+
+static void wino_input_rows(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg,
+                            int64_t tb, int64_t te, float *restrict v, int64_t pan, int64_t pstride)
+{
+    if (tg->m == 4) {
+        wino_input_rows_m(p, h, w, tg, tb, te, v, pan, pstride, 4);
+    } else {
+        wino_input_rows_m(p, h, w, tg, tb, te, v, pan, pstride, 2);
+    }
+}
+#endif
+
 /* Input transform of tiles [tb, te) of one channel plane p (h x w; tb and te multiples of NR, te
  * at most the tiles rounded up to NR): the t x t patch of each tile (zero outside the plane)
  * becomes t*t values u[pos], stored for tile tb + i at v[pos * pstride + i / NR * pan + i % NR]
@@ -271,6 +360,9 @@ static inline int wino_lanes(const ki_wino_tiles *tg, int64_t t0, int64_t dy, in
 void WNAME(ki_wino_input)(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg, int64_t tb,
                           int64_t te, float *restrict v, int64_t pan, int64_t pstride)
 {
+#ifdef __AVX512F__
+    wino_input_rows(p, h, w, tg, tb, te, v, pan, pstride);
+#else
     _Alignas(64) float d[36][WL], t[36][WL], u[36][WL];
     int64_t iy0[WL], ix0[WL];
     const int ts = tg->m + 2, npos = ts * ts;
@@ -288,6 +380,7 @@ void WNAME(ki_wino_input)(const float *p, int64_t h, int64_t w, const ki_wino_ti
             memcpy(dst + pos * pstride, u[pos], sizeof u[pos]);
         }
     }
+#endif
 }
 
 /* Output transform of tiles [tb, te) of one channel: m[pos * pstride + i] (the t*t GEMM products
