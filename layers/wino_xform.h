@@ -19,6 +19,13 @@
 
 #define WL 16 /* lanes: tiles transformed together */
 
+/* Small fixed loops of the AVX-512 transforms, unrolled so their vectors stay in registers. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define WINO_UNROLL _Pragma("GCC unroll 6")
+#else
+#define WINO_UNROLL
+#endif
+
 #define WCAT2(a, b) a##b
 #define WCAT(a, b)  WCAT2(a, b)
 #define WNAME(n)    WCAT(n, KI_WINO_SUFFIX)
@@ -91,63 +98,6 @@ static inline void wino_at4(float (*restrict m)[WL], int s, float (*restrict o)[
 #include <immintrin.h>
 
 #include "simd_avx512.h"
-
-/* The end of the run of lanes from l0: the lanes whose tiles follow lane l0's along its tile row
- * (the same row, each m columns after the one before), up to n. */
-static inline int wino_run_end(const int64_t *y0, const int64_t *x0, int n, int l0, int m)
-{
-    int l1 = l0 + 1;
-    while (l1 < n && y0[l1] == y0[l0] && x0[l1] == x0[l1 - 1] + m) {
-        l1++;
-    }
-    return l1;
-}
-
-/* The lanes' m x m tiles o[i*m+j] (+ b, + res, clamped to [lo, hi]) into q, inside the plane. Lanes
- * whose tiles follow each other along a tile row (a run) write each of their output rows as
- * whole vectors: column c of the run's row is o[i*m + c mod m][l0 + c / m], picked from the
- * m vectors by two-source permutes (F(4x4): two and a blend per 16 columns; F(2x2): one), then
- * one masked store per 16 columns instead of one per tile. The same operations per value as the
- * reference, so the same bits. */
-static inline void wino_scatter(float (*restrict o)[WL], int m, float *q, const float *res,
-                                int64_t oh, int64_t ow, const int64_t *y0, const int64_t *x0, int n,
-                                float b, float lo, float hi)
-{
-    const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-    const __m512i iota = ki_lane_idx();
-    const int sh = m == 4 ? 2 : 1; /* c / m as a shift */
-    for (int l0 = 0, l1; l0 < n; l0 = l1) {
-        l1 = wino_run_end(y0, x0, n, l0, m);
-        const int64_t cx = x0[l0], cols = (ow - cx < m * (l1 - l0)) ? ow - cx : m * (l1 - l0);
-        for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-            const __m512i f = _mm512_add_epi32(iota, _mm512_set1_epi32((int)c0));
-            const __m512i jj = _mm512_and_si512(f, _mm512_set1_epi32(m - 1));
-            /* lane l0 + c / m of the first (j even) or second (j odd) vector of a pair */
-            const __m512i idx = _mm512_add_epi32(
-                _mm512_add_epi32(_mm512_srli_epi32(f, (unsigned)sh), _mm512_set1_epi32(l0)),
-                _mm512_slli_epi32(_mm512_and_si512(jj, _mm512_set1_epi32(1)), 4));
-            const __mmask16 upper = _mm512_cmpge_epi32_mask(jj, _mm512_set1_epi32(2));
-            const __mmask16 cm = (__mmask16)ki_lane_mask16(0, cols - c0);
-            for (int i = 0; i < m && y0[l0] + i < oh; i++) {
-                const int64_t at = (y0[l0] + i) * ow + cx + c0;
-                __m512 v = _mm512_permutex2var_ps(_mm512_load_ps(o[i * m]), idx,
-                                                  _mm512_load_ps(o[i * m + 1]));
-                if (m == 4) {
-                    v = _mm512_mask_mov_ps(v, upper,
-                                           _mm512_permutex2var_ps(_mm512_load_ps(o[i * m + 2]), idx,
-                                                                  _mm512_load_ps(o[i * m + 3])));
-                }
-                v = _mm512_add_ps(v, vb);
-                if (res) {
-                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(cm, res + at));
-                }
-                /* max(lo, v) with v second: a NaN v stays NaN, as the scalar comparisons keep it */
-                v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
-                _mm512_mask_storeu_ps(q + at, cm, v);
-            }
-        }
-    }
-}
 #else
 /* d[i*t+j][l] = the plane at the lanes' t x t patch positions, zero outside it or past n: a
  * patch inside the plane takes t*t unconditional loads. */
@@ -211,11 +161,6 @@ static inline int wino_lanes(const ki_wino_tiles *tg, int64_t t0, int64_t dy, in
 }
 
 #ifdef __AVX512F__
-#if defined(__GNUC__) && !defined(__clang__)
-#define WINO_UNROLL _Pragma("GCC unroll 6")
-#else
-#define WINO_UNROLL
-#endif
 /* wino_bt6 / wino_bt4 on registers: the same operations in the same order (so the same bits). */
 static inline __attribute__((always_inline)) void wino_bt6v(const __m512 *d, __m512 *o)
 {
@@ -341,6 +286,117 @@ wino_input_rows_m(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg,
     }
 }
 
+/* wino_at6 / wino_at4 on registers, the same operations in the same order. */
+static inline __attribute__((always_inline)) void wino_at6v(const __m512 *m, __m512 *o)
+{
+    const __m512 p12 = _mm512_add_ps(m[1], m[2]), n12 = _mm512_sub_ps(m[1], m[2]);
+    const __m512 p34 = _mm512_add_ps(m[3], m[4]), n34 = _mm512_sub_ps(m[3], m[4]);
+    o[0] = _mm512_add_ps(_mm512_add_ps(m[0], p12), p34);
+    o[1] = _mm512_add_ps(n12, _mm512_mul_ps(_mm512_set1_ps(2.0f), n34));
+    o[2] = _mm512_add_ps(p12, _mm512_mul_ps(_mm512_set1_ps(4.0f), p34));
+    o[3] = _mm512_add_ps(_mm512_add_ps(n12, _mm512_mul_ps(_mm512_set1_ps(8.0f), n34)), m[5]);
+}
+
+static inline __attribute__((always_inline)) void wino_at4v(const __m512 *m, __m512 *o)
+{
+    o[0] = _mm512_add_ps(_mm512_add_ps(m[0], m[1]), m[2]);
+    o[1] = _mm512_sub_ps(_mm512_sub_ps(m[1], m[2]), m[3]);
+}
+
+/* The output transform of F(m x m, 3x3) for 16 consecutive tiles at a time, in registers: their
+ * t*t products, the columns step (A^T a) and the rows step (t A); then each run of them along a
+ * tile row writes its output rows whole: column c of a run's row is value c mod m of its lane
+ * c / m, picked from the m vectors by two-source permutes, 16 columns per masked store after
+ * + b, + res and the clamp. The same operations as the reference, so the same bits. */
+static inline __attribute__((always_inline)) void
+wino_output_rows_m(const float *mm, int64_t pstride, float *q, const float *res,
+                   const ki_wino_tiles *tg, int64_t tb, int64_t te, float b, float lo, float hi,
+                   const int mo)
+{
+    const int ts = mo + 2, sh = mo == 4 ? 2 : 1;
+    const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+    const __m512i iota = ki_lane_idx();
+    __m512i idx[4];
+    __mmask16 upper[4];
+    for (int k = 0; k < mo; k++) { /* column 16 k + l of a run: value c mod m of lane c / m */
+        const __m512i f = _mm512_add_epi32(iota, _mm512_set1_epi32(16 * k));
+        const __m512i jj = _mm512_and_si512(f, _mm512_set1_epi32(mo - 1));
+        idx[k] = _mm512_add_epi32(_mm512_srli_epi32(f, (unsigned)sh),
+                                  _mm512_slli_epi32(_mm512_and_si512(jj, _mm512_set1_epi32(1)), 4));
+        upper[k] = _mm512_cmpge_epi32_mask(jj, _mm512_set1_epi32(2));
+    }
+    const int64_t tend = te < tg->tiles ? te : tg->tiles;
+    for (int64_t t0 = tb; t0 < tend; t0 += WL) {
+        const int n = tend - t0 < WL ? (int)(tend - t0) : WL;
+        const __mmask16 lm = (__mmask16)((1u << n) - 1u);
+        const float *a0 = mm + (t0 - tb);
+        __m512 t[4][6], o[4][4];
+        WINO_UNROLL
+        for (int j = 0; j < ts; j++) { /* columns: t = A^T a */
+            __m512 a[6], c[4];
+            WINO_UNROLL
+            for (int i = 0; i < ts; i++) {
+                a[i] = _mm512_maskz_loadu_ps(lm, a0 + (i * ts + j) * pstride);
+            }
+            mo == 4 ? wino_at6v(a, c) : wino_at4v(a, c);
+            WINO_UNROLL
+            for (int r = 0; r < mo; r++) {
+                t[r][j] = c[r];
+            }
+        }
+        WINO_UNROLL
+        for (int i = 0; i < mo; i++) { /* rows: o = t A */
+            mo == 4 ? wino_at6v(t[i], o[i]) : wino_at4v(t[i], o[i]);
+        }
+        for (int l0 = 0, l1; l0 < n; l0 = l1) { /* the runs along a tile row */
+            const int64_t ty = (t0 + l0) / tg->ntx, tx = (t0 + l0) % tg->ntx;
+            l1 = tg->ntx - tx < n - l0 ? l0 + (int)(tg->ntx - tx) : n;
+            const int64_t cx = tx * mo;
+            const int64_t cols = tg->ow - cx < mo * (l1 - l0) ? tg->ow - cx : mo * (l1 - l0);
+            const __m512i shift = _mm512_set1_epi32(l0);
+            WINO_UNROLL
+            for (int i = 0; i < mo; i++) {
+                if (ty * mo + i >= tg->oh) {
+                    break;
+                }
+                WINO_UNROLL
+                for (int k = 0; k < mo; k++) {
+                    if (16 * k >= cols) {
+                        break;
+                    }
+                    const int64_t at = (ty * mo + i) * tg->ow + cx + 16 * k;
+                    const __mmask16 cm = (__mmask16)ki_lane_mask16(0, cols - 16 * k);
+                    const __m512i ix = _mm512_add_epi32(idx[k], shift);
+                    __m512 v = _mm512_permutex2var_ps(o[i][0], ix, o[i][1]);
+                    if (mo == 4) {
+                        v = _mm512_mask_mov_ps(v, upper[k],
+                                               _mm512_permutex2var_ps(o[i][2], ix, o[i][3]));
+                    }
+                    v = _mm512_add_ps(v, vb);
+                    if (res) {
+                        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(cm, res + at));
+                    }
+                    /* max(lo, v) with v second: a NaN v stays NaN, as the scalar comparisons
+                     * keep it */
+                    v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+                    _mm512_mask_storeu_ps(q + at, cm, v);
+                }
+            }
+        }
+    }
+}
+
+static void wino_output_rows(const float *mm, int64_t pstride, float *q, const float *res,
+                             const ki_wino_tiles *tg, int64_t tb, int64_t te, float b, float lo,
+                             float hi)
+{
+    if (tg->m == 4) {
+        wino_output_rows_m(mm, pstride, q, res, tg, tb, te, b, lo, hi, 4);
+    } else {
+        wino_output_rows_m(mm, pstride, q, res, tg, tb, te, b, lo, hi, 2);
+    }
+}
+
 static void wino_input_rows(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg,
                             int64_t tb, int64_t te, float *restrict v, int64_t pan, int64_t pstride)
 {
@@ -390,6 +446,9 @@ void WNAME(ki_wino_output)(const float *m, int64_t pstride, float *q, const floa
                            const ki_wino_tiles *tg, int64_t tb, int64_t te, float b, float lo,
                            float hi)
 {
+#ifdef __AVX512F__
+    wino_output_rows(m, pstride, q, res, tg, tb, te, b, lo, hi);
+#else
     _Alignas(64) float a[36][WL], t[24][WL], o[16][WL];
     int64_t oy0[WL], ox0[WL];
     const int mo = tg->m, ts = mo + 2, npos = ts * ts;
@@ -407,4 +466,5 @@ void WNAME(ki_wino_output)(const float *m, int64_t pstride, float *q, const floa
         }
         wino_scatter(o, mo, q, res, tg->oh, tg->ow, oy0, ox0, n, b, lo, hi);
     }
+#endif
 }
