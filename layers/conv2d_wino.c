@@ -97,12 +97,20 @@ static bool wino_blocked(int64_t np, int n_threads)
     return np >= KI_WINO_BLOCKED * (int64_t)(n_threads > 0 ? n_threads : 1);
 }
 
+/* Floats added to the stride between positions of V and of M: with a whole number of pages
+ * between them, the t*t values of a tile fell in one set of the L1 cache (F(4x4): 36 lines in a
+ * 12-way set) and each panel's transforms kept evicting their own lines. 64 bytes keep the
+ * panels aligned. */
+#define KI_WINO_SKEW 16
+
 /* Floats of V and M for `cols` tile columns. */
 static bool wino_floats(const ki_conv2d *c, int64_t cols, size_t *v, size_t *m)
 {
-    int64_t ts = c->wino_m + 2;
-    return c->wino_m > 0 && ki_ckd_mul(v, (size_t)cols, (size_t)(ts * ts)) &&
-           ki_ckd_mul(m, *v, (size_t)c->out_ch) && ki_ckd_mul(v, *v, (size_t)c->in_ch);
+    size_t ts = (size_t)c->wino_m + 2, vp, mp;
+    return c->wino_m > 0 && ki_ckd_mul(&vp, (size_t)cols, (size_t)c->in_ch) &&
+           ki_ckd_add(&vp, vp, KI_WINO_SKEW) && ki_ckd_mul(v, vp, ts * ts) &&
+           ki_ckd_mul(&mp, (size_t)cols, (size_t)c->out_ch) && ki_ckd_add(&mp, mp, KI_WINO_SKEW) &&
+           ki_ckd_mul(m, mp, ts * ts);
 }
 
 size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads)
@@ -182,25 +190,25 @@ static void wino_blocked_run(const wino_run *r, const float *x, float *y, const 
 {
     const ki_conv2d *c = r->c;
     const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
-    float *m = v + r->npos * ic * KI_GEMM_NR;
+    const int64_t vps = ic * KI_GEMM_NR + KI_WINO_SKEW, mps = oc * KI_GEMM_NR + KI_WINO_SKEW;
+    float *m = v + r->npos * vps;
     for (int64_t p = r->np * tid / nth; p < r->np * (tid + 1) / nth; p++) {
         int64_t tb = p * KI_GEMM_NR, te = tb + KI_GEMM_NR;
         for (int64_t ch = 0; ch < ic; ch++) {
             c->wino_in(x + ch * hw, r->g->in.h, r->g->in.w, &r->tg, tb, te, v + ch * KI_GEMM_NR, 0,
-                       ic * KI_GEMM_NR);
+                       vps);
         }
         for (int64_t pos = 0; pos < r->npos; pos++) {
             if (c->wino_ov) {
                 int64_t valid = r->tg.tiles - tb < KI_GEMM_NR ? r->tg.tiles - tb : KI_GEMM_NR;
-                wino_products_ov(r, pos, v + pos * ic * KI_GEMM_NR, m + pos * oc * KI_GEMM_NR,
-                                 KI_GEMM_NR, valid, 0, (oc + KI_OV_MV - 1) / KI_OV_MV);
+                wino_products_ov(r, pos, v + pos * vps, m + pos * mps, KI_GEMM_NR, valid, 0,
+                                 (oc + KI_OV_MV - 1) / KI_OV_MV);
             } else {
-                wino_products(r, pos, v + pos * ic * KI_GEMM_NR, m + pos * oc * KI_GEMM_NR,
-                              KI_GEMM_NR, 0, 1);
+                wino_products(r, pos, v + pos * vps, m + pos * mps, KI_GEMM_NR, 0, 1);
             }
         }
         for (int64_t ch = 0; ch < oc; ch++) {
-            wino_finish(r, m + ch * KI_GEMM_NR, oc * KI_GEMM_NR, y, res, ch, tb, te);
+            wino_finish(r, m + ch * KI_GEMM_NR, mps, y, res, ch, tb, te);
         }
     }
 }
@@ -214,11 +222,12 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
     const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
     const int64_t np = r->np, tp = np * KI_GEMM_NR, grp = np < 4 ? np : 4;
     const int64_t ngrp = (np + grp - 1) / grp;
-    float *mbuf = vbuf + r->npos * ic * tp;
+    const int64_t vps = ic * tp + KI_WINO_SKEW, mps = oc * tp + KI_WINO_SKEW;
+    float *mbuf = vbuf + r->npos * vps;
 #pragma omp for schedule(static)
     for (int64_t ch = 0; ch < ic; ch++) {
         c->wino_in(x + ch * hw, r->g->in.h, r->g->in.w, &r->tg, 0, tp, vbuf + ch * KI_GEMM_NR,
-                   ic * KI_GEMM_NR, ic * tp);
+                   ic * KI_GEMM_NR, vps);
     }
     const int64_t nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
     if (c->wino_ov) {
@@ -227,8 +236,8 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
             int64_t pos = item / nob, ob = item % nob;
             for (int64_t p = 0; p < np; p++) {
                 int64_t valid = r->tg.tiles - p * KI_GEMM_NR;
-                wino_products_ov(r, pos, vbuf + (pos * tp + p * KI_GEMM_NR) * ic,
-                                 mbuf + pos * oc * tp + p * KI_GEMM_NR, tp,
+                wino_products_ov(r, pos, vbuf + pos * vps + p * KI_GEMM_NR * ic,
+                                 mbuf + pos * mps + p * KI_GEMM_NR, tp,
                                  valid < KI_GEMM_NR ? valid : KI_GEMM_NR, ob, ob + 1);
             }
         }
@@ -236,12 +245,12 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
 #pragma omp for schedule(static)
         for (int64_t item = 0; item < r->npos * ngrp; item++) {
             int64_t pos = item / ngrp, p0 = item % ngrp * grp, cnt = np - p0 < grp ? np - p0 : grp;
-            wino_products(r, pos, vbuf + pos * ic * tp, mbuf + pos * oc * tp, tp, p0, cnt);
+            wino_products(r, pos, vbuf + pos * vps, mbuf + pos * mps, tp, p0, cnt);
         }
     }
 #pragma omp for schedule(static)
     for (int64_t ch = 0; ch < oc; ch++) {
-        wino_finish(r, mbuf + ch * tp, oc * tp, y, res, ch, 0, tp);
+        wino_finish(r, mbuf + ch * tp, mps, y, res, ch, 0, tp);
     }
 }
 
