@@ -200,11 +200,19 @@ void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const
 {
     float *wp = ex->workspace; /* read by broadcasts: no alignment needed */
     pack_weights(c, wp);
-    const int64_t rows = g->in.n * g->oh;
+    const int64_t rows = g->in.n * g->oh, ohw = g->oh * g->ow;
+    const bool big_out = rows * c->out_ch * g->ow >= KI_CV_PREFETCH_OUT_MIN;
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const int64_t n = r / g->oh, oy = r % g->oh, at = (n * c->out_ch * g->oh + oy) * g->ow;
-        row(c, g, in, wp, n, oy, out + at, c->res ? c->res + at : NULL, g->oh * g->ow);
+        if (big_out && r + 1 < rows) { /* the next row of every channel */
+            const int64_t n1 = (r + 1) / g->oh, oy1 = (r + 1) % g->oh;
+            const float *q = out + (n1 * c->out_ch * g->oh + oy1) * g->ow;
+            for (int64_t oc = 0; oc < c->out_ch; oc++) {
+                ki_cv_prefetch_out(q + oc * ohw, g->ow);
+            }
+        }
+        row(c, g, in, wp, n, oy, out + at, c->res ? c->res + at : NULL, ohw);
     }
 }
 

@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 #include "conv2d.h"
+#include "conv_common.h"
 #include "simd_avx512.h"
 
 /* Where a column block reads: for stride 1 the three tap vectors start at columns b + kx; for
@@ -169,6 +170,7 @@ void ki_conv2d_dw3_planes_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, co
     ki_gemm_fin_of(&c->ep, 0, NULL, &f);
     const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
     const int s = c->sw == 2 ? 2 : 1;
+    const bool big_out = g->in.n * c->in_ch * ohw >= KI_CV_PREFETCH_OUT_MIN;
     dw_plane d;
     d.h = g->in.h, d.w = g->in.w, d.ow = g->ow;
     d.lo = _mm512_set1_ps(f.lo), d.hi = _mm512_set1_ps(f.hi);
@@ -183,6 +185,9 @@ void ki_conv2d_dw3_planes_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, co
         d.res = c->res ? c->res + p * ohw : NULL;
         if (p + 1 < p1) {
             ki_cv_prefetch_l2(d.x + hw, hw);
+            if (big_out) {
+                ki_cv_prefetch_out(d.o + ohw, ohw);
+            }
         }
         if (s == 1) {
             plane(&d, c, g->oh, 1);

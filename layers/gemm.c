@@ -208,13 +208,23 @@ void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *
 {
     int64_t mp = (g->m + KI_GEMM_MR - 1) / KI_GEMM_MR, c0 = p0 * KI_GEMM_NR;
     int64_t c1 = (p0 + np) * KI_GEMM_NR < g->n ? (p0 + np) * KI_GEMM_NR : g->n;
-    bool late = late_epilogue(g);
+    /* a large C of a short k (a 1x1 layer of few input channels) is bound by its stores */
+    bool late = late_epilogue(g), big_c = g->m * g->n >= KI_CV_PREFETCH_OUT_MIN && g->k <= 64;
     for (int64_t k0 = 0; k0 < g->k; k0 += KI_GEMM_KC) {
         int64_t kc = g->k - k0 < KI_GEMM_KC ? g->k - k0 : KI_GEMM_KC;
         for (int64_t mi = 0; mi < mp; mi++) {
             prefetch_a(g, mi + 1, k0, kc);
+            /* such a C: each tile asks for the lines of the tile below it (the next row block's
+             * first write), spread over the row block instead of all at once */
+            const int64_t r1 = (mi + 2) * KI_GEMM_MR < g->m ? (mi + 2) * KI_GEMM_MR : g->m;
+            const bool ahead = k0 == 0 && big_c;
             for (int64_t q = 0; q < np; q++) {
                 const int64_t pq = p0 + q;
+                for (int64_t r = (mi + 1) * KI_GEMM_MR; ahead && r < r1; r++) {
+                    const int64_t j = pq * KI_GEMM_NR,
+                                  nj = g->n - j < KI_GEMM_NR ? g->n - j : KI_GEMM_NR;
+                    ki_cv_prefetch_out(g->c + r * g->ldc + j, nj);
+                }
                 if (g->bin && (pq + 1) * KI_GEMM_NR <= g->n) {
                     tile(g, pq, mi, k0, kc, g->bin + k0 * g->ldb + pq * KI_GEMM_NR, g->ldb, late);
                 } else {
