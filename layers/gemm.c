@@ -130,7 +130,13 @@ static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int6
                 memcpy(t + r * KI_GEMM_NR, c + r * g->ldc, (size_t)nr * sizeof *t);
             }
         }
-        g->uk(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0, NULL);
+        /* up to 16 columns (the last panel of resnet18's 56x56 Winograd layers has 4 tiles, and
+         * the thread that gets it does one GEMM more): half the FMAs of a full tile */
+        if (nr <= 16 && g->uk == ki_gemm_ukernel_avx512) {
+            ki_gemm_ukernel16_avx512(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0);
+        } else {
+            g->uk(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0, NULL);
+        }
         for (int64_t r = 0; r < mr; r++) {
             memcpy(c + r * g->ldc, t + r * KI_GEMM_NR, (size_t)nr * sizeof *t);
         }

@@ -54,6 +54,10 @@ void ki_gemm_ukernel_avx2(int64_t kc, const float *const *a, const float *b, int
                           int64_t ldc, bool acc, const ki_gemm_fin *fin);
 void ki_gemm_ukernel_avx512(int64_t kc, const float *const *a, const float *b, int64_t ldb,
                             float *c, int64_t ldc, bool acc, const ki_gemm_fin *fin);
+/* The low 16 columns of an AVX-512 tile (c, row stride ldc), no epilogue: a partial tile of at
+ * most 16 columns at half the cost, the same operations per value as the full kernel. */
+void ki_gemm_ukernel16_avx512(int64_t kc, const float *const *a, const float *b, int64_t ldb,
+                              float *c, int64_t ldc, bool acc);
 
 typedef struct ki_gemm_args {
     int64_t m, n, k;

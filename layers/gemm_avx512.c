@@ -70,3 +70,39 @@ void ki_gemm_ukernel_avx512(int64_t kc, const float *const *a, const float *b, i
     STORE(6);
     STORE(7);
 }
+
+#define ROW16(r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(a##r[k]), bv, c##r)
+
+void ki_gemm_ukernel16_avx512(int64_t kc, const float *const *a, const float *b, int64_t ldb,
+                              float *c, int64_t ldc, bool acc)
+{
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+    const float *a4 = a[4], *a5 = a[5], *a6 = a[6], *a7 = a[7];
+    __m512 c0 = acc ? _mm512_loadu_ps(c) : _mm512_setzero_ps();
+    __m512 c1 = acc ? _mm512_loadu_ps(c + ldc) : _mm512_setzero_ps();
+    __m512 c2 = acc ? _mm512_loadu_ps(c + 2 * ldc) : _mm512_setzero_ps();
+    __m512 c3 = acc ? _mm512_loadu_ps(c + 3 * ldc) : _mm512_setzero_ps();
+    __m512 c4 = acc ? _mm512_loadu_ps(c + 4 * ldc) : _mm512_setzero_ps();
+    __m512 c5 = acc ? _mm512_loadu_ps(c + 5 * ldc) : _mm512_setzero_ps();
+    __m512 c6 = acc ? _mm512_loadu_ps(c + 6 * ldc) : _mm512_setzero_ps();
+    __m512 c7 = acc ? _mm512_loadu_ps(c + 7 * ldc) : _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        const __m512 bv = _mm512_loadu_ps(b + k * ldb);
+        ROW16(0);
+        ROW16(1);
+        ROW16(2);
+        ROW16(3);
+        ROW16(4);
+        ROW16(5);
+        ROW16(6);
+        ROW16(7);
+    }
+    _mm512_storeu_ps(c, c0);
+    _mm512_storeu_ps(c + ldc, c1);
+    _mm512_storeu_ps(c + 2 * ldc, c2);
+    _mm512_storeu_ps(c + 3 * ldc, c3);
+    _mm512_storeu_ps(c + 4 * ldc, c4);
+    _mm512_storeu_ps(c + 5 * ldc, c5);
+    _mm512_storeu_ps(c + 6 * ldc, c6);
+    _mm512_storeu_ps(c + 7 * ldc, c7);
+}
