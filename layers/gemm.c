@@ -226,9 +226,9 @@ void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *
             const bool ahead = k0 == 0 && big_c;
             for (int64_t q = 0; q < np; q++) {
                 const int64_t pq = p0 + q;
+                const int64_t j = pq * KI_GEMM_NR,
+                              nj = g->n - j < KI_GEMM_NR ? g->n - j : KI_GEMM_NR;
                 for (int64_t r = (mi + 1) * KI_GEMM_MR; ahead && r < r1; r++) {
-                    const int64_t j = pq * KI_GEMM_NR,
-                                  nj = g->n - j < KI_GEMM_NR ? g->n - j : KI_GEMM_NR;
                     ki_cv_prefetch_out(g->c + r * g->ldc + j, nj);
                 }
                 if (g->bin && (pq + 1) * KI_GEMM_NR <= g->n) {
