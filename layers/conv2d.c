@@ -181,6 +181,7 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa)
     c->pack3s2 = avx512 && ki_conv2d_pack3s2_ok(c) ? ki_conv2d_pack3s2_avx512 : NULL;
     c->wino_in = avx512 ? ki_wino_input_avx512 : ki_wino_input_ref;
     c->wino_out = avx512 ? ki_wino_output_avx512 : ki_wino_output_ref;
+    c->wino_hu = avx512 ? ki_wino_hu_avx512 : ki_wino_hu_ref;
     c->ov_uk = avx512 ? ki_ov_ukernel_avx512 : ki_ov_ukernel_ref;
     /* vcvtph2ps on zmm is AVX512F itself */
     c->ov_ukh = avx512 ? ki_ov_ukernel_h_avx512 : ki_ov_ukernel_h_ref;
@@ -228,21 +229,24 @@ static bool declared_geom(const ki_conv2d *c, const ki_shape *d, ki_conv2d_geom 
  * stride-2 128->256 0.95 -> 0.69 ms, yolov5s's 256->512 to 20x20 7.0 -> 5.4 ms (2 threads, in
  * the network); at 28 x 28 it is no faster. */
 #define KI_OV_MAX_PIXELS 400
-/* Output pixels up to which binary16 weights take the OV path instead of Winograd (at 14 x 14,
- * resnet18's 256-channel layers are faster with Winograd F(2x2): 1.14 against 1.60 ms). */
+/* Output pixels up to which binary16 weights are kept as such (KI_OV_HALF_MIN_BYTES): a 3x3
+ * stride-1 layer then runs Winograd F(2x2) forming U from them per block of input channels
+ * (ki_conv2d_wino_prepare_h), another one the OV path on them. At 14 x 14 resnet18's
+ * 256-channel layers are faster with F(2x2) on float32 U (0.35 against 0.37-0.38 ms with U formed
+ * per block, 2 threads, in the network). */
 #define KI_OV_HALF_MAX_PIXELS 64
 
-/* Float32 weight bytes from which the OV path keeps binary16-exact weights as binary16: below
- * that they stay in L2 / L3 between runs and the widening costs more than it saves (mobilenet_v2's
- * 1x1 layers of 0.2-1.6 MB 1.02-1.15x slower as binary16). Larger ones come from memory: for
- * outputs up to KI_OV_MAX_PIXELS the OV path then also beats Winograd on the OV kernel, whose
- * F(2x2) weights are 16/9 of the originals in float32, 3.6x the binary16 bytes: resnet18's 7x7
- * layer4 (9.4 MB) 1.94 -> 1.34 ms per layer in the network (2 threads), 1.60 with float32 OV. */
+/* Float32 weight bytes from which binary16-exact weights are kept as binary16: below that they
+ * stay in L2 / L3 between runs and the widening costs more than it saves (mobilenet_v2's 1x1
+ * layers of 0.2-1.6 MB 1.02-1.15x slower as binary16). Larger ones come from memory: resnet18's
+ * 7x7 layer4 (9.4 MB per layer) took 1.94 ms per layer with F(2x2) on float32 U (16/9 of the
+ * original floats, 3.6x the binary16 bytes, and 50 MB more memory), 1.34 on the OV path with
+ * binary16 weights, 1.60 with float32 ones; F(2x2) with U formed from the binary16 weights runs
+ * them 0.55-0.60 ms against the OV path's 0.76-0.83 (2 threads, in the network, a later day). */
 #define KI_OV_HALF_MIN_BYTES (2 * 1024 * 1024)
 
-/* Whether the OV path should keep this layer's weights as binary16: all of them are exactly
- * binary16 values (an export that stores f16 weights) and they are large enough to come from
- * memory each run. */
+/* Whether to keep this layer's weights as binary16: all of them are exactly binary16 values (an
+ * export that stores f16 weights) and they are large enough to come from memory each run. */
 static bool half_pays(const ki_conv2d *c)
 {
     uint16_t h;
@@ -267,9 +271,11 @@ static bool half_pays(const ki_conv2d *c)
  * export then gets exactly the static export's choices instead of 140 MB of F(4x4) weights for
  * layers whose 7 x 7 and 14 x 14 outputs would not use them). *ov: the products run on the OV
  * micro-kernel (AVX-512): from KI_WINO_OV_MIN_IN input channels, and for the small outputs where
- * only it makes F(2x2) pay. */
-static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op, bool half, bool *ov)
+ * only it makes F(2x2) pay. *wh: F(2x2) on binary16 weights (half: they all are such values and
+ * large, see KI_OV_HALF_MAX_PIXELS). */
+static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op, bool half, bool *ov, bool *wh)
 {
+    *wh = false;
     const bool ov_ok = c->ov_uk == ki_ov_ukernel_avx512;
     *ov = ov_ok && c->in_ch >= KI_WINO_OV_MIN_IN;
     if (!c->weight || !ki_conv2d_wino_shape_ok(c) || c->in_ch < 8 || c->out_ch < 8) {
@@ -285,7 +291,9 @@ static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op, bool half, bool
         return 0;
     }
     if (ov_ok && g.oh * g.ow <= KI_OV_HALF_MAX_PIXELS && half) {
-        return 0; /* the OV path on binary16 weights (see KI_OV_HALF_MIN_BYTES) */
+        /* F(2x2) on the binary16 weights, else the OV path on them (see KI_OV_HALF_MIN_BYTES) */
+        *ov = *wh = wino_pays(g.oh, g.ow, 2, true);
+        return *wh ? 2 : 0;
     }
     if (wino_pays(g.oh, g.ow, 4, *ov)) {
         return 4;
@@ -312,8 +320,8 @@ static bool ov_wanted(const ki_conv2d *c, const ki_op_desc *op)
 {
     const ki_shape *d = declared_input(op);
     ki_conv2d_geom g;
-    if (!c->weight || c->wino_u || !ki_conv2d_ov_shape_ok(c) || c->ov_uk != ki_ov_ukernel_avx512 ||
-        !d || !declared_geom(c, d, &g)) {
+    if (!c->weight || c->wino_u || c->wino_h || !ki_conv2d_ov_shape_ok(c) ||
+        c->ov_uk != ki_ov_ukernel_avx512 || !d || !declared_geom(c, d, &g)) {
         return false;
     }
     int64_t lanes = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV * KI_OV_MV, n = g.oh * g.ow;
@@ -331,16 +339,18 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
     }
     ki_status st = parse(op, c, err);
     ki_conv2d_set_isa(c, ki_gemm_best_isa());
-    bool wov = false, half = st == KI_OK && half_pays(c);
-    int wm = st == KI_OK ? wino_wanted(c, op, half, &wov) : 0;
-    if (wm) {
+    bool wov = false, wh = false, half = st == KI_OK && half_pays(c);
+    int wm = st == KI_OK ? wino_wanted(c, op, half, &wov, &wh) : 0;
+    if (wh) {
+        st = ki_conv2d_wino_prepare_h(c, err);
+    } else if (wm) {
         st = ki_conv2d_wino_prepare(c, wm, wov, err);
     }
     if (st == KI_OK && ov_wanted(c, op)) {
         st = ki_conv2d_ov_prepare(c, half, err);
     }
     /* with its own form of the weights the layer never reads the originals again */
-    if (st == KI_OK && (c->wino_u || c->ov_a || c->ov_h) &&
+    if (st == KI_OK && (c->wino_u || c->wino_h || c->ov_a || c->ov_h) &&
         ki_op_release_attr(op, ki_op_attr(op, "weight"))) {
         c->weight = NULL;
     }
@@ -452,7 +462,7 @@ bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_pa
                ki_conv2d_direct_workspace(c) > 0;
     case KI_CONV2D_WINO:
         /* the AVX-512 transforms index planes with 32-bit lanes */
-        return c->wino_u && ki_conv2d_wino_shape_ok(c) && g->oh > 0 && g->ow > 0 &&
+        return (c->wino_u || c->wino_h) && ki_conv2d_wino_shape_ok(c) && g->oh > 0 && g->ow > 0 &&
                ki_conv2d_wino_workspace(c, g, 1) > 0 && g->in.h < INT32_MAX / 16 &&
                g->in.w < INT32_MAX / 16 && g->in.h * g->in.w < INT32_MAX / 2 &&
                g->oh * g->ow < INT32_MAX / 2;
@@ -636,6 +646,7 @@ static void conv_destroy(void *state)
     ki_conv2d *c = state;
     if (c) {
         free(c->wino_u);
+        free(c->wino_h);
         free(c->ov_a);
         free(c->ov_h);
     }

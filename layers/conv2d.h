@@ -84,6 +84,11 @@ typedef struct ki_conv2d {
     bool wino_ov; /* wino_u in the OV layout [(m+2)^2][ceil(out_ch/32)][in_ch][32] */
     ki_wino_in_fn wino_in;
     ki_wino_out_fn wino_out;
+    /* F(2x2) with binary16-exact weights (ki_conv2d_wino_prepare_h): instead of wino_u, the
+     * original weights as binary16, [ceil(out_ch/32)][in_ch][9][32] (owned), and the step that
+     * forms U from them per block of input channels during the products */
+    uint16_t *wino_h;
+    void (*wino_hu)(const uint16_t *g, int64_t kc, float *restrict u, int64_t pstride);
     /* The OV path (ki_conv2d_ov_prepare): the weights repacked into blocks of KI_OV_KC rows of
      * K, each [ceil(out_ch/32)][kc][32] (owned; NULL when the layer does not use it) and its
      * micro-kernel for this CPU. When every weight is exactly a binary16 value (exports that
@@ -121,7 +126,8 @@ typedef enum ki_conv2d_path {
 #define KI_WINO_MIN_TILES2 32
 /* With the OV micro-kernel for the products (AVX-512), which keeps its lanes full from few
  * tiles, F(2x2,3x3) from 9 tiles (6 x 6 outputs): resnet18's 7 x 7 layers (16 tiles) run 1.7x
- * faster than the direct OV path; the original weights are released, so memory grows by 0.8x. */
+ * faster than the direct OV path; the original weights are released, so memory grows by 0.8x
+ * (or shrinks to half with binary16 weights, ki_conv2d_wino_prepare_h). */
 #define KI_WINO_MIN_TILES2_OV 9
 /* Below this many input channels the OV products' transposing stores cost more than the GEMM's
  * empty columns save (64ch 56x56 F(4x4): 0.77 ms with the GEMM, 0.93 with OV; 128ch 28x28:
@@ -269,6 +275,13 @@ ki_status ki_conv2d_wino_prepare(ki_conv2d *c, int m, bool ov, ki_error *err);
  * its weights (Winograd, OV), `what` naming that form in the errors. */
 ki_status ki_conv2d_alloc_weights(size_t a, size_t b, size_t c, const char *what, float **out,
                                   size_t *bytes, ki_error *err);
+/* F(2x2) on the OV micro-kernel with the weights kept as binary16 (all must be exact such
+ * values): U is formed from them per block of input channels while the products run. */
+ki_status ki_conv2d_wino_prepare_h(ki_conv2d *c, ki_error *err);
+/* U = G g G^T of F(2x2) for kc input channels of one 32-channel block of wino_h (g: [kc][9][32])
+ * into u[pos * pstride + q * 32 + r], pos < 16. Both versions do the same float operations. */
+void ki_wino_hu_ref(const uint16_t *g, int64_t kc, float *restrict u, int64_t pstride);
+void ki_wino_hu_avx512(const uint16_t *g, int64_t kc, float *restrict u, int64_t pstride);
 size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads);
 void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex);

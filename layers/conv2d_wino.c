@@ -3,11 +3,15 @@
  * transformed once (ki_conv2d_wino_prepare, at create); each run transforms the input's tiles
  * (wino_xform.h), does the t^2 channel products per panel of KI_GEMM_NR tiles with the SGEMM
  * micro-kernels of gemm.h, and transforms them back into the output with the epilogue. Every tile
- * is computed the same way whatever the thread count, so results do not depend on it. */
+ * is computed the same way whatever the thread count, so results do not depend on it. Large
+ * F(2x2) layers whose weights are all binary16 values keep them as such and form U per block of
+ * input channels during the products (wino_h: a fifth of float32 U's bytes to stream). */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../core/half.h"
 
 #define KI_WINO_SUFFIX _ref
 #include "wino_xform.h"
@@ -83,6 +87,67 @@ ki_status ki_conv2d_wino_prepare(ki_conv2d *c, int m, bool ov, ki_error *err)
     return KI_OK;
 }
 
+ki_status ki_conv2d_wino_prepare_h(ki_conv2d *c, ki_error *err)
+{
+    int64_t ic = c->in_ch, oc = c->out_ch, nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
+    size_t bytes;
+    float *a;
+    if (!c->weight || !ki_conv2d_wino_shape_ok(c)) {
+        return KI_FAIL(err, KI_ERR_INTERNAL, "not a 3x3 stride-1 convolution with weights");
+    }
+    /* binary16: half the floats of the same block count (KI_OV_MV is even) */
+    ki_status st = ki_conv2d_alloc_weights((size_t)nob, KI_OV_MV / 2, (size_t)ic * 9,
+                                           "Winograd binary16 weights", &a, &bytes, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    uint16_t *h = (uint16_t *)(void *)a;
+    memset(h, 0, bytes); /* the channel rows past oc */
+    for (int64_t o = 0; o < oc; o++) {
+        for (int64_t i = 0; i < ic * 9; i++) {
+            size_t at = (size_t)(((o / KI_OV_MV) * ic * 9 + i) * KI_OV_MV + o % KI_OV_MV);
+            if (!ki_half_exact(c->weight[o * ic * 9 + i], &h[at])) {
+                free(a);
+                return KI_FAIL(err, KI_ERR_INTERNAL, "weights are not binary16 values");
+            }
+        }
+    }
+    free(c->wino_u);
+    free(c->wino_h);
+    c->wino_u = NULL;
+    c->wino_h = h;
+    c->wino_m = 2;
+    c->wino_ov = true;
+    return KI_OK;
+}
+
+void ki_wino_hu_ref(const uint16_t *g, int64_t kc, float *restrict u, int64_t pstride)
+{
+    for (int64_t q = 0; q < kc; q++) {
+        for (int r = 0; r < KI_OV_MV; r++) {
+            float w[9], t[4][3];
+            for (int k = 0; k < 9; k++) {
+                w[k] = ki_half_to_float(g[(q * 9 + k) * KI_OV_MV + r]);
+            }
+            for (int k = 0; k < 3; k++) { /* t = G g */
+                float a = w[k] + w[6 + k];
+                t[0][k] = w[k];
+                t[1][k] = (a + w[3 + k]) * 0.5f;
+                t[2][k] = (a - w[3 + k]) * 0.5f;
+                t[3][k] = w[6 + k];
+            }
+            for (int i = 0; i < 4; i++) { /* U = t G^T */
+                float b = t[i][0] + t[i][2];
+                float *d = u + i * 4 * pstride + q * KI_OV_MV + r;
+                d[0] = t[i][0];
+                d[pstride] = (b + t[i][1]) * 0.5f;
+                d[2 * pstride] = (b - t[i][1]) * 0.5f;
+                d[3 * pstride] = t[i][2];
+            }
+        }
+    }
+}
+
 /* Two ways to run a layer. With at least KI_WINO_BLOCKED panels per thread (many tiles) each
  * thread takes a contiguous run of panels (32 tiles) and does everything for one panel at a
  * time in its own slice of the workspace: transformed input V (t^2 x in_ch x 32) and products
@@ -113,6 +178,20 @@ static bool wino_floats(const ki_conv2d *c, int64_t cols, size_t *v, size_t *m)
            ki_ckd_mul(m, mp, ts * ts);
 }
 
+/* With binary16 weights (wino_h) each thread also has U for KI_WINO_H_KC input channels and its
+ * OV tiles of one panel at every position, at the end of the workspace (wino_private). */
+#define KI_WINO_H_KC      64
+#define KI_WINO_H_NPOS    16
+#define KI_WINO_H_UFLOATS (KI_WINO_H_NPOS * (KI_WINO_H_KC * KI_OV_MV + KI_WINO_SKEW))
+
+/* Bytes of a thread's U and tiles for npan panels. */
+static size_t wino_h_bytes(int64_t npan)
+{
+    return (size_t)(KI_WINO_H_UFLOATS +
+                    KI_WINO_H_NPOS * (npan * KI_GEMM_NR * KI_OV_MV + KI_WINO_SKEW)) *
+           4;
+}
+
 size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads)
 {
     size_t v, m, n, bytes, nt = n_threads > 0 ? (size_t)n_threads : 1;
@@ -122,7 +201,19 @@ size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int
         !ki_ckd_mul(&bytes, n, sizeof(float)) || bytes > KI_WINO_MAX_BYTES) {
         return 0;
     }
-    return ((blocked ? bytes : (bytes + nt - 1) / nt) + 63) / 64 * 64;
+    return ((blocked ? bytes : (bytes + nt - 1) / nt) + 63) / 64 * 64 +
+           (c->wino_h ? wino_h_bytes(blocked ? 1 : np) : 0);
+}
+
+/* This thread's U and OV tiles for wino_h: the end of its own slice when blocked; else the end
+ * of the team's workspace, past the shared V and M. */
+static float *wino_private(const ki_exec *ex, int64_t np, bool blocked, int tid, int nth)
+{
+    char *w = ex->workspace;
+    size_t hb = wino_h_bytes(blocked ? 1 : np);
+    size_t at = blocked ? ((size_t)tid + 1) * ex->ws_per_thread - hb
+                        : (size_t)nth * ex->ws_per_thread - ((size_t)tid + 1) * hb;
+    return (float *)(void *)(w + at);
 }
 
 /* What a run needs besides the state: the tiles, the buffers and the finishing step. */
@@ -174,6 +265,64 @@ static void wino_products_ov(const wino_run *r, int64_t pos, const float *vpanel
     }
 }
 
+/* The products with wino_h of panels 0..npan-1 from vpanel (vpp floats apart, vps per position,
+ * in x 32 each; `tiles` valid columns from the first) for channel blocks [ob0, ob1) into mcol
+ * (KI_GEMM_NR columns per panel, mps per position, row stride ldm). Per block of KI_WINO_H_KC
+ * input channels U is formed for all 16 positions in u, and the OV tiles of every position and
+ * panel, kept in t (wino_h_floats), take that block's sums. */
+static void wino_products_h(const wino_run *r, const float *vpanel, int64_t vps, int64_t vpp,
+                            float *mcol, int64_t mps, int64_t ldm, int64_t tiles, int64_t npan,
+                            int64_t ob0, int64_t ob1, float *u, float *t)
+{
+    const ki_conv2d *c = r->c;
+    const int64_t ic = c->in_ch, oc = c->out_ch;
+    const int64_t ups = KI_WINO_H_KC * KI_OV_MV + KI_WINO_SKEW;
+    const int64_t tps = npan * KI_GEMM_NR * KI_OV_MV + KI_WINO_SKEW;
+    for (int64_t ob = ob0; ob < ob1; ob++) {
+        const uint16_t *g = c->wino_h + ob * ic * 9 * KI_OV_MV;
+        for (int64_t i0 = 0; i0 < ic; i0 += KI_WINO_H_KC) {
+            int64_t kc = ic - i0 < KI_WINO_H_KC ? ic - i0 : KI_WINO_H_KC;
+            c->wino_hu(g + i0 * 9 * KI_OV_MV, kc, u, ups);
+            /* the next block's weights come from memory while this one's products run */
+            const char *nx = (const char *)(g + (i0 + kc) * 9 * KI_OV_MV);
+            int64_t left = i0 + kc < ic ? ic - i0 - kc : ob + 1 < ob1 ? ic : 0;
+            int64_t nbytes = (left < KI_WINO_H_KC ? left : KI_WINO_H_KC) * 9 * KI_OV_MV * 2;
+            for (int64_t pos = 0; pos < KI_WINO_H_NPOS; pos++) {
+                for (int64_t b = nbytes * pos / KI_WINO_H_NPOS;
+                     b < nbytes * (pos + 1) / KI_WINO_H_NPOS; b += 64) {
+                    __builtin_prefetch(nx + b);
+                }
+                for (int64_t p = 0; p < npan; p++) {
+                    int64_t valid = tiles - p * KI_GEMM_NR, pw;
+                    valid = valid < KI_GEMM_NR ? valid : KI_GEMM_NR;
+                    pw = ki_conv2d_ov_pw(valid);
+                    for (int64_t j0 = 0; j0 < valid; j0 += pw) {
+                        int64_t nr = valid - j0 < pw ? valid - j0 : pw;
+                        c->ov_uk(kc, u + pos * ups,
+                                 vpanel + pos * vps + p * vpp + i0 * KI_GEMM_NR + j0, (int)nr,
+                                 KI_GEMM_NR, i0 > 0, NULL, -INFINITY, INFINITY,
+                                 t + pos * tps + (p * KI_GEMM_NR + j0) * KI_OV_MV);
+                    }
+                }
+            }
+        }
+        int64_t rows = oc - ob * KI_OV_MV < KI_OV_MV ? oc - ob * KI_OV_MV : KI_OV_MV;
+        for (int64_t pos = 0; pos < KI_WINO_H_NPOS; pos++) {
+            for (int64_t p = 0; p < npan; p++) {
+                int64_t valid = tiles - p * KI_GEMM_NR, pw;
+                valid = valid < KI_GEMM_NR ? valid : KI_GEMM_NR;
+                pw = ki_conv2d_ov_pw(valid);
+                for (int64_t j0 = 0; j0 < valid; j0 += pw) {
+                    int64_t nr = valid - j0 < pw ? valid - j0 : pw;
+                    c->ov_st(t + pos * tps + (p * KI_GEMM_NR + j0) * KI_OV_MV, rows, nr,
+                             mcol + pos * mps + p * KI_GEMM_NR + ob * KI_OV_MV * ldm + j0, ldm,
+                             NULL, -INFINITY, INFINITY);
+                }
+            }
+        }
+    }
+}
+
 /* Output channel ch of tiles [tb, te) from m (pstride floats per position). */
 static void wino_finish(const wino_run *r, const float *m, int64_t pstride, float *y,
                         const float *res, int64_t ch, int64_t tb, int64_t te)
@@ -186,7 +335,7 @@ static void wino_finish(const wino_run *r, const float *m, int64_t pstride, floa
 
 /* Blocked: this thread's panels of image n, one at a time (see KI_WINO_BLOCKED). */
 static void wino_blocked_run(const wino_run *r, const float *x, float *y, const float *res,
-                             float *v, int tid, int nth)
+                             float *v, float *priv, int tid, int nth)
 {
     const ki_conv2d *c = r->c;
     const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
@@ -198,9 +347,13 @@ static void wino_blocked_run(const wino_run *r, const float *x, float *y, const 
             c->wino_in(x + ch * hw, r->g->in.h, r->g->in.w, &r->tg, tb, te, v + ch * KI_GEMM_NR, 0,
                        vps);
         }
-        for (int64_t pos = 0; pos < r->npos; pos++) {
+        int64_t valid = r->tg.tiles - tb < KI_GEMM_NR ? r->tg.tiles - tb : KI_GEMM_NR;
+        if (c->wino_h) {
+            wino_products_h(r, v, vps, 0, m, mps, KI_GEMM_NR, valid, 1, 0,
+                            (oc + KI_OV_MV - 1) / KI_OV_MV, priv, priv + KI_WINO_H_UFLOATS);
+        }
+        for (int64_t pos = 0; pos < r->npos && !c->wino_h; pos++) {
             if (c->wino_ov) {
-                int64_t valid = r->tg.tiles - tb < KI_GEMM_NR ? r->tg.tiles - tb : KI_GEMM_NR;
                 wino_products_ov(r, pos, v + pos * vps, m + pos * mps, KI_GEMM_NR, valid, 0,
                                  (oc + KI_OV_MV - 1) / KI_OV_MV);
             } else {
@@ -216,7 +369,7 @@ static void wino_blocked_run(const wino_run *r, const float *x, float *y, const 
 /* Shared: the team splits each step over the whole image (see KI_WINO_BLOCKED). Call from
  * every thread of the team. */
 static void wino_shared_run(const wino_run *r, const float *x, float *y, const float *res,
-                            float *vbuf)
+                            float *vbuf, float *priv)
 {
     const ki_conv2d *c = r->c;
     const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
@@ -230,7 +383,13 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
                    ic * KI_GEMM_NR, vps);
     }
     const int64_t nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
-    if (c->wino_ov) {
+    if (c->wino_h) {
+#pragma omp for schedule(static)
+        for (int64_t ob = 0; ob < nob; ob++) {
+            wino_products_h(r, vbuf, vps, KI_GEMM_NR * ic, mbuf, mps, tp, r->tg.tiles, np, ob,
+                            ob + 1, priv, priv + KI_WINO_H_UFLOATS);
+        }
+    } else if (c->wino_ov) {
 #pragma omp for schedule(static)
         for (int64_t item = 0; item < r->npos * nob; item++) {
             int64_t pos = item / nob, ob = item % nob;
@@ -285,12 +444,13 @@ void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const f
         const float *res_post = c->ep.res_after ? res : NULL; /* after the activation */
 #pragma omp parallel num_threads(ex->n_threads)
         {
+            int tid = omp_get_thread_num(), nth = omp_get_num_threads();
+            float *priv = c->wino_h ? wino_private(ex, r.np, blocked, tid, nth) : NULL;
             if (blocked) {
-                int tid = omp_get_thread_num();
                 float *v = (float *)((char *)ex->workspace + (size_t)tid * ex->ws_per_thread);
-                wino_blocked_run(&r, x, y, res_tr, v, tid, omp_get_num_threads());
+                wino_blocked_run(&r, x, y, res_tr, v, priv, tid, nth);
             } else {
-                wino_shared_run(&r, x, y, res_tr, ex->workspace);
+                wino_shared_run(&r, x, y, res_tr, ex->workspace, priv);
             }
             if (post) {
 #pragma omp barrier

@@ -224,7 +224,8 @@ static void run_variant(const ki_conv2d *c, const ki_conv2d_geom *g, int p, ki_g
     ki_conv2d cc = *c;
     ki_conv2d_set_isa(&cc, isa);
     size_t ws = ki_conv2d_workspace_for(&cc, g, p, th);
-    ki_exec ex = { th, ws ? malloc(ws * (size_t)th) : NULL, ws };
+    /* 64-byte aligned, as the session's workspace */
+    ki_exec ex = { th, ws ? aligned_alloc(64, (ws * (size_t)th + 63) / 64 * 64) : NULL, ws };
     omp_set_num_threads(th);
     ki_conv2d_run(&cc, g, p, x, out, &ex);
     free(ex.workspace);
@@ -565,7 +566,10 @@ static void test_release_weights(void **unused)
  * right and bottom, planes smaller than a tile), paddings 0..2 on each side, batches, channel
  * counts off the micro-kernel's 8-row tiles, bias, fused residual and the activations in and after
  * the output transform; with every transform/micro-kernel pair this CPU runs, 1 and 2 threads
- * bitwise equal. Its error is that of 36-term sums in float: within 2e-4 here. */
+ * bitwise equal. Every fifth seed F(2x2) with U formed from binary16 weights per block of input
+ * channels (ki_conv2d_wino_prepare_h), up to 150 input channels (several blocks, the last one
+ * partial) and one to several panels (blocked and shared runs). Its error is that of 36-term
+ * sums in float: within 2e-4 here. */
 static void test_winograd_vs_ref(void **unused)
 {
     (void)unused;
@@ -576,8 +580,10 @@ static void test_winograd_vs_ref(void **unused)
     int runs = 0;
     for (uint64_t seed = 1; seed <= 60; seed++) {
         uint64_t s = seed * 0xD1B54A32D192ED03ull;
-        int64_t n = trng_int(&s, 1, 2), ic = trng_int(&s, 1, 40), oc = trng_int(&s, 1, 40);
-        int64_t h = trng_int(&s, 1, 30), w = trng_int(&s, 1, 70), p[4];
+        const bool wh = seed % 5 == 4;
+        int64_t n = trng_int(&s, 1, 2), ic = trng_int(&s, 1, wh ? 150 : 40);
+        int64_t oc = trng_int(&s, 1, 40), h = trng_int(&s, 1, wh ? 14 : 30);
+        int64_t w = trng_int(&s, 1, wh ? 40 : 70), p[4];
         for (int i = 0; i < 4; i++) {
             p[i] = trng_int(&s, 0, 2);
         }
@@ -585,6 +591,9 @@ static void test_winograd_vs_ref(void **unused)
         float *wt = malloc(nw * sizeof *wt), *b = malloc((size_t)oc * sizeof *b);
         float *x = malloc(nx * sizeof *x);
         trng_fill(&s, wt, nw), trng_fill(&s, b, (size_t)oc), trng_fill(&s, x, nx);
+        for (size_t i = 0; i < nw && wh; i++) {
+            wt[i] = roundf(wt[i] * 256.0f) / 256.0f; /* binary16 values */
+        }
         top t;
         conv_op(&t, ic, oc, 3, 3, 1, wt, seed % 2 ? b : NULL);
         top_ints(&t, "padding", 4, p);
@@ -594,7 +603,13 @@ static void test_winograd_vs_ref(void **unused)
         assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
         ki_conv2d *c = st;
         const int wm = seed % 5 < 3 ? 4 : 2;
-        assert_int_equal(ki_conv2d_wino_prepare(c, wm, seed % 2 == 0, &err), KI_OK);
+        if (wh) {
+            assert_int_equal(ki_conv2d_wino_prepare_h(c, &err), KI_OK);
+            assert_non_null(c->wino_h);
+            assert_null(c->wino_u);
+        } else {
+            assert_int_equal(ki_conv2d_wino_prepare(c, wm, seed % 2 == 0, &err), KI_OK);
+        }
         assert_int_equal(c->wino_m, wm);
         c->ep.act = acts[seed % 4];
         ki_conv2d_geom g;
@@ -667,6 +682,23 @@ static void test_wino_xforms_avx512(void **unused)
         ki_wino_output_ref(mm, n, qr, r, &tg, tb, te, 0.25f, lo, hi);
         assert_memory_equal(qa, qr, (size_t)(oh * ow) * 4);
         free(x), free(va), free(vr), free(mm), free(res), free(qa), free(qr);
+        /* U of F(2x2) from binary16 weights: kc input channels, positions 16 * kc + 3 apart
+         * (unaligned), binary16 values including subnormals and infinities (not NaN, which the
+         * weights never are: ki_half_exact) */
+        const int64_t kc = trng_int(&s, 1, 70), ps = kc * KI_OV_MV + 3, nu = 16 * ps;
+        uint16_t *gh = malloc((size_t)(kc * 9 * KI_OV_MV) * sizeof *gh);
+        for (int64_t i = 0; i < kc * 9 * KI_OV_MV; i++) {
+            gh[i] = (uint16_t)(trng_next(&s) >> 48);
+            if ((gh[i] & 0x7C00) == 0x7C00 && (gh[i] & 0x3FF)) {
+                gh[i] &= 0xFC00; /* a NaN made an infinity */
+            }
+        }
+        float *ua = malloc((size_t)nu * 4), *ur = malloc((size_t)nu * 4);
+        memset(ua, 0x5A, (size_t)nu * 4), memset(ur, 0x5A, (size_t)nu * 4);
+        ki_wino_hu_avx512(gh, kc, ua, ps);
+        ki_wino_hu_ref(gh, kc, ur, ps);
+        assert_memory_equal(ua, ur, (size_t)nu * 4);
+        free(gh), free(ua), free(ur);
     }
 }
 
@@ -724,31 +756,35 @@ static void test_winograd_choice(void **unused)
     assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
     assert_null(((ki_conv2d *)st)->wino_u);
     ops->destroy(st);
-    /* binary16 weights at 8 x 8, 2.25 MiB as float32: the OV path keeps them as such instead of
-     * Winograd; the same values in 16 channels (too few bytes) still get Winograd */
+    /* binary16 weights, 2.25 MiB as float32: kept as such, at 8 x 8 for F(2x2) with U formed
+     * from them, at 4 x 4 (4 tiles) for the OV path; the same values in 16 channels (too few
+     * bytes) get Winograd on float32 U */
     const int64_t nb16 = 256 * 256 * 9;
     float *w16 = malloc((size_t)nb16 * sizeof *w16);
     for (int64_t i = 0; i < nb16; i++) {
         w16[i] = (float)(i % 7) * 0.25f - 0.5f;
     }
-    ki_shape d256 = ki_shape_make(4, (const int64_t[]){ 1, 256, 8, 8 });
-    for (int v = 0; v < 2; v++) {
-        const int64_t ch = v == 0 ? 256 : 16;
+    ki_shape d256[2] = { ki_shape_make(4, (const int64_t[]){ 1, 256, 8, 8 }),
+                         ki_shape_make(4, (const int64_t[]){ 1, 256, 4, 4 }) };
+    for (int v = 0; v < 3; v++) {
+        const int64_t ch = v < 2 ? 256 : 16;
         conv_op(&t, ch, ch, 3, 3, 1, w16, NULL);
         top_ints(&t, "padding", 2, (const int64_t[]){ 1, 1 });
-        t.d.input_decl = v == 0 ? &d256 : &decl[2];
+        t.d.input_decl = v < 2 ? &d256[v] : &decl[2];
         assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
         ki_conv2d *c = st;
-        if (ov && v == 0) {
+        if (ov && v < 2) {
             assert_null(c->wino_u);
-            assert_non_null(c->ov_h);
             assert_null(c->ov_a);
+            assert_int_equal(c->wino_h != NULL, v == 0);
+            assert_int_equal(c->ov_h != NULL, v == 1);
             ki_conv2d_geom g;
-            assert_int_equal(ki_conv2d_geom_make(c, &d256, &g, &err), KI_OK);
-            assert_int_equal(ki_conv2d_pick(c, &g), KI_CONV2D_OV);
+            assert_int_equal(ki_conv2d_geom_make(c, &d256[v], &g, &err), KI_OK);
+            assert_int_equal(ki_conv2d_pick(c, &g), v == 0 ? KI_CONV2D_WINO : KI_CONV2D_OV);
         } else {
-            assert_int_equal(c->wino_u != NULL, ov);
+            assert_int_equal(c->wino_u != NULL, ov && v == 2);
             assert_null(c->ov_h);
+            assert_null(c->wino_h);
         }
         ops->destroy(st);
     }
