@@ -265,6 +265,15 @@ static void wino_products_ov(const wino_run *r, int64_t pos, const float *vpanel
     }
 }
 
+/* The columns of panel p that hold tiles (of `tiles` from panel 0) and their OV block width. */
+static int64_t panel_cols(int64_t tiles, int64_t p, int64_t *pw)
+{
+    int64_t valid = tiles - p * KI_GEMM_NR;
+    valid = valid < KI_GEMM_NR ? valid : KI_GEMM_NR;
+    *pw = ki_conv2d_ov_pw(valid);
+    return valid;
+}
+
 /* The products with wino_h of panels 0..npan-1 from vpanel (vpp floats apart, vps per position,
  * in x 32 each; `tiles` valid columns from the first) for channel blocks [ob0, ob1) into mcol
  * (KI_GEMM_NR columns per panel, mps per position, row stride ldm). Per block of KI_WINO_H_KC
@@ -293,9 +302,7 @@ static void wino_products_h(const wino_run *r, const float *vpanel, int64_t vps,
                     __builtin_prefetch(nx + b);
                 }
                 for (int64_t p = 0; p < npan; p++) {
-                    int64_t valid = tiles - p * KI_GEMM_NR, pw;
-                    valid = valid < KI_GEMM_NR ? valid : KI_GEMM_NR;
-                    pw = ki_conv2d_ov_pw(valid);
+                    int64_t pw, valid = panel_cols(tiles, p, &pw);
                     for (int64_t j0 = 0; j0 < valid; j0 += pw) {
                         int64_t nr = valid - j0 < pw ? valid - j0 : pw;
                         c->ov_uk(kc, u + pos * ups,
@@ -309,9 +316,7 @@ static void wino_products_h(const wino_run *r, const float *vpanel, int64_t vps,
         int64_t rows = oc - ob * KI_OV_MV < KI_OV_MV ? oc - ob * KI_OV_MV : KI_OV_MV;
         for (int64_t pos = 0; pos < KI_WINO_H_NPOS; pos++) {
             for (int64_t p = 0; p < npan; p++) {
-                int64_t valid = tiles - p * KI_GEMM_NR, pw;
-                valid = valid < KI_GEMM_NR ? valid : KI_GEMM_NR;
-                pw = ki_conv2d_ov_pw(valid);
+                int64_t pw, valid = panel_cols(tiles, p, &pw);
                 for (int64_t j0 = 0; j0 < valid; j0 += pw) {
                     int64_t nr = valid - j0 < pw ? valid - j0 : pw;
                     c->ov_st(t + pos * tps + (p * KI_GEMM_NR + j0) * KI_OV_MV, rows, nr,
