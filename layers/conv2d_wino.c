@@ -207,12 +207,14 @@ size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int
 
 /* This thread's U and OV tiles for wino_h: the end of its own slice when blocked; else the end
  * of the team's workspace, past the shared V and M. */
-static float *wino_private(const ki_exec *ex, int64_t np, bool blocked, int tid, int nth)
+static float *wino_private(const ki_exec *ex, int64_t np, bool blocked, int tid)
 {
     char *w = ex->workspace;
-    size_t hb = wino_h_bytes(blocked ? 1 : np);
+    size_t hb = wino_h_bytes(blocked ? 1 : np), nt = ex->n_threads > 0 ? (size_t)ex->n_threads : 1;
+    /* counted from the workspace's end for the team it was sized for (a smaller team's V and M
+     * still fill the whole shared part) */
     size_t at = blocked ? ((size_t)tid + 1) * ex->ws_per_thread - hb
-                        : (size_t)nth * ex->ws_per_thread - ((size_t)tid + 1) * hb;
+                        : nt * ex->ws_per_thread - ((size_t)tid + 1) * hb;
     return (float *)(void *)(w + at);
 }
 
@@ -450,7 +452,7 @@ void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const f
 #pragma omp parallel num_threads(ex->n_threads)
         {
             int tid = omp_get_thread_num(), nth = omp_get_num_threads();
-            float *priv = c->wino_h ? wino_private(ex, r.np, blocked, tid, nth) : NULL;
+            float *priv = c->wino_h ? wino_private(ex, r.np, blocked, tid) : NULL;
             if (blocked) {
                 float *v = (float *)((char *)ex->workspace + (size_t)tid * ex->ws_per_thread);
                 wino_blocked_run(&r, x, y, res_tr, v, priv, tid, nth);
