@@ -246,6 +246,12 @@ static void wino_products(const wino_run *r, int64_t pos, const float *vpos, flo
     ki_gemm_panels(&ga, p0, cnt, vpos + p0 * c->in_ch * KI_GEMM_NR);
 }
 
+/* The columns of panel p that hold tiles, of `tiles` from panel 0. */
+static int64_t panel_valid(int64_t tiles, int64_t p)
+{
+    return tiles - p * KI_GEMM_NR < KI_GEMM_NR ? tiles - p * KI_GEMM_NR : KI_GEMM_NR;
+}
+
 /* The same with the OV layout of U ([pos][channel block][in][32]) and the OV micro-kernel, for
  * channel blocks [ob0, ob1) and the first `valid` columns of one panel vpanel (in x 32): the
  * columns in blocks of up to KI_OV_PW_MAX, each tile transposed into mcol (row stride ldm). */
@@ -270,8 +276,7 @@ static void wino_products_ov(const wino_run *r, int64_t pos, const float *vpanel
 /* The columns of panel p that hold tiles (of `tiles` from panel 0) and their OV block width. */
 static int64_t panel_cols(int64_t tiles, int64_t p, int64_t *pw)
 {
-    int64_t valid = tiles - p * KI_GEMM_NR;
-    valid = valid < KI_GEMM_NR ? valid : KI_GEMM_NR;
+    int64_t valid = panel_valid(tiles, p);
     *pw = ki_conv2d_ov_pw(valid);
     return valid;
 }
@@ -280,7 +285,7 @@ static int64_t panel_cols(int64_t tiles, int64_t p, int64_t *pw)
  * in x 32 each; `tiles` valid columns from the first) for channel blocks [ob0, ob1) into mcol
  * (KI_GEMM_NR columns per panel, mps per position, row stride ldm). Per block of KI_WINO_H_KC
  * input channels U is formed for all 16 positions in u, and the OV tiles of every position and
- * panel, kept in t (wino_h_floats), take that block's sums. */
+ * panel, kept in t (see wino_h_bytes), take that block's sums. */
 static void wino_products_h(const wino_run *r, const float *vpanel, int64_t vps, int64_t vpp,
                             float *mcol, int64_t mps, int64_t ldm, int64_t tiles, int64_t npan,
                             int64_t ob0, int64_t ob1, float *u, float *t)
@@ -354,7 +359,7 @@ static void wino_blocked_run(const wino_run *r, const float *x, float *y, const 
             c->wino_in(x + ch * hw, r->g->in.h, r->g->in.w, &r->tg, tb, te, v + ch * KI_GEMM_NR, 0,
                        vps);
         }
-        int64_t valid = r->tg.tiles - tb < KI_GEMM_NR ? r->tg.tiles - tb : KI_GEMM_NR;
+        const int64_t valid = panel_valid(r->tg.tiles, p);
         if (c->wino_h) {
             wino_products_h(r, v, vps, 0, m, mps, KI_GEMM_NR, valid, 1, 0,
                             (oc + KI_OV_MV - 1) / KI_OV_MV, priv, priv + KI_WINO_H_UFLOATS);
@@ -401,10 +406,9 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
         for (int64_t item = 0; item < r->npos * nob; item++) {
             int64_t pos = item / nob, ob = item % nob;
             for (int64_t p = 0; p < np; p++) {
-                int64_t valid = r->tg.tiles - p * KI_GEMM_NR;
                 wino_products_ov(r, pos, vbuf + pos * vps + p * KI_GEMM_NR * ic,
-                                 mbuf + pos * mps + p * KI_GEMM_NR, tp,
-                                 valid < KI_GEMM_NR ? valid : KI_GEMM_NR, ob, ob + 1);
+                                 mbuf + pos * mps + p * KI_GEMM_NR, tp, panel_valid(r->tg.tiles, p),
+                                 ob, ob + 1);
             }
         }
     } else {

@@ -633,11 +633,11 @@ static void test_winograd_vs_ref(void **unused)
     assert_true(runs >= 100);
 }
 
-/* The AVX-512 Winograd transforms (patches gathered and tiles stored by runs of tiles along a
- * tile row) against the plain ones, bit for bit: F(4x4) and F(2x2), odd planes (tiles past the
- * right and bottom edges, planes narrower than a tile, tile rows of 1-23 tiles so a group of 16
- * lanes holds up to 16 runs), paddings 0..2, tile ranges from a later panel, a residual or none,
- * clamps, and NaN / infinite products. */
+/* The AVX-512 Winograd transforms (by tile rows, in registers) against the plain ones, bit for
+ * bit: F(4x4) and F(2x2), odd planes (tiles past the right and bottom edges, planes narrower than
+ * a tile, tile rows of 1-23 tiles so a group of 16 lanes holds up to 16 runs), paddings 0..2,
+ * tile ranges from a later panel, a residual or none, clamps, and NaN / infinite products; and
+ * the forming of F(2x2) U from binary16 weights. */
 static void test_wino_xforms_avx512(void **unused)
 {
     (void)unused;
