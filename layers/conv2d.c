@@ -424,6 +424,20 @@ static ki_status conv_shape(const void *state, const ki_shape *in, int n_in, ki_
         return KI_FAIL(err, KI_ERR_INTERNAL, "wrong input/output count");
     }
     ki_status st = ki_conv2d_geom_make(c, &in[0], &g, err);
+    ki_conv2d_geom dg;
+    if (st == KI_OK && c->dwf) {
+        /* the depthwise layer's output; the 1x1 layer runs its GEMM tiles */
+        ki_shape mid = ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch, g.oh, g.ow);
+        st = ki_conv2d_geom_make(c->dwf, &mid, &dg, err);
+        if (st == KI_OK) {
+            out[0] = ki_cv_nchw_shape(g.in.batched, g.in.n, c->dwf->out_ch, dg.oh, dg.ow);
+        }
+        if (st == KI_OK && ki_conv2d_pwdw_workspace(c, &g) == 0) {
+            st = KI_FAIL(err, KI_ERR_LIMIT, "input %s is too large",
+                         ki_shape_str(&in[0], a, sizeof a));
+        }
+        return st;
+    }
     if (st == KI_OK) {
         out[0] = c->pool ? ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch,
                                             ki_conv2d_pool_dim(g.oh), ki_conv2d_pool_dim(g.ow))
@@ -569,6 +583,9 @@ static size_t conv_workspace(const void *state, const ki_shape *in, int n_in, co
     if (c->pool) {
         return ki_conv2d_direct_pool_workspace(c, &g);
     }
+    if (c->dwf) {
+        return ki_conv2d_pwdw_workspace(c, &g);
+    }
     return ki_conv2d_workspace_for(c, &g, ki_conv2d_pick(c, &g), n_threads);
 }
 
@@ -587,6 +604,14 @@ static ki_status conv_forward(const void *state, const ki_tensor *in, int n_in, 
             return KI_ERR_INTERNAL;
         }
         ki_conv2d_forward_direct_pool(&c, &g, in[0].data, out[0].data, ex);
+        return KI_OK;
+    }
+    if (c.dwf) {
+        size_t ws = ki_conv2d_pwdw_workspace(&c, &g);
+        if (ws == 0 || ws > ex->ws_per_thread) {
+            return KI_ERR_INTERNAL;
+        }
+        ki_conv2d_forward_pwdw(&c, &g, in[0].data, out[0].data, ex);
         return KI_OK;
     }
     ki_conv2d_path p = ki_conv2d_pick(&c, &g);
@@ -645,6 +670,7 @@ static void conv_destroy(void *state)
 {
     ki_conv2d *c = state;
     if (c) {
+        conv_destroy(c->dwf);
         free(c->wino_u);
         free(c->wino_h);
         free(c->ov_a);
@@ -686,6 +712,35 @@ static bool is_pool3s2(const ki_op_desc *op)
            d[0] == 1 && d[1] == 1 && !ceil && !idx;
 }
 
+/* Whether the 1x1 layer c may run band by band with next, an nn.Conv2d (ki_conv2d_forward_pwdw):
+ * c runs the GEMM on its original weights with nothing fused but its activation, the depthwise
+ * band kernel runs on this CPU, and the param file declares next's input (c's output) at
+ * KI_PWDW_MIN_BYTES or more: smaller ones stay in L2 between the layers anyway. */
+static bool pwdw_pays(const ki_conv2d *c, const ki_op_desc *next)
+{
+    const ki_shape *d = declared_input(next);
+    int64_t bytes = sizeof(float);
+    if (strcmp(next->type, "nn.Conv2d") != 0 || !c->dw_avx512 || !ki_conv2d_is_pointwise(c) ||
+        c->groups != 1 || !c->weight || c->residual || c->ov_a || c->ov_h || c->wino_u ||
+        c->wino_h || !d) {
+        return false;
+    }
+    for (int i = d->ndim - 3; i < d->ndim; i++) {
+        if (!ki_ckd_mul_i64(&bytes, bytes, d->d[i] >= 0 ? d->d[i] : c->out_ch)) {
+            return false;
+        }
+    }
+    return bytes >= KI_PWDW_MIN_BYTES;
+}
+
+/* Whether d (next, created) is a depthwise layer over c's output channels that the band kernel
+ * runs. */
+static bool pwdw_takes(const ki_conv2d *c, const ki_conv2d *d)
+{
+    return d->weight && !d->residual && d->groups == c->out_ch && d->in_ch == c->out_ch &&
+           d->out_ch == c->out_ch && ki_conv2d_dw_in_place(d);
+}
+
 /* Absorbs a following activation into the output epilogue (see ki_cv_fuse_act), or a residual
  * add: before any activation (bias, + residual, then the activation absorbed after it) or after
  * the activation absorbed (bias, the activation, + residual: ep.res_after). */
@@ -694,6 +749,28 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
     ki_conv2d *c = state;
     if (c->pool) {
         return false; /* the pool is the last thing the layer does */
+    }
+    if (c->dwf) { /* after the depthwise layer only its activation, of a kind its kernel applies */
+        ki_conv2d t = *c->dwf;
+        if (next->n_inputs != 1 || slot != 0 || !ki_cv_fuse_act(&t.ep, next) ||
+            !ki_conv2d_dw3_avx512_ok(&t)) {
+            return false;
+        }
+        c->dwf->ep = t.ep;
+        return true;
+    }
+    if (slot == 0 && next->n_inputs == 1 && pwdw_pays(c, next)) {
+        void *d = NULL;
+        ki_error e;
+        if (conv_create(next, &d, &e) != KI_OK) {
+            return false;
+        }
+        c->dwf = d;
+        if (!pwdw_takes(c, c->dwf)) {
+            conv_destroy(c->dwf);
+            c->dwf = NULL;
+        }
+        return c->dwf != NULL;
     }
     if (is_pool3s2(next)) {
         /* on the direct path (resnet's stem), whose rows it pools from L2 */

@@ -62,6 +62,9 @@ typedef struct ki_conv2d {
     ki_cv_epilogue ep;
     bool residual; /* fuse() absorbed `add(@0,@1)`: a second input of the output's shape */
     bool pool;     /* fuse() absorbed a 3x3 stride-2 max pool padded by 1 (direct path only) */
+    /* fuse() absorbed the 3x3 depthwise layer after this 1x1 one (and that layer's clamp-type
+     * activation): its state (owned), run band by band with this one (ki_conv2d_forward_pwdw) */
+    struct ki_conv2d *dwf;
     /* Per run, on forward's copy of the state: that input's data (NULL in the model's state) */
     const float *res;
     /* Kernels chosen for this CPU at create (tests may force others): */
@@ -238,6 +241,19 @@ size_t ki_conv2d_direct_pool_workspace(const ki_conv2d *c, const ki_conv2d_geom 
 void ki_conv2d_forward_direct_pool(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                    float *restrict out, const ki_exec *ex);
 
+/* conv2d_pwdw.c: a 1x1 layer (one group, its original weights) and the 3x3 depthwise layer
+ * c->dwf after it, a band of the depthwise layer's output rows at a time: each thread computes
+ * the 1x1 layer's rows the band reads into its slice of the workspace, in L2, and the depthwise
+ * kernel (ki_conv2d_dw3_band_avx512) reads them there, so the 1x1 layer's output is never
+ * written to memory. Bytes of in-between data that make it pay (declared, at load): */
+#define KI_PWDW_MIN_BYTES (1024 * 1024)
+/* The depthwise layer's geometry for the 1x1 layer's geometry g; workspace bytes per thread (0
+ * when too large); the kernel (out: the depthwise layer's output). */
+bool ki_conv2d_pwdw_geom(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_geom *dg);
+size_t ki_conv2d_pwdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g);
+void ki_conv2d_forward_pwdw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                            float *restrict out, const ki_exec *ex);
+
 /* conv2d_pack_avx512.c: whether c's kernel is 3 wide with stride 2 across, no dilation across
  * and zero padding; the packing of ki_conv2d_pack_cols (use_col) for such layers. */
 bool ki_conv2d_pack3s2_ok(const ki_conv2d *c);
@@ -251,6 +267,14 @@ void ki_conv2d_pack3s2_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const
 bool ki_conv2d_dw3_avx512_ok(const ki_conv2d *c);
 void ki_conv2d_dw3_planes_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                  int64_t p0, int64_t p1, float *restrict out);
+/* Output rows [y0, y1) of channels [c0, c1) of one image (out: its output, channel stride
+ * oh * ow) from a band of its input: channel ch's rows row0, row0 + 1, ... at band + ch * cstride
+ * (row stride g->in.w), which must hold every row inside the plane that those output rows read
+ * (ki_conv2d_forward_pwdw). Fewer than four rows go a row at a time. Bias and the clamp are
+ * applied at the store; no residual. */
+void ki_conv2d_dw3_band_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band,
+                               int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0,
+                               int64_t y1, float *restrict out);
 /* Whether the depthwise path runs that kernel on the planes in place (no workspace). */
 static inline bool ki_conv2d_dw_in_place(const ki_conv2d *c)
 {

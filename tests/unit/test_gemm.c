@@ -522,6 +522,97 @@ static void test_pool_fuse(void **unused)
     }
 }
 
+/* A 3x3 depthwise layer over ch channels, stride st, padding 1, its input declared as decl. */
+static void dw_conv(top *t, int64_t ch, int64_t st, const float *w, const float *b,
+                    const ki_shape *decl)
+{
+    top_conv_like(t, "nn.Conv2d", ch, ch, 3, 3, ch, w, b);
+    top_ints2(t, "stride", st, st);
+    top_ints2(t, "padding", 1, 1);
+    t->d.input_decl = decl;
+}
+
+/* With AVX-512, a 1x1 layer takes the 3x3 depthwise layer after it (and that layer's ReLU6) when
+ * the param file declares the data between them at KI_PWDW_MIN_BYTES or more: the fused layer
+ * equals 1x1 + ReLU6, then depthwise + ReLU6, bit for bit, whatever the size (several bands per
+ * thread whose rows carry over, a thread's last band shorter than four rows, planes of fewer
+ * than four rows, odd widths, batch 2), at strides 1 and 2, on 1-3 threads. Refused: data
+ * declared smaller or not at all, a depthwise layer over other channels, a SiLU after it (its
+ * kernel applies clamps only), a residual add. */
+static void test_pwdw_fuse(void **unused)
+{
+    (void)unused;
+    enum { IC = 24, CH = 40 };
+    static float w1[CH * IC], b1[CH], w2[CH * 9], b2[CH], x[IC * 40 * 200];
+    static const int64_t sizes[][4] = { { 1, IC, 40, 200 }, { 2, IC, 30, 34 }, { 1, IC, 3, 9 },
+                                        { 1, IC, 17, 16 },  { 2, IC, 1, 5 },   { 1, IC, 61, 37 },
+                                        { 1, IC, 14, 14 } };
+    uint64_t s = 17;
+    trng_fill(&s, w1, sizeof w1 / 4), trng_fill(&s, b1, CH);
+    trng_fill(&s, w2, sizeof w2 / 4), trng_fill(&s, b2, CH);
+    const int64_t big[4] = { 1, CH, 200, 200 }, small[4] = { 1, CH, 20, 20 };
+    const ki_shape decl = ki_shape_make(4, big), decl_small = ki_shape_make(4, small);
+    top pw, r1, r2, silu, dw, other;
+    top_conv_like(&pw, "nn.Conv2d", IC, CH, 1, 1, 1, w1, b1);
+    top_init(&r1, "nn.ReLU6", 1, 1);
+    top_init(&r2, "nn.ReLU6", 1, 1);
+    top_init(&silu, "nn.SiLU", 1, 1);
+    const bool avx512 = __builtin_cpu_supports("avx512f");
+    for (int64_t st = 1; st <= 2; st++) {
+        const ki_layer_ops *ops;
+        void *plain, *pdw, *fused, *t;
+        ki_error err = { 0 };
+        /* the refusals */
+        assert_int_equal(top_create(&pw, &ops, &t, &err), KI_OK);
+        dw_conv(&dw, CH, st, w2, b2, &decl_small);
+        assert_false(ops->fuse(t, &dw.d, 0));
+        dw_conv(&dw, CH, st, w2, b2, NULL);
+        assert_false(ops->fuse(t, &dw.d, 0));
+        top_conv_like(&other, "nn.Conv2d", CH / 2, CH / 2, 3, 3, CH / 2, w2, b2);
+        other.d.input_decl = &decl;
+        assert_false(ops->fuse(t, &other.d, 0));
+        dw_conv(&dw, CH, st, w2, b2, &decl);
+        assert_true(ops->fuse(t, &r1.d, 0));
+        assert_int_equal(ops->fuse(t, &dw.d, 0), avx512);
+        if (avx512) {
+            assert_false(ops->fuse(t, &silu.d, 0));
+        }
+        ops->destroy(t);
+        /* the fused layer against the two */
+        assert_int_equal(top_create(&pw, &ops, &plain, &err), KI_OK);
+        assert_int_equal(top_create(&dw, &ops, &pdw, &err), KI_OK);
+        assert_int_equal(top_create(&pw, &ops, &fused, &err), KI_OK);
+        assert_true(ops->fuse(plain, &r1.d, 0));
+        assert_true(ops->fuse(pdw, &r2.d, 0));
+        assert_true(ops->fuse(fused, &r1.d, 0));
+        if (!avx512) {
+            assert_false(ops->fuse(fused, &dw.d, 0));
+            ops->destroy(plain), ops->destroy(pdw), ops->destroy(fused);
+            continue;
+        }
+        assert_true(ops->fuse(fused, &dw.d, 0));
+        assert_true(ops->fuse(fused, &r2.d, 0));
+        assert_false(ops->fuse(fused, &r2.d, 0)); /* one activation */
+        for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+            ki_tensor in = { ki_shape_make(4, sizes[z]), x }, mid, want, out;
+            trng_fill(&s, x, (size_t)ki_shape_count(&in.shape));
+            for (int th = 1; th <= 3; th++) {
+                assert_int_equal(top_run(ops, plain, &in, 1, &mid, 1, th, &err), KI_OK);
+                assert_int_equal(top_run(ops, pdw, &mid, 1, &want, 1, th, &err), KI_OK);
+                assert_int_equal(top_run(ops, fused, &in, 1, &out, 1, th, &err), KI_OK);
+                assert_true(ki_shape_equal(&out.shape, &want.shape));
+                int64_t n = ki_shape_count(&want.shape);
+                if (memcmp(out.data, want.data, (size_t)n * sizeof(float)) != 0) {
+                    fail_msg("stride %lld size %zu threads %d: fused differs", (long long)st, z,
+                             th);
+                }
+                free(mid.data), free(want.data), free(out.data);
+            }
+        }
+        ops->destroy(plain), ops->destroy(pdw), ops->destroy(fused);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -532,7 +623,7 @@ int main(void)
         cmocka_unit_test(test_epilogue_avx512_same),
         cmocka_unit_test(test_transpose_avx512), cmocka_unit_test(test_fuse_hook),
         cmocka_unit_test(test_residual_fuse),      cmocka_unit_test(test_linear_fuse),
-        cmocka_unit_test(test_pool_fuse),
+        cmocka_unit_test(test_pool_fuse),          cmocka_unit_test(test_pwdw_fuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

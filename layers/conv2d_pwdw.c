@@ -1,0 +1,174 @@
+/* conv2d_pwdw.c - a 1x1 convolution and the 3x3 depthwise convolution after it (mobilenet's
+ * inverted residual blocks: the expansion, its activation, the depthwise layer), a band of rows
+ * at a time. On its own the expansion writes its whole output (mobilenet_v2's 16 -> 96 at
+ * 112 x 112: 4.8 MB) to L3 or memory and the depthwise layer reads it straight back; here each
+ * thread computes the expansion's rows that a band of the depthwise layer's output rows reads
+ * into its slice of the workspace (a few hundred KB, in L2), runs the depthwise kernel on them
+ * there, and keeps the band's last rows for the next band (they are its first). The expanded
+ * tensor never exists whole.
+ *
+ * The expansion runs the same GEMM tiles as the unfused layer (the same operations per value) and
+ * the depthwise kernel the same blocks, so the results equal the two layers' bit for bit. Taken
+ * by nn.Conv2d's fuse() (conv2d.c) with AVX-512 only (the depthwise band kernel). */
+#include <omp.h>
+#include <string.h>
+
+#include "conv2d.h"
+
+/* Bytes a band's expanded rows may take: with the band's input and output it stays in L2. */
+#define PWDW_BAND_BYTES (384 * 1024)
+
+/* Panels multiplied together: their B (k rows of 4 x 32 floats) stays in L1 while every row tile
+ * of the 1x1 layer's weights runs over it (in place, B's rows are k streams of a band that is
+ * larger than L1). */
+#define PWDW_GROUP 4
+
+/* A thread's band: up to `band` output rows of the depthwise layer (a multiple of 4), which read
+ * up to `cap` of its input rows, each channel's rows `cstride` floats apart in the buffer. */
+typedef struct pwdw_plan {
+    int64_t band, cap, cstride;
+    size_t buf_bytes, total; /* the band buffer, and with the packed partial panel after it */
+} pwdw_plan;
+
+/* Input rows that `rows` output rows of the 3x3 layer d read, at most h. */
+static int64_t rows_read(const ki_conv2d *d, int64_t rows, int64_t h)
+{
+    int64_t n = (rows - 1) * d->sh + 3;
+    return n < h ? n : h;
+}
+
+static bool plan_of(const ki_conv2d *c, const ki_conv2d_geom *dg, pwdw_plan *p)
+{
+    const ki_conv2d *d = c->dwf;
+    const int64_t w = dg->in.w, h = dg->in.h, ch = c->out_ch;
+    int64_t row_bytes, cs;
+    size_t pack;
+    if (!ki_ckd_mul_i64(&row_bytes, ch * (int64_t)sizeof(float), w)) {
+        return false;
+    }
+    p->band = 4;
+    while (p->band < dg->oh && rows_read(d, p->band + 4, h) * row_bytes <= PWDW_BAND_BYTES) {
+        p->band += 4;
+    }
+    p->cap = rows_read(d, p->band, h);
+    /* channels a whole number of pages apart would put the GEMM tile's eight rows in one L1 set */
+    if (!ki_ckd_mul_i64(&cs, p->cap, w) || !ki_ckd_add_i64(&cs, cs, 15)) {
+        return false;
+    }
+    cs = cs / 16 * 16;
+    p->cstride = cs % 1024 == 0 ? cs + 16 : cs;
+    return ki_ckd_mul(&p->buf_bytes, (size_t)p->cstride, (size_t)ch * sizeof(float)) &&
+           ki_ckd_mul(&pack, (size_t)c->in_ch, PWDW_GROUP * KI_GEMM_NR * sizeof(float)) &&
+           ki_ckd_add(&p->total, p->buf_bytes, pack) && p->total <= SIZE_MAX - 63;
+}
+
+bool ki_conv2d_pwdw_geom(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_geom *dg)
+{
+    ki_shape mid = ki_cv_nchw_shape(g->in.batched, g->in.n, c->out_ch, g->oh, g->ow);
+    return c->dwf && ki_conv2d_geom_make(c->dwf, &mid, dg, NULL) == KI_OK;
+}
+
+size_t ki_conv2d_pwdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    ki_conv2d_geom dg;
+    pwdw_plan p;
+    if (!ki_conv2d_pwdw_geom(c, g, &dg) || !plan_of(c, &dg, &p)) {
+        return 0;
+    }
+    return (p.total + 63) / 64 * 64;
+}
+
+/* Rows [r0, r1) of the expansion of image x (its input) into dst (channel stride ldc), a group
+ * of panels at a time: the full 32-pixel panels read in place, a last partial one packed into
+ * its slot in `pack` (PWDW_GROUP panels). */
+static void expand(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t r0,
+                   int64_t r1, float *dst, int64_t ldc, float *pack)
+{
+    const int64_t w = g->in.w, n = (r1 - r0) * w, np = (n + KI_GEMM_NR - 1) / KI_GEMM_NR;
+    const float *b = x + r0 * w;
+    ki_gemm_args ga = { .m = c->out_ch,
+                        .n = n,
+                        .k = c->in_ch,
+                        .a = c->weight,
+                        .lda = c->in_ch,
+                        .bp = pack,
+                        .c = dst,
+                        .ldc = ldc,
+                        .ep = &c->ep,
+                        .epf = c->epf,
+                        .uk = c->uk,
+                        .bin = b,
+                        .ldb = g->in.h * w };
+    for (int64_t p0 = 0; p0 < np; p0 += PWDW_GROUP) {
+        const int64_t cnt = np - p0 < PWDW_GROUP ? np - p0 : PWDW_GROUP, last = p0 + cnt - 1;
+        if ((last + 1) * KI_GEMM_NR > n) {
+            ki_conv2d_pack_cols(c, g, false, b, last * KI_GEMM_NR, n - last * KI_GEMM_NR, c->in_ch,
+                                KI_GEMM_NR, pack + (cnt - 1) * KI_GEMM_NR * c->in_ch);
+        }
+        ki_gemm_panels(&ga, p0, cnt, pack);
+    }
+}
+
+/* Rows [y0, y1) of one image's depthwise output, a band at a time, through buf. */
+static void rows_of_image(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv2d_geom *dg,
+                          const pwdw_plan *p, const float *x, int64_t y0, int64_t y1, float *buf,
+                          float *pack, float *out)
+{
+    const ki_conv2d *d = c->dwf;
+    const int64_t w = dg->in.w, h = dg->in.h, k = c->in_ch, ch = c->out_ch;
+    const int64_t hw = g->in.h * g->in.w;
+    int64_t have0 = 0, have1 = 0; /* input rows [have0, have1) are in buf */
+    /* equal bands of at most p->band rows (a short last one would go a row at a time) */
+    const int64_t len = y1 - y0, nb = (len + p->band - 1) / p->band;
+    for (int64_t j = 0, yb = y0, ye; j < nb; j++, yb = ye) {
+        ye = y0 + len * (j + 1) / nb;
+        int64_t lo = yb * d->sh - d->pt, hi = lo + rows_read(d, ye - yb, INT64_MAX);
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > h ? h : hi;
+        int64_t from = lo;
+        if (have0 <= lo && lo < have1) { /* the band before's last rows are this one's first */
+            for (int64_t q = 0; q < ch && lo > have0; q++) {
+                float *row = buf + q * p->cstride;
+                memmove(row, row + (lo - have0) * w, (size_t)((have1 - lo) * w) * sizeof *row);
+            }
+            from = have1;
+        }
+        if (from < hi) {
+            expand(c, g, x, from, hi, buf + (from - lo) * w, p->cstride, pack);
+        }
+        have0 = lo, have1 = hi > from ? hi : from;
+        /* the depthwise layer in k pieces of channels, each asking for one input plane's rows
+         * of the next band (k planes are k read streams, more than the prefetchers follow) */
+        const int64_t next = (y0 + len * (j + 2) / nb - 1) * d->sh - d->pt + 3;
+        const int64_t nhi = next > h ? h : next;
+        for (int64_t i = 0; i < k; i++) {
+            if (j + 1 < nb && nhi > have1) {
+                ki_cv_prefetch_l2(x + i * hw + have1 * w, (nhi - have1) * w);
+            }
+            ki_conv2d_dw3_band_avx512(d, dg, buf, lo, p->cstride, ch * i / k, ch * (i + 1) / k, yb,
+                                      ye, out);
+        }
+    }
+}
+
+void ki_conv2d_forward_pwdw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                            float *restrict out, const ki_exec *ex)
+{
+    ki_conv2d_geom dg;
+    pwdw_plan p;
+    if (!ki_conv2d_pwdw_geom(c, g, &dg) || !plan_of(c, &dg, &p)) {
+        return; /* conv_forward checked the workspace */
+    }
+    const int64_t oh = dg.oh, ohw = oh * dg.ow, hw = g->in.h * g->in.w;
+#pragma omp parallel num_threads(ex->n_threads)
+    {
+        const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+        float *buf = (float *)((char *)ex->workspace + (size_t)tid * ex->ws_per_thread);
+        float *pack = (float *)((char *)buf + p.buf_bytes);
+        const int64_t y0 = oh * tid / nt, y1 = oh * (tid + 1) / nt; /* each thread a run of rows */
+        for (int64_t n = 0; n < g->in.n && y0 < y1; n++) {
+            rows_of_image(c, g, &dg, &p, in + n * c->in_ch * hw, y0, y1, buf, pack,
+                          out + n * c->out_ch * ohw);
+        }
+    }
+}
