@@ -128,6 +128,57 @@ static void mm_op(top *t, const char *type, const char *k0, const char *k1)
     t->in_keys[1] = k1;
 }
 
+/* A classifier declared one row with 2 MiB or more of weights that are all exactly binary16
+ * values keeps them as binary16 (with AVX-512): the same outputs, bit for bit, as the float32
+ * layer (the same products in the same order), for one row and, row by row, for three (against
+ * the float32 layer's sgemm within rounding), at 1 and 2 threads. Weights with one value that is
+ * not binary16 stay float32 (the same outputs too). */
+static void test_linear_half(void **unused)
+{
+    (void)unused;
+    enum { IN = 603, OUT = 1001 }; /* 2.4 MB; odd sizes reach every tail of the dot product */
+    float *w = malloc(sizeof(float) * IN * OUT), *b = malloc(sizeof(float) * OUT);
+    float *x = malloc(sizeof(float) * 3 * IN);
+    uint64_t s = 5;
+    trng_fill(&s, x, 3 * IN), trng_fill(&s, b, OUT);
+    for (int i = 0; i < IN * OUT; i++) { /* multiples of 2^-10 in [-2, 2): binary16 values */
+        w[i] = (float)(trng_int(&s, -2048, 2047)) / 1024.0f;
+    }
+    const int64_t one[2] = { 1, IN };
+    const ki_shape decl = ki_shape_make(2, one);
+    for (int exact = 1; exact >= 0; exact--) {
+        if (!exact) {
+            w[IN * OUT / 2] = 1.0f / 3.0f;
+        }
+        top plain, half;
+        linear_op(&plain, IN, OUT, w, b);
+        linear_op(&half, IN, OUT, w, b);
+        half.d.input_decl = &decl;
+        const ki_layer_ops *ops;
+        void *ps, *hs;
+        ki_error err = { 0 };
+        assert_int_equal(top_create(&plain, &ops, &ps, &err), KI_OK);
+        assert_int_equal(top_create(&half, &ops, &hs, &err), KI_OK);
+        for (int64_t rows = 1; rows <= 3; rows += 2) {
+            const int64_t d[2] = { rows, IN };
+            ki_tensor in = { ki_shape_make(2, d), x }, want, out;
+            for (int th = 1; th <= 2; th++) {
+                assert_int_equal(top_run(ops, ps, &in, 1, &want, 1, th, &err), KI_OK);
+                assert_int_equal(top_run(ops, hs, &in, 1, &out, 1, th, &err), KI_OK);
+                if (rows == 1) {
+                    assert_memory_equal(out.data, want.data, sizeof(float) * OUT);
+                } else {
+                    assert_true(tclose(out.data, want.data, (size_t)(rows * OUT), 1e-4f, 1e-4f) <
+                                0);
+                }
+                free(want.data), free(out.data);
+            }
+        }
+        ops->destroy(ps), ops->destroy(hs);
+    }
+    free(w), free(b), free(x);
+}
+
 static void test_matmul_hand(void **unused)
 {
     (void)unused;
@@ -239,6 +290,7 @@ int main(void)
         cmocka_unit_test(test_linear_hand),   cmocka_unit_test(test_linear_errors),
         cmocka_unit_test(test_linear_random), cmocka_unit_test(test_matmul_hand),
         cmocka_unit_test(test_matmul_errors), cmocka_unit_test(test_matmul_random),
+        cmocka_unit_test(test_linear_half),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
