@@ -712,17 +712,19 @@ static bool is_pool3s2(const ki_op_desc *op)
            d[0] == 1 && d[1] == 1 && !ceil && !idx;
 }
 
-/* Whether the 1x1 layer c may run band by band with next, an nn.Conv2d (ki_conv2d_forward_pwdw):
- * c runs the GEMM on its original weights with nothing fused but its activation, the depthwise
- * band kernel runs on this CPU, and the param file declares next's input (c's output) at
- * KI_PWDW_MIN_BYTES or more: smaller ones stay in L2 between the layers anyway. */
+/* Whether c may run band by band with next, an nn.Conv2d (ki_conv2d_forward_pwdw): c is a 1x1
+ * layer that runs the GEMM on its original weights or a layer on the direct path (a stem), with
+ * nothing fused but its activation, the depthwise band kernel runs on this CPU, and the param
+ * file declares next's input (c's output) at KI_PWDW_MIN_BYTES or more: smaller ones stay in L2
+ * between the layers anyway. */
 static bool pwdw_pays(const ki_conv2d *c, const ki_op_desc *next)
 {
     const ki_shape *d = declared_input(next);
     int64_t bytes = sizeof(float);
-    if (strcmp(next->type, "nn.Conv2d") != 0 || !c->dw_avx512 || !ki_conv2d_is_pointwise(c) ||
-        c->groups != 1 || !c->weight || c->residual || c->ov_a || c->ov_h || c->wino_u ||
-        c->wino_h || !d) {
+    const bool pw = ki_conv2d_is_pointwise(c) && !c->ov_a && !c->ov_h;
+    const bool direct = c->direct_avx512 && ki_conv2d_direct_shape_ok(c);
+    if (strcmp(next->type, "nn.Conv2d") != 0 || !c->dw_avx512 || !(pw || direct) ||
+        c->groups != 1 || !c->weight || c->residual || c->wino_u || c->wino_h || !d) {
         return false;
     }
     for (int i = d->ndim - 3; i < d->ndim; i++) {

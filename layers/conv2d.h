@@ -232,6 +232,13 @@ bool ki_conv2d_direct_shape_ok(const ki_conv2d *c);
 size_t ki_conv2d_direct_workspace(const ki_conv2d *c);
 void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                               float *restrict out, const ki_exec *ex);
+/* The direct path's weights packed into wp (ki_conv2d_direct_workspace bytes); then output rows
+ * [r0, r1) of image n, every channel, into dst (row r at dst + (r - r0) * ow, channels cstride
+ * apart), with the epilogue but no residual (ki_conv2d_forward_pwdw). */
+void ki_conv2d_direct_pack(const ki_conv2d *c, float *restrict wp);
+void ki_conv2d_direct_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                           const float *wp, int64_t n, int64_t r0, int64_t r1, float *restrict dst,
+                           int64_t cstride);
 /* The direct path with the max pool of c->pool after it (resnet's stem): each thread computes a
  * band of the convolution's rows for every channel into its slice of the workspace (the bytes
  * of ki_conv2d_direct_pool_workspace per thread) and pools it from L2 into out, of the pool's
@@ -241,11 +248,12 @@ size_t ki_conv2d_direct_pool_workspace(const ki_conv2d *c, const ki_conv2d_geom 
 void ki_conv2d_forward_direct_pool(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                    float *restrict out, const ki_exec *ex);
 
-/* conv2d_pwdw.c: a 1x1 layer (one group, its original weights) and the 3x3 depthwise layer
- * c->dwf after it, a band of the depthwise layer's output rows at a time: each thread computes
- * the 1x1 layer's rows the band reads into its slice of the workspace, in L2, and the depthwise
- * kernel (ki_conv2d_dw3_band_avx512) reads them there, so the 1x1 layer's output is never
- * written to memory. Bytes of in-between data that make it pay (declared, at load): */
+/* conv2d_pwdw.c: a 1x1 layer (one group, its original weights) or a layer on the direct path (a
+ * stem), and the 3x3 depthwise layer c->dwf after it, a band of the depthwise layer's output rows
+ * at a time: each thread computes the first layer's rows the band reads into its slice of the
+ * workspace, in L2, and the depthwise kernel (ki_conv2d_dw3_band_avx512) reads them there, so the
+ * first layer's output is never written to memory. Bytes of in-between data that make it pay
+ * (declared, at load): */
 #define KI_PWDW_MIN_BYTES (1024 * 1024)
 /* The depthwise layer's geometry for the 1x1 layer's geometry g; workspace bytes per thread (0
  * when too large); the kernel (out: the depthwise layer's output). */

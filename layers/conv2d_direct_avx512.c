@@ -216,6 +216,20 @@ void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const
     }
 }
 
+void ki_conv2d_direct_pack(const ki_conv2d *c, float *restrict wp)
+{
+    pack_weights(c, wp);
+}
+
+void ki_conv2d_direct_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                           const float *wp, int64_t n, int64_t r0, int64_t r1, float *restrict dst,
+                           int64_t cstride)
+{
+    for (int64_t r = r0; r < r1; r++) {
+        row(c, g, in, wp, n, r, dst + (r - r0) * g->ow, NULL, cstride);
+    }
+}
+
 /* Pooled rows per band of the fused max pool: its 2 * 4 + 1 convolution rows of 64 channels of
  * 112 columns (resnet's stem) take 258 KB of L2. */
 #define POOL_BAND 4

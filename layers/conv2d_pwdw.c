@@ -1,15 +1,17 @@
 /* conv2d_pwdw.c - a 1x1 convolution and the 3x3 depthwise convolution after it (mobilenet's
  * inverted residual blocks: the expansion, its activation, the depthwise layer), a band of rows
- * at a time. On its own the expansion writes its whole output (mobilenet_v2's 16 -> 96 at
- * 112 x 112: 4.8 MB) to L3 or memory and the depthwise layer reads it straight back; here each
- * thread computes the expansion's rows that a band of the depthwise layer's output rows reads
- * into its slice of the workspace (a few hundred KB, in L2), runs the depthwise kernel on them
- * there, and keeps the band's last rows for the next band (they are its first). The expanded
- * tensor never exists whole.
+ * at a time; the same for a stem on the direct path and the depthwise layer after it. On its own
+ * the expansion writes its whole output (mobilenet_v2's 16 -> 96 at 112 x 112: 4.8 MB) to L3 or
+ * memory and the depthwise layer reads it straight back; here each thread computes the
+ * expansion's rows that a band of the depthwise layer's output rows reads into its slice of the
+ * workspace (a few hundred KB, in L2), runs the depthwise kernel on them there, and keeps the
+ * band's last rows for the next band (they are its first). The expanded tensor never exists
+ * whole.
  *
- * The expansion runs the same GEMM tiles as the unfused layer (the same operations per value) and
- * the depthwise kernel the same blocks, so the results equal the two layers' bit for bit. Taken
- * by nn.Conv2d's fuse() (conv2d.c) with AVX-512 only (the depthwise band kernel). */
+ * The first layer runs the same GEMM tiles (or direct-path rows) as on its own (the same
+ * operations per value) and the depthwise kernel the same blocks, so the results equal the two
+ * layers' bit for bit. Taken by nn.Conv2d's fuse() (conv2d.c) with AVX-512 only (the depthwise
+ * band kernel). */
 #include <omp.h>
 #include <string.h>
 
@@ -57,8 +59,14 @@ static bool plan_of(const ki_conv2d *c, const ki_conv2d_geom *dg, pwdw_plan *p)
     }
     cs = cs / 16 * 16;
     p->cstride = cs % 1024 == 0 ? cs + 16 : cs;
+    if (ki_conv2d_is_pointwise(c)) { /* a group of panels, the last one maybe packed */
+        if (!ki_ckd_mul(&pack, (size_t)c->in_ch, PWDW_GROUP * KI_GEMM_NR * sizeof(float))) {
+            return false;
+        }
+    } else if ((pack = ki_conv2d_direct_workspace(c)) == 0) { /* the packed weights */
+        return false;
+    }
     return ki_ckd_mul(&p->buf_bytes, (size_t)p->cstride, (size_t)ch * sizeof(float)) &&
-           ki_ckd_mul(&pack, (size_t)c->in_ch, PWDW_GROUP * KI_GEMM_NR * sizeof(float)) &&
            ki_ckd_add(&p->total, p->buf_bytes, pack) && p->total <= SIZE_MAX - 63;
 }
 
@@ -109,11 +117,14 @@ static void expand(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, 
     }
 }
 
-/* Rows [y0, y1) of one image's depthwise output, a band at a time, through buf. */
+/* Rows [y0, y1) of image n's depthwise output, a band at a time, through buf (pack: the 1x1
+ * layer's panel slots or the direct path's packed weights). */
 static void rows_of_image(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv2d_geom *dg,
-                          const pwdw_plan *p, const float *x, int64_t y0, int64_t y1, float *buf,
-                          float *pack, float *out)
+                          const pwdw_plan *p, const float *in, int64_t n, int64_t y0, int64_t y1,
+                          float *buf, float *pack, float *out)
 {
+    const bool pw = ki_conv2d_is_pointwise(c);
+    const float *x = in + n * c->in_ch * g->in.h * g->in.w;
     const ki_conv2d *d = c->dwf;
     const int64_t w = dg->in.w, h = dg->in.h, k = c->in_ch, ch = c->out_ch;
     const int64_t hw = g->in.h * g->in.w;
@@ -133,16 +144,19 @@ static void rows_of_image(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_
             }
             from = have1;
         }
-        if (from < hi) {
+        if (from < hi && pw) {
             expand(c, g, x, from, hi, buf + (from - lo) * w, p->cstride, pack);
+        } else if (from < hi) {
+            ki_conv2d_direct_rows(c, g, in, pack, n, from, hi, buf + (from - lo) * w, p->cstride);
         }
         have0 = lo, have1 = hi > from ? hi : from;
         /* the depthwise layer in k pieces of channels, each asking for one input plane's rows
-         * of the next band (k planes are k read streams, more than the prefetchers follow) */
+         * of the next band (a 1x1 layer's k planes are k read streams, more than the
+         * prefetchers follow) */
         const int64_t next = (y0 + len * (j + 2) / nb - 1) * d->sh - d->pt + 3;
         const int64_t nhi = next > h ? h : next;
         for (int64_t i = 0; i < k; i++) {
-            if (j + 1 < nb && nhi > have1) {
+            if (pw && j + 1 < nb && nhi > have1) {
                 ki_cv_prefetch_l2(x + i * hw + have1 * w, (nhi - have1) * w);
             }
             ki_conv2d_dw3_band_avx512(d, dg, buf, lo, p->cstride, ch * i / k, ch * (i + 1) / k, yb,
@@ -159,16 +173,18 @@ void ki_conv2d_forward_pwdw(const ki_conv2d *c, const ki_conv2d_geom *g, const f
     if (!ki_conv2d_pwdw_geom(c, g, &dg) || !plan_of(c, &dg, &p)) {
         return; /* conv_forward checked the workspace */
     }
-    const int64_t oh = dg.oh, ohw = oh * dg.ow, hw = g->in.h * g->in.w;
+    const int64_t oh = dg.oh, ohw = oh * dg.ow;
 #pragma omp parallel num_threads(ex->n_threads)
     {
         const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
         float *buf = (float *)((char *)ex->workspace + (size_t)tid * ex->ws_per_thread);
         float *pack = (float *)((char *)buf + p.buf_bytes);
         const int64_t y0 = oh * tid / nt, y1 = oh * (tid + 1) / nt; /* each thread a run of rows */
+        if (!ki_conv2d_is_pointwise(c)) {
+            ki_conv2d_direct_pack(c, pack); /* each thread its own copy: no barrier */
+        }
         for (int64_t n = 0; n < g->in.n && y0 < y1; n++) {
-            rows_of_image(c, g, &dg, &p, in + n * c->in_ch * hw, y0, y1, buf, pack,
-                          out + n * c->out_ch * ohw);
+            rows_of_image(c, g, &dg, &p, in, n, y0, y1, buf, pack, out + n * c->out_ch * ohw);
         }
     }
 }

@@ -532,9 +532,10 @@ static void dw_conv(top *t, int64_t ch, int64_t st, const float *w, const float 
     t->d.input_decl = decl;
 }
 
-/* With AVX-512, a 1x1 layer takes the 3x3 depthwise layer after it (and that layer's ReLU6) when
- * the param file declares the data between them at KI_PWDW_MIN_BYTES or more: the fused layer
- * equals 1x1 + ReLU6, then depthwise + ReLU6, bit for bit, whatever the size (several bands per
+/* With AVX-512, a 1x1 layer or a stem on the direct path takes the 3x3 depthwise layer after it
+ * (and that layer's ReLU6) when the param file declares the data between them at
+ * KI_PWDW_MIN_BYTES or more: the fused layer equals the first + ReLU6, then depthwise + ReLU6,
+ * bit for bit, whatever the size (several bands per
  * thread whose rows carry over, a thread's last band shorter than four rows, planes of fewer
  * than four rows, odd widths, batch 2), at strides 1 and 2, on 1-3 threads. Refused: data
  * declared smaller or not at all, a depthwise layer over other channels, a SiLU after it (its
@@ -543,27 +544,30 @@ static void test_pwdw_fuse(void **unused)
 {
     (void)unused;
     enum { IC = 24, CH = 40 };
-    static float w1[CH * IC], b1[CH], w2[CH * 9], b2[CH], x[IC * 40 * 200];
+    static float w1[CH * IC], b1[CH], w2[CH * 9], b2[CH], ws[CH * 3 * 9], x[IC * 80 * 400];
     static const int64_t sizes[][4] = { { 1, IC, 40, 200 }, { 2, IC, 30, 34 }, { 1, IC, 3, 9 },
                                         { 1, IC, 17, 16 },  { 2, IC, 1, 5 },   { 1, IC, 61, 37 },
-                                        { 1, IC, 14, 14 } };
+                                        { 1, IC, 14, 14 },  { 1, IC, 80, 400 } };
     uint64_t s = 17;
     trng_fill(&s, w1, sizeof w1 / 4), trng_fill(&s, b1, CH);
-    trng_fill(&s, w2, sizeof w2 / 4), trng_fill(&s, b2, CH);
+    trng_fill(&s, w2, sizeof w2 / 4), trng_fill(&s, b2, CH), trng_fill(&s, ws, sizeof ws / 4);
     const int64_t big[4] = { 1, CH, 200, 200 }, small[4] = { 1, CH, 20, 20 };
     const ki_shape decl = ki_shape_make(4, big), decl_small = ki_shape_make(4, small);
-    top pw, r1, r2, silu, dw, other;
+    top pw, stem, r1, r2, silu, dw, other;
     top_conv_like(&pw, "nn.Conv2d", IC, CH, 1, 1, 1, w1, b1);
+    stem_conv(&stem, 3, CH, 3, ws, b1); /* 3 -> 40 channels, 3x3 stride 2: the direct path */
     top_init(&r1, "nn.ReLU6", 1, 1);
     top_init(&r2, "nn.ReLU6", 1, 1);
     top_init(&silu, "nn.SiLU", 1, 1);
     const bool avx512 = __builtin_cpu_supports("avx512f");
-    for (int64_t st = 1; st <= 2; st++) {
+    for (int64_t q = 0; q < 4; q++) {
+        const int64_t st = q % 2 + 1, ic = q < 2 ? IC : 3;
+        const top *first = q < 2 ? &pw : &stem;
         const ki_layer_ops *ops;
         void *plain, *pdw, *fused, *t;
         ki_error err = { 0 };
         /* the refusals */
-        assert_int_equal(top_create(&pw, &ops, &t, &err), KI_OK);
+        assert_int_equal(top_create(first, &ops, &t, &err), KI_OK);
         dw_conv(&dw, CH, st, w2, b2, &decl_small);
         assert_false(ops->fuse(t, &dw.d, 0));
         dw_conv(&dw, CH, st, w2, b2, NULL);
@@ -579,9 +583,9 @@ static void test_pwdw_fuse(void **unused)
         }
         ops->destroy(t);
         /* the fused layer against the two */
-        assert_int_equal(top_create(&pw, &ops, &plain, &err), KI_OK);
+        assert_int_equal(top_create(first, &ops, &plain, &err), KI_OK);
         assert_int_equal(top_create(&dw, &ops, &pdw, &err), KI_OK);
-        assert_int_equal(top_create(&pw, &ops, &fused, &err), KI_OK);
+        assert_int_equal(top_create(first, &ops, &fused, &err), KI_OK);
         assert_true(ops->fuse(plain, &r1.d, 0));
         assert_true(ops->fuse(pdw, &r2.d, 0));
         assert_true(ops->fuse(fused, &r1.d, 0));
@@ -594,7 +598,8 @@ static void test_pwdw_fuse(void **unused)
         assert_true(ops->fuse(fused, &r2.d, 0));
         assert_false(ops->fuse(fused, &r2.d, 0)); /* one activation */
         for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
-            ki_tensor in = { ki_shape_make(4, sizes[z]), x }, mid, want, out;
+            const int64_t dims[4] = { sizes[z][0], ic, sizes[z][2], sizes[z][3] };
+            ki_tensor in = { ki_shape_make(4, dims), x }, mid, want, out;
             trng_fill(&s, x, (size_t)ki_shape_count(&in.shape));
             for (int th = 1; th <= 3; th++) {
                 assert_int_equal(top_run(ops, plain, &in, 1, &mid, 1, th, &err), KI_OK);
@@ -603,8 +608,7 @@ static void test_pwdw_fuse(void **unused)
                 assert_true(ki_shape_equal(&out.shape, &want.shape));
                 int64_t n = ki_shape_count(&want.shape);
                 if (memcmp(out.data, want.data, (size_t)n * sizeof(float)) != 0) {
-                    fail_msg("stride %lld size %zu threads %d: fused differs", (long long)st, z,
-                             th);
+                    fail_msg("case %lld size %zu threads %d: fused differs", (long long)q, z, th);
                 }
                 free(mid.data), free(want.data), free(out.data);
             }
