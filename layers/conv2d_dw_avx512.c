@@ -160,6 +160,25 @@ static inline int64_t band_share(int64_t floats, int64_t yb, int64_t ye, int64_t
     return floats * ye / oh - *at;
 }
 
+/* The block of `rows` output rows from oy (or, when fewer are left before y1, the block of the last
+ * rows, storing only the rows from oy on), at column block ox; returns the row after it. Only a
+ * block that reaches past the plane's top or bottom checks its rows. */
+static inline __attribute__((always_inline)) int64_t block_at(const dw_plane *d, const ki_conv2d *c,
+                                                              const dw_cols *k, __mmask16 sm, int s,
+                                                              int rows, int64_t oy, int64_t y1,
+                                                              int64_t ox)
+{
+    const int64_t yf = y1 - oy >= rows ? oy : y1 - rows;
+    const int first = (int)(oy - yf);
+    const int64_t iy0 = yf * s - c->pt;
+    if (iy0 >= 0 && iy0 + (rows - 1) * s + 3 <= d->h) {
+        block(d, yf, first, iy0, ox, k, sm, s, rows, false);
+    } else {
+        block(d, yf, first, iy0, ox, k, sm, s, rows, true);
+    }
+    return yf + rows;
+}
+
 /* Output rows [y0, y1) of the plane of d (of oh rows), in bands of DW_BAND rows; in a band, a
  * column block of 16 at a time (its masks computed once) down the rows in blocks of four (at
  * stride 2 eight when there are as many: one thread, 16-25 % faster there, 10-20 % slower at
@@ -197,26 +216,10 @@ static inline __attribute__((always_inline)) void plane(const dw_plane *d, const
                  * new rows (nothing is written twice, so an output that shares the residual's
                  * buffer is safe) */
                 if (s == 2 && y1 - y0 >= 8) {
-                    const int64_t yf = y1 - oy >= 8 ? oy : y1 - 8;
-                    const int first = (int)(oy - yf);
-                    const int64_t iy0 = yf * s - c->pt;
-                    if (iy0 >= 0 && iy0 + 7 * s + 3 <= d->h) {
-                        block(d, yf, first, iy0, ox, &k, sm, s, 8, false);
-                    } else {
-                        block(d, yf, first, iy0, ox, &k, sm, s, 8, true);
-                    }
-                    oy = yf + 8;
-                    continue;
-                }
-                const int64_t yf = y1 - oy >= 4 ? oy : y1 - 4;
-                const int first = (int)(oy - yf);
-                const int64_t iy0 = yf * s - c->pt;
-                if (iy0 >= 0 && iy0 + 3 * s + 3 <= d->h) {
-                    block(d, yf, first, iy0, ox, &k, sm, s, 4, false);
+                    oy = block_at(d, c, &k, sm, s, 8, oy, y1, ox);
                 } else {
-                    block(d, yf, first, iy0, ox, &k, sm, s, 4, true);
+                    oy = block_at(d, c, &k, sm, s, 4, oy, y1, ox);
                 }
-                oy = yf + 4;
             }
         }
     }

@@ -5,6 +5,8 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "linear_dot.h"
+
 float ki_linear_dot_avx2(const float *a, const float *b, int64_t n);
 
 float ki_linear_dot_avx2(const float *a, const float *b, int64_t n)
@@ -20,11 +22,7 @@ float ki_linear_dot_avx2(const float *a, const float *b, int64_t n)
     for (; i + 8 <= n; i += 8) {
         s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
     }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    float r = _mm_cvtss_f32(h);
+    float r = ki_linear_dot_sum(s0, s1, s2, s3);
     for (; i < n; i++) {
         r += a[i] * b[i];
     }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "../core/half.h"
+#include "linear_dot.h"
 
 float ki_linear_dot_h_avx512(const uint16_t *a, const float *b, int64_t n);
 
@@ -38,11 +39,7 @@ float ki_linear_dot_h_avx512(const uint16_t *a, const float *b, int64_t n)
             _mm512_cvtph_ps(_mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(a + i))));
         s0 = _mm256_fmadd_ps(lo8(x), _mm256_loadu_ps(b + i), s0);
     }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    float r = _mm_cvtss_f32(h);
+    float r = ki_linear_dot_sum(s0, s1, s2, s3);
     for (; i < n; i++) {
         r += ki_half_to_float(a[i]) * b[i];
     }
