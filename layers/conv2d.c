@@ -425,10 +425,8 @@ static ki_status conv_shape(const void *state, const ki_shape *in, int n_in, ki_
     }
     ki_status st = ki_conv2d_geom_make(c, &in[0], &g, err);
     ki_conv2d_geom dg;
-    if (st == KI_OK && c->dwf) {
-        /* the depthwise layer's output; the 1x1 layer runs its GEMM tiles */
-        ki_shape mid = ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch, g.oh, g.ow);
-        st = ki_conv2d_geom_make(c->dwf, &mid, &dg, err);
+    if (st == KI_OK && c->dwf) { /* the depthwise layer's output */
+        st = ki_conv2d_pwdw_geom(c, &g, &dg, err);
         if (st == KI_OK) {
             out[0] = ki_cv_nchw_shape(g.in.batched, g.in.n, c->dwf->out_ch, dg.oh, dg.ow);
         }

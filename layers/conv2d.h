@@ -62,8 +62,9 @@ typedef struct ki_conv2d {
     ki_cv_epilogue ep;
     bool residual; /* fuse() absorbed `add(@0,@1)`: a second input of the output's shape */
     bool pool;     /* fuse() absorbed a 3x3 stride-2 max pool padded by 1 (direct path only) */
-    /* fuse() absorbed the 3x3 depthwise layer after this 1x1 one (and that layer's clamp-type
-     * activation): its state (owned), run band by band with this one (ki_conv2d_forward_pwdw) */
+    /* fuse() absorbed the 3x3 depthwise layer after this 1x1 or direct-path one (and that layer's
+     * clamp-type activation): its state (owned), run band by band with this one
+     * (ki_conv2d_forward_pwdw) */
     struct ki_conv2d *dwf;
     /* Per run, on forward's copy of the state: that input's data (NULL in the model's state) */
     const float *res;
@@ -255,9 +256,10 @@ void ki_conv2d_forward_direct_pool(const ki_conv2d *c, const ki_conv2d_geom *g, 
  * first layer's output is never written to memory. Bytes of in-between data that make it pay
  * (declared, at load): */
 #define KI_PWDW_MIN_BYTES (1024 * 1024)
-/* The depthwise layer's geometry for the 1x1 layer's geometry g; workspace bytes per thread (0
+/* The depthwise layer's geometry for the first layer's geometry g; workspace bytes per thread (0
  * when too large); the kernel (out: the depthwise layer's output). */
-bool ki_conv2d_pwdw_geom(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_geom *dg);
+ki_status ki_conv2d_pwdw_geom(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_geom *dg,
+                              ki_error *err);
 size_t ki_conv2d_pwdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g);
 void ki_conv2d_forward_pwdw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex);

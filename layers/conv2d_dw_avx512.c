@@ -225,29 +225,44 @@ static inline __attribute__((always_inline)) void plane(const dw_plane *d, const
     }
 }
 
-void ki_conv2d_dw3_planes_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
-                                 int64_t p0, int64_t p1, float *restrict out)
+/* d's plane geometry and clamp bounds for layer c on geometry g, its input's first row row0; no
+ * residual and nothing to ask for until the caller says so. */
+static inline __attribute__((always_inline)) void plane_init(dw_plane *d, const ki_conv2d *c,
+                                                             const ki_conv2d_geom *g, int64_t row0)
 {
     ki_gemm_fin f;
     ki_gemm_fin_of(&c->ep, 0, NULL, &f);
+    d->h = g->in.h, d->w = g->in.w, d->ow = g->ow, d->row0 = row0;
+    d->lo = _mm512_set1_ps(f.lo), d->hi = _mm512_set1_ps(f.hi);
+    d->res = NULL, d->pf_in = d->pf_out = NULL;
+}
+
+/* Channel ch's nine weights and bias, broadcast into d. */
+static inline __attribute__((always_inline)) void plane_channel(dw_plane *d, const ki_conv2d *c,
+                                                                int64_t ch)
+{
+    const float *wt = c->weight + ch * 9;
+    for (int i = 0; i < 9; i++) {
+        d->w9[i] = _mm512_set1_ps(wt[i]);
+    }
+    d->vb = _mm512_set1_ps(c->ep.bias ? c->ep.bias[ch] : 0.0f);
+}
+
+void ki_conv2d_dw3_planes_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                                 int64_t p0, int64_t p1, float *restrict out)
+{
     const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
     const int s = c->sw == 2 ? 2 : 1;
     const bool big_out = g->in.n * c->in_ch * ohw >= KI_CV_PREFETCH_OUT_MIN;
     dw_plane d;
-    d.h = g->in.h, d.w = g->in.w, d.ow = g->ow, d.row0 = 0;
-    d.lo = _mm512_set1_ps(f.lo), d.hi = _mm512_set1_ps(f.hi);
+    plane_init(&d, c, g, 0);
     for (int64_t p = p0; p < p1; p++) {
-        const int64_t ch = p % c->in_ch;
-        const float *wt = c->weight + ch * 9;
-        for (int i = 0; i < 9; i++) {
-            d.w9[i] = _mm512_set1_ps(wt[i]);
-        }
-        d.vb = _mm512_set1_ps(c->ep.bias ? c->ep.bias[ch] : 0.0f);
+        plane_channel(&d, c, p % c->in_ch);
         d.x = in + p * hw, d.o = out + p * ohw;
         d.res = c->res ? c->res + p * ohw : NULL;
         d.pf_in = p + 1 < p1 ? d.x + hw : NULL;
         d.pf_out = p + 1 < p1 && big_out ? d.o + ohw : NULL;
-        if (s == 1) {
+        if (s == 1) { /* the stride a constant in each call */
             plane(&d, c, 0, g->oh, g->oh, 1);
         } else {
             plane(&d, c, 0, g->oh, g->oh, 2);
@@ -259,21 +274,13 @@ void ki_conv2d_dw3_band_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, cons
                                int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0,
                                int64_t y1, float *restrict out)
 {
-    ki_gemm_fin f;
-    ki_gemm_fin_of(&c->ep, 0, NULL, &f);
     const int64_t ohw = g->oh * g->ow, n = (y1 - y0) * g->ow;
     const int s = c->sw == 2 ? 2 : 1;
     const bool big_out = g->in.n * c->in_ch * ohw >= KI_CV_PREFETCH_OUT_MIN;
     dw_plane d;
-    d.h = g->in.h, d.w = g->in.w, d.ow = g->ow, d.row0 = row0;
-    d.lo = _mm512_set1_ps(f.lo), d.hi = _mm512_set1_ps(f.hi);
-    d.res = NULL, d.pf_in = d.pf_out = NULL;
+    plane_init(&d, c, g, row0);
     for (int64_t ch = c0; ch < c1; ch++) {
-        const float *wt = c->weight + ch * 9;
-        for (int i = 0; i < 9; i++) {
-            d.w9[i] = _mm512_set1_ps(wt[i]);
-        }
-        d.vb = _mm512_set1_ps(c->ep.bias ? c->ep.bias[ch] : 0.0f);
+        plane_channel(&d, c, ch);
         d.x = band + ch * cstride, d.o = out + ch * ohw;
         if (big_out && ch + 1 < c1) { /* the next channel's rows of this band */
             ki_cv_prefetch_out(d.o + ohw + y0 * g->ow, n);

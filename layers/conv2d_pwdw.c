@@ -70,17 +70,19 @@ static bool plan_of(const ki_conv2d *c, const ki_conv2d_geom *dg, pwdw_plan *p)
            ki_ckd_add(&p->total, p->buf_bytes, pack) && p->total <= SIZE_MAX - 63;
 }
 
-bool ki_conv2d_pwdw_geom(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_geom *dg)
+ki_status ki_conv2d_pwdw_geom(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_geom *dg,
+                              ki_error *err)
 {
     ki_shape mid = ki_cv_nchw_shape(g->in.batched, g->in.n, c->out_ch, g->oh, g->ow);
-    return c->dwf && ki_conv2d_geom_make(c->dwf, &mid, dg, NULL) == KI_OK;
+    return c->dwf ? ki_conv2d_geom_make(c->dwf, &mid, dg, err)
+                  : KI_FAIL(err, KI_ERR_INTERNAL, "no depthwise layer absorbed");
 }
 
 size_t ki_conv2d_pwdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
     ki_conv2d_geom dg;
     pwdw_plan p;
-    if (!ki_conv2d_pwdw_geom(c, g, &dg) || !plan_of(c, &dg, &p)) {
+    if (ki_conv2d_pwdw_geom(c, g, &dg, NULL) != KI_OK || !plan_of(c, &dg, &p)) {
         return 0;
     }
     return (p.total + 63) / 64 * 64;
@@ -124,10 +126,10 @@ static void rows_of_image(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_
                           float *buf, float *pack, float *out)
 {
     const bool pw = ki_conv2d_is_pointwise(c);
-    const float *x = in + n * c->in_ch * g->in.h * g->in.w;
     const ki_conv2d *d = c->dwf;
     const int64_t w = dg->in.w, h = dg->in.h, k = c->in_ch, ch = c->out_ch;
     const int64_t hw = g->in.h * g->in.w;
+    const float *x = in + n * k * hw;
     int64_t have0 = 0, have1 = 0; /* input rows [have0, have1) are in buf */
     /* equal bands of at most p->band rows (a short last one would go a row at a time) */
     const int64_t len = y1 - y0, nb = (len + p->band - 1) / p->band;
@@ -170,7 +172,7 @@ void ki_conv2d_forward_pwdw(const ki_conv2d *c, const ki_conv2d_geom *g, const f
 {
     ki_conv2d_geom dg;
     pwdw_plan p;
-    if (!ki_conv2d_pwdw_geom(c, g, &dg) || !plan_of(c, &dg, &p)) {
+    if (ki_conv2d_pwdw_geom(c, g, &dg, NULL) != KI_OK || !plan_of(c, &dg, &p)) {
         return; /* conv_forward checked the workspace */
     }
     const int64_t oh = dg.oh, ohw = oh * dg.ow;
