@@ -34,14 +34,20 @@ void ki_bench_print(const ki_bench_result *r, bool json, FILE *f)
         fprintf(f,
                 ",\"input_shape\":\"%s\",\"threads\":%d,\"runs\":%d,\"warmup\":%d,"
                 "\"min_ms\":%.4f,\"median_ms\":%.4f,\"max_ms\":%.4f,\"planned_bytes\":%zu,"
-                "\"weight_bytes\":%zu,\"peak_rss_kb\":%ld",
+                "\"weight_bytes\":%zu,\"peak_rss_kb\":%ld,\"isa\":\"%s\",\"cpu_isa\":\"%s\","
+                "\"l1d_bytes\":%zu,\"l2_bytes\":%zu,\"l3_bytes\":%zu",
                 r->shape, r->threads, r->runs, r->warmup, r->min_ms, r->median_ms, r->max_ms,
-                r->planned_bytes, r->weight_bytes, r->peak_rss_kb);
+                r->planned_bytes, r->weight_bytes, r->peak_rss_kb, ki_isa_name(ki_cpu_isa()),
+                ki_isa_name(ki_cpu_get()->isa), ki_cpu_get()->l1d, ki_cpu_get()->l2,
+                ki_cpu_get()->l3);
         return;
     }
     fprintf(f, "%s %s, %d thread%s: min %.3f  median %.3f  max %.3f ms (%d runs, %d warm-up)\n",
             r->param, r->shape, r->threads, r->threads == 1 ? "" : "s", r->min_ms, r->median_ms,
             r->max_ms, r->runs, r->warmup);
+    char cpu[160];
+    ki_cli_cpu_str(cpu, sizeof cpu);
+    fprintf(f, "isa: %s\n", cpu);
     fprintf(f, "memory: planned %.1f MiB, weights %.1f MiB, peak RSS %.1f MiB\n",
             (double)r->planned_bytes / mib, (double)r->weight_bytes / mib,
             (double)r->peak_rss_kb / 1024.0);

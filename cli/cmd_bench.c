@@ -34,6 +34,8 @@ static void bench_usage(FILE *f)
             "  --runs N           timed runs (default 20)\n"
             "  --warmup N         untimed runs first (default 3)\n"
             "  --threads N        threads (default: all cores, here %d)\n"
+            "  --isa LEVEL        cap the kernels' instruction set: generic, avx2, avx512\n"
+            "                     (default: the best this CPU runs, or KINFER_ISA)\n"
             "  --batch N          batch size for inputs whose first dim is unknown or given\n"
             "  --input-shape S    e.g. 1,3,224,224; repeat once per input (default: the input's\n"
             "                     annotation, '?' read as 1 for the batch and 224 elsewhere)\n"
@@ -80,6 +82,12 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             continue;
         } else if (strcmp(a, "--json") == 0) {
             o->json = true;
+            continue;
+        } else if (next && strcmp(a, "--isa") == 0) {
+            if (!ki_cli_set_isa(next, "bench: --isa")) {
+                return KI_EXIT_USAGE;
+            }
+            i++;
             continue;
         } else if (next && strcmp(a, "--input-shape") == 0 && o->n_shapes < BENCH_MAX_INPUTS &&
                    parse_shape(next, &o->shapes[o->n_shapes])) {

@@ -27,6 +27,8 @@ static void run_usage(FILE *f)
         "  --save-dir DIR     write each output as DIR/out0.npy, out1.npy, ... (float32), and the\n"
         "                     inputs as the model saw them as DIR/in0.npy, ...\n"
         "  --threads N        threads to use (default: all cores, here %d)\n"
+        "  --isa LEVEL        cap the kernels' instruction set: generic, avx2, avx512\n"
+        "                     (default: the best this CPU runs, or KINFER_ISA)\n"
         "  --topk K           classes to show for a classifier (default 5)\n"
         "  --labels FILE      class names, one a line\n"
         "  --mean a,b,c       per-channel mean subtracted after scaling (default 0)\n"
@@ -91,6 +93,8 @@ static int parse_value_opt(const char *a, const char *next, run_opts *o)
             return 0;
         }
         o->task = next;
+    } else if (strcmp(a, "--isa") == 0) {
+        o->isa = next;
     } else if (strcmp(a, "--threads") == 0 && ki_cli_parse_int(next, 1, 1024, &v)) {
         o->threads = (int)v;
     } else if (strcmp(a, "--memory-limit") == 0 && ki_cli_parse_int(next, 1, 1L << 30, &v)) {
@@ -466,6 +470,9 @@ int ki_cli_run(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     char **owned = NULL;
     int n_owned = 0;
+    if (rc == KI_EXIT_OK && o.isa && !ki_cli_set_isa(o.isa, "run: --isa")) {
+        rc = KI_EXIT_USAGE;
+    }
     if (rc == KI_EXIT_OK) {
         rc = expand_dirs(&o, &owned, &n_owned);
     }

@@ -3,6 +3,7 @@
 #ifndef KI_COMMANDS_H
 #define KI_COMMANDS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define KI_EXIT_OK    0
@@ -22,6 +23,14 @@ int ki_cli_parse_int(const char *s, long lo, long hi, long *out);
 /* Sets the OpenMP team size and OpenBLAS's thread count for this process. */
 void ki_cli_set_threads(int n);
 int ki_cli_default_threads(void);
+/* Caps the instruction-set level at the one named s ("generic", "avx2", "avx512"); what names
+ * where s came from (--isa, KINFER_ISA). False, after a message, when s names no level or the CPU
+ * lacks it. Call before loading a model. */
+bool ki_cli_set_isa(const char *s, const char *what);
+/* The KINFER_ISA environment variable, when set: ki_cli_set_isa. */
+bool ki_cli_isa_from_env(void);
+/* "avx2 (CPU: avx512); L1d 48 KiB, L2 2 MiB, L3 260 MiB; 2 cores" for --version and bench. */
+void ki_cli_cpu_str(char *buf, size_t n);
 /* Memory the system can still give us (MemAvailable), in bytes; 0 when unknown. */
 size_t ki_cli_memory_available(void);
 /* Peak resident memory of this process so far, in bytes. */

@@ -24,7 +24,10 @@ static void usage(FILE *f)
         "\n"
         "options:\n"
         "  -h, --help       this help; 'kinfer COMMAND --help' for a command's options\n"
-        "  -V, --version    print the version\n"
+        "  -V, --version    print the version, the instruction-set level in use and the caches\n"
+        "\n"
+        "environment:\n"
+        "  KINFER_ISA=generic|avx2|avx512   cap the kernels' instruction set (--isa overrides)\n"
         "\n"
         "exit status: 0 success, 1 failure (bad model or input), 2 usage error\n",
         KI_VERSION);
@@ -37,12 +40,17 @@ int main(int argc, char **argv)
         return KI_EXIT_USAGE;
     }
     const char *cmd = argv[1];
+    if (!ki_cli_isa_from_env()) {
+        return KI_EXIT_USAGE;
+    }
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return KI_EXIT_OK;
     }
     if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("kinfer %s\n", KI_VERSION);
+        char cpu[160];
+        ki_cli_cpu_str(cpu, sizeof cpu);
+        printf("kinfer %s\nisa: %s\n", KI_VERSION, cpu);
         return KI_EXIT_OK;
     }
     if (strcmp(cmd, "run") == 0) {

@@ -17,6 +17,7 @@ typedef struct run_opts {
     int n_inputs;
     const char *save_dir, *labels_path, *task, *draw;
     int threads, topk;
+    const char *isa; /* --isa, or NULL */
     float conf, iou;
     bool json, letterbox, verbose, have_mean, have_std;
     size_t memory_limit; /* bytes; 0: what the system has available */

@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "../core/kinfer.h"
 #include "commands.h"
 
 void ki_cli_error(const char *fmt, ...)
@@ -69,4 +70,49 @@ size_t ki_cli_peak_rss(void)
 {
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) == 0 ? (size_t)ru.ru_maxrss * 1024 : 0;
+}
+
+bool ki_cli_set_isa(const char *s, const char *what)
+{
+    ki_isa isa;
+    ki_error err = { KI_OK, "" };
+    if (!ki_isa_parse(s, &isa)) {
+        ki_cli_error("%s '%s': not a level (use generic, avx2 or avx512)", what, s);
+        return false;
+    }
+    if (ki_cpu_set_isa(isa, &err) != KI_OK) {
+        ki_cli_error("%s %s: %s", what, s, err.msg);
+        return false;
+    }
+    return true;
+}
+
+bool ki_cli_isa_from_env(void)
+{
+    const char *s = getenv("KINFER_ISA");
+    return !s || !*s || ki_cli_set_isa(s, "KINFER_ISA");
+}
+
+/* "48 KiB", "2 MiB" */
+static void size_str(size_t b, char *buf, size_t n)
+{
+    if (b >= (1u << 20) && b % (1u << 20) == 0) {
+        snprintf(buf, n, "%zu MiB", b >> 20);
+    } else {
+        snprintf(buf, n, "%zu KiB", b >> 10);
+    }
+}
+
+void ki_cli_cpu_str(char *buf, size_t n)
+{
+    const ki_cpu_info *ci = ki_cpu_get();
+    char l1[32], l2[32], l3[32] = "none";
+    size_str(ci->l1d, l1, sizeof l1);
+    size_str(ci->l2, l2, sizeof l2);
+    if (ci->l3) {
+        size_str(ci->l3, l3, sizeof l3);
+    }
+    snprintf(buf, n, "%s (CPU: %s); L1d %s, L2 %s, L3 %s%s; %d cores", ki_isa_name(ki_cpu_isa()),
+             ki_isa_name(ci->isa), l1, l2, l3, ci->caches_read ? "" : " (defaults, not reported)",
+             ci->cores);
 }

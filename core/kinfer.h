@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "cpu.h"
 #include "layer.h"
 #include "status.h"
 #include "tensor.h"

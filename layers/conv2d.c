@@ -167,20 +167,20 @@ ki_status ki_conv2d_alloc_weights(size_t a, size_t b, size_t c, const char *what
     return KI_OK;
 }
 
-void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa)
+void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa)
 {
-    bool avx2 = isa >= KI_GEMM_AVX2 && ki_gemm_ukernel_for(KI_GEMM_AVX2) != NULL;
+    bool avx2 = isa >= KI_ISA_AVX2 && ki_gemm_ukernel_for(KI_ISA_AVX2) != NULL;
     c->uk = ki_gemm_ukernel_for(isa);
     c->uk = c->uk ? c->uk : ki_gemm_ukernel_ref;
-    bool avx512 = isa >= KI_GEMM_AVX512 && ki_gemm_ukernel_for(KI_GEMM_AVX512) != NULL;
+    bool avx512 = isa >= KI_ISA_AVX512 && ki_gemm_ukernel_for(KI_ISA_AVX512) != NULL;
     c->epf = avx512 ? ki_cv_epilogue_avx512 : (avx2 ? ki_cv_epilogue_avx2 : ki_cv_epilogue_ref);
     c->dw_avx2 = avx2;
     c->dw_avx512 = avx2 && avx512;
     c->direct_avx512 = avx512;
     c->gather2 = avx2 ? ki_conv2d_gather2_avx2 : ki_conv2d_gather2_ref;
     c->pack3s2 = avx512 && ki_conv2d_pack3s2_ok(c) ? ki_conv2d_pack3s2_avx512 : NULL;
-    c->wino_in = avx512 ? ki_wino_input_avx512 : ki_wino_input_ref;
-    c->wino_out = avx512 ? ki_wino_output_avx512 : ki_wino_output_ref;
+    c->wino_in = avx512 ? ki_wino_input_avx512 : avx2 ? ki_wino_input_avx2 : ki_wino_input_ref;
+    c->wino_out = avx512 ? ki_wino_output_avx512 : avx2 ? ki_wino_output_avx2 : ki_wino_output_ref;
     c->wino_hu = avx512 ? ki_wino_hu_avx512 : ki_wino_hu_ref;
     c->ov_uk = avx512 ? ki_ov_ukernel_avx512 : ki_ov_ukernel_ref;
     /* vcvtph2ps on zmm is AVX512F itself */
@@ -338,7 +338,7 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
     ki_status st = parse(op, c, err);
-    ki_conv2d_set_isa(c, ki_gemm_best_isa());
+    ki_conv2d_set_isa(c, ki_cpu_isa());
     bool wov = false, wh = false, half = st == KI_OK && half_pays(c);
     int wm = st == KI_OK ? wino_wanted(c, op, half, &wov, &wh) : 0;
     if (wh) {

@@ -323,6 +323,11 @@ void ki_wino_input_ref(const float *p, int64_t h, int64_t w, const ki_wino_tiles
                        int64_t te, float *restrict v, int64_t pan, int64_t pstride);
 void ki_wino_input_avx512(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg, int64_t tb,
                           int64_t te, float *restrict v, int64_t pan, int64_t pstride);
+void ki_wino_input_avx2(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg, int64_t tb,
+                        int64_t te, float *restrict v, int64_t pan, int64_t pstride);
+void ki_wino_output_avx2(const float *m, int64_t pstride, float *q, const float *res,
+                         const ki_wino_tiles *tg, int64_t tb, int64_t te, float b, float lo,
+                         float hi);
 void ki_wino_output_ref(const float *m, int64_t pstride, float *q, const float *res,
                         const ki_wino_tiles *tg, int64_t tb, int64_t te, float b, float lo,
                         float hi);
@@ -367,7 +372,7 @@ void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n);
 void ki_conv2d_gather2_avx2(const float *src, float *restrict d, int64_t n);
 
 /* Sets uk, epf, dw_avx2 and gather2 to the best this CPU runs (isa caps the choice). */
-void ki_conv2d_set_isa(ki_conv2d *c, ki_gemm_isa isa);
+void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa);
 
 /* ---- nn.ConvTranspose2d ---- */
 typedef struct ki_deconv2d {

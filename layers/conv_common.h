@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "../core/ckd.h"
+#include "../core/cpu.h"
 #include "../core/layer.h"
 #include "activation.h"
 

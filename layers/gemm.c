@@ -47,29 +47,17 @@ void ki_cv_epilogue_ref(const ki_cv_epilogue *ep, const float *res, int64_t ch, 
     ki_cv_epilogue_plane_res(ep, res, ch, p, n);
 }
 
-ki_gemm_isa ki_gemm_best_isa(void)
+ki_gemm_ukernel ki_gemm_ukernel_for(ki_isa isa)
 {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) {
-        return KI_GEMM_AVX512;
+    if (isa > ki_cpu_get()->isa) {
+        return NULL;
     }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        return KI_GEMM_AVX2;
-    }
-    return KI_GEMM_REF;
-}
-
-ki_gemm_ukernel ki_gemm_ukernel_for(ki_gemm_isa isa)
-{
-    __builtin_cpu_init();
     switch (isa) {
-    case KI_GEMM_AVX512:
-        return __builtin_cpu_supports("avx512f") ? ki_gemm_ukernel_avx512 : NULL;
-    case KI_GEMM_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-                   ? ki_gemm_ukernel_avx2
-                   : NULL;
-    case KI_GEMM_REF:
+    case KI_ISA_AVX512:
+        return ki_gemm_ukernel_avx512;
+    case KI_ISA_AVX2:
+        return ki_gemm_ukernel_avx2;
+    case KI_ISA_GENERIC:
         break;
     }
     return ki_gemm_ukernel_ref;

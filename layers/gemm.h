@@ -42,11 +42,8 @@ typedef void (*ki_gemm_ukernel)(int64_t kc, const float *const *a, const float *
  * unclamped and the caller applies the activation after the store). */
 bool ki_gemm_fin_of(const ki_cv_epilogue *ep, int64_t ch, const float *res, ki_gemm_fin *fin);
 
-typedef enum ki_gemm_isa { KI_GEMM_REF = 0, KI_GEMM_AVX2, KI_GEMM_AVX512 } ki_gemm_isa;
-
-ki_gemm_isa ki_gemm_best_isa(void);
-/* The kernel for isa, or NULL if this CPU cannot run it. */
-ki_gemm_ukernel ki_gemm_ukernel_for(ki_gemm_isa isa);
+/* The kernel for isa (core/cpu.h), or NULL if this CPU cannot run it. */
+ki_gemm_ukernel ki_gemm_ukernel_for(ki_isa isa);
 
 void ki_gemm_ukernel_ref(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,
                          int64_t ldc, bool acc, const ki_gemm_fin *fin);

@@ -19,44 +19,51 @@ static inline __m256 finish(__m256 v, const ki_gemm_fin *fin, int64_t ldc, int r
     return _mm256_min_ps(_mm256_set1_ps(fin->hi), _mm256_max_ps(_mm256_set1_ps(fin->lo), v));
 }
 
+/* Stores one row of the quarter (two vectors) after the finishing step. */
+static inline void store_row(float *c, int64_t ldc, int r, __m256 v0, __m256 v1,
+                             const ki_gemm_fin *fin)
+{
+    if (fin) {
+        v0 = finish(v0, fin, ldc, r, 0);
+        v1 = finish(v1, fin, ldc, r, 1);
+    }
+    _mm256_storeu_ps(c + r * ldc, v0);
+    _mm256_storeu_ps(c + r * ldc + 8, v1);
+}
+
+/* One 4 x 16 quarter. The accumulators are named variables, not arrays: GCC kept arrays on the
+ * stack and stored every accumulator back each k step (53 % of the FMA peak instead of ~95 %). */
 static void quarter(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,
                     int64_t ldc, bool acc, const ki_gemm_fin *fin)
 {
     const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
-    __m256 c0[2], c1[2], c2[2], c3[2];
-    for (int h = 0; h < 2; h++) {
-        c0[h] = acc ? _mm256_loadu_ps(c + 8 * h) : _mm256_setzero_ps();
-        c1[h] = acc ? _mm256_loadu_ps(c + ldc + 8 * h) : _mm256_setzero_ps();
-        c2[h] = acc ? _mm256_loadu_ps(c + 2 * ldc + 8 * h) : _mm256_setzero_ps();
-        c3[h] = acc ? _mm256_loadu_ps(c + 3 * ldc + 8 * h) : _mm256_setzero_ps();
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00;
+    if (acc) {
+        c00 = _mm256_loadu_ps(c), c01 = _mm256_loadu_ps(c + 8);
+        c10 = _mm256_loadu_ps(c + ldc), c11 = _mm256_loadu_ps(c + ldc + 8);
+        c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
+        c30 = _mm256_loadu_ps(c + 3 * ldc), c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
     }
     for (int64_t k = 0; k < kc; k++) {
         __m256 b0 = _mm256_loadu_ps(b + k * ldb), b1 = _mm256_loadu_ps(b + k * ldb + 8);
         __m256 v = _mm256_broadcast_ss(a0 + k);
-        c0[0] = _mm256_fmadd_ps(v, b0, c0[0]);
-        c0[1] = _mm256_fmadd_ps(v, b1, c0[1]);
+        c00 = _mm256_fmadd_ps(v, b0, c00);
+        c01 = _mm256_fmadd_ps(v, b1, c01);
         v = _mm256_broadcast_ss(a1 + k);
-        c1[0] = _mm256_fmadd_ps(v, b0, c1[0]);
-        c1[1] = _mm256_fmadd_ps(v, b1, c1[1]);
+        c10 = _mm256_fmadd_ps(v, b0, c10);
+        c11 = _mm256_fmadd_ps(v, b1, c11);
         v = _mm256_broadcast_ss(a2 + k);
-        c2[0] = _mm256_fmadd_ps(v, b0, c2[0]);
-        c2[1] = _mm256_fmadd_ps(v, b1, c2[1]);
+        c20 = _mm256_fmadd_ps(v, b0, c20);
+        c21 = _mm256_fmadd_ps(v, b1, c21);
         v = _mm256_broadcast_ss(a3 + k);
-        c3[0] = _mm256_fmadd_ps(v, b0, c3[0]);
-        c3[1] = _mm256_fmadd_ps(v, b1, c3[1]);
+        c30 = _mm256_fmadd_ps(v, b0, c30);
+        c31 = _mm256_fmadd_ps(v, b1, c31);
     }
-    for (int h = 0; fin && h < 2; h++) {
-        c0[h] = finish(c0[h], fin, ldc, 0, h);
-        c1[h] = finish(c1[h], fin, ldc, 1, h);
-        c2[h] = finish(c2[h], fin, ldc, 2, h);
-        c3[h] = finish(c3[h], fin, ldc, 3, h);
-    }
-    for (int h = 0; h < 2; h++) {
-        _mm256_storeu_ps(c + 8 * h, c0[h]);
-        _mm256_storeu_ps(c + ldc + 8 * h, c1[h]);
-        _mm256_storeu_ps(c + 2 * ldc + 8 * h, c2[h]);
-        _mm256_storeu_ps(c + 3 * ldc + 8 * h, c3[h]);
-    }
+    store_row(c, ldc, 0, c00, c01, fin);
+    store_row(c, ldc, 1, c10, c11, fin);
+    store_row(c, ldc, 2, c20, c21, fin);
+    store_row(c, ldc, 3, c30, c31, fin);
 }
 
 void ki_gemm_ukernel_avx2(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,

@@ -93,7 +93,7 @@ static bool one_row_declared(const ki_op_desc *op)
 static ki_status keep_half(linear *l, const ki_op_desc *op, ki_error *err)
 {
     int64_t n;
-    if (!__builtin_cpu_supports("avx512f") || !l->weight || !one_row_declared(op) ||
+    if (ki_cpu_isa() < KI_ISA_AVX512 || !l->weight || !one_row_declared(op) ||
         !ki_ckd_mul_i64(&n, l->out_f, l->in_f) ||
         n < LINEAR_HALF_MIN_BYTES / (int64_t)sizeof(float) ||
         (uint64_t)n > SIZE_MAX / sizeof(uint16_t)) {
@@ -124,9 +124,7 @@ static ki_status linear_create(const ki_op_desc *op, void **state, ki_error *err
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
     ki_status st = parse(op, l, err);
-    __builtin_cpu_init();
-    l->dot = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? ki_linear_dot_avx2
-                                                                             : dot_ref;
+    l->dot = ki_cpu_isa() >= KI_ISA_AVX2 ? ki_linear_dot_avx2 : dot_ref;
     if (st == KI_OK) {
         st = keep_half(l, op, err);
     }

@@ -89,9 +89,8 @@ static ki_status pool_create(const ki_op_desc *op, bool is_max, void **state, ki
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
     p->is_max = is_max;
-    __builtin_cpu_init();
-    p->avx2 = __builtin_cpu_supports("avx2");
-    p->avx512 = __builtin_cpu_supports("avx512f");
+    p->avx2 = ki_cpu_isa() >= KI_ISA_AVX2;
+    p->avx512 = ki_cpu_isa() >= KI_ISA_AVX512;
     ki_status st = parse_windows(op, p, err);
     if (st == KI_OK) {
         st = parse_flags(op, p, err);

@@ -236,7 +236,7 @@ static ki_status yd_create(const ki_op_desc *op, void **state, ki_error *err)
         c->ep.bias = s->lv[i].b;
         /* the raw outputs need the values before the sigmoid; decoding then applies it */
         c->ep.act = (ki_act){ s->raw_outputs ? KI_ACT_NONE : KI_ACT_SIGMOID, 0, 0 };
-        ki_conv2d_set_isa(c, ki_gemm_best_isa());
+        ki_conv2d_set_isa(c, ki_cpu_isa());
     }
     *state = s;
     return KI_OK;

@@ -218,7 +218,7 @@ static void rconf_draw(uint64_t *s, rconf *r)
 static int path_runs[KI_CONV2D_DIRECT + 1];
 
 /* Runs path p with micro-kernel isa on th threads into out. */
-static void run_variant(const ki_conv2d *c, const ki_conv2d_geom *g, int p, ki_gemm_isa isa, int th,
+static void run_variant(const ki_conv2d *c, const ki_conv2d_geom *g, int p, ki_isa isa, int th,
                         const float *x, float *out)
 {
     ki_conv2d cc = *c;
@@ -238,8 +238,8 @@ static int check_variants(const ki_conv2d *c, const ki_conv2d_geom *g, int p, co
                           const float *ref, size_t n, float tol, uint64_t seed)
 {
     static const int th_of[4] = { 1, 2, 2, 2 };
-    const ki_gemm_isa isa_of[4] = { ki_gemm_best_isa(), ki_gemm_best_isa(), KI_GEMM_REF,
-                                    KI_GEMM_AVX2 };
+    const ki_isa isa_of[4] = { ki_cpu_isa(), ki_cpu_isa(), KI_ISA_GENERIC,
+                                    KI_ISA_AVX2 };
     float *out = malloc(n * sizeof *out + 4), *first = malloc(n * sizeof *out + 4);
     int runs = 0;
     for (int v = 0; v < 4; v++) {
@@ -337,7 +337,7 @@ static void test_random_vs_ref(void **unused)
         ops->destroy(st);
         free(w), free(b), free(x);
     }
-    bool avx512 = ki_gemm_ukernel_for(KI_GEMM_AVX512) != NULL; /* the direct path needs it */
+    bool avx512 = ki_gemm_ukernel_for(KI_ISA_AVX512) != NULL; /* the direct path needs it */
     for (int p = KI_CONV2D_GEMM; p <= KI_CONV2D_DIRECT; p++) {
         if (p != KI_CONV2D_WINO && (p != KI_CONV2D_DIRECT || avx512) && path_runs[p] < 20) {
             fail_msg("path %d ran only %d times", p, path_runs[p]);
@@ -366,7 +366,7 @@ static void test_ov_blocks(void **unused)
 static void test_ov_parts(void **unused)
 {
     (void)unused;
-    if (ki_gemm_best_isa() != KI_GEMM_AVX512) {
+    if (ki_cpu_isa() != KI_ISA_AVX512) {
         return; /* the OV path needs AVX-512 */
     }
     static const int64_t ocs[4] = { 32, 96, 32, 96 }, hs[4] = { 14, 7, 14, 7 };
@@ -400,7 +400,7 @@ static void test_ov_parts(void **unused)
         assert_true(v >= 2 ? c->ov_h && !c->ov_a : c->ov_a && !c->ov_h);
         ki_conv2d_forward_ref(c, &g, x, ref);
         for (int th = 1; th <= 4; th++) {
-            run_variant(c, &g, KI_CONV2D_OV, th == 4 ? KI_GEMM_REF : KI_GEMM_AVX512, th == 4 ? 2 : th,
+            run_variant(c, &g, KI_CONV2D_OV, th == 4 ? KI_ISA_GENERIC : KI_ISA_AVX512, th == 4 ? 2 : th,
                         x, out);
             for (int64_t i = 0; i < n_out; i++) {
                 assert_true(fabsf(out[i] - ref[i]) <= 1e-4f * (1.0f + fabsf(ref[i])));
@@ -423,7 +423,7 @@ static void test_ov_parts(void **unused)
 static void test_direct_wide(void **unused)
 {
     (void)unused;
-    if (ki_gemm_best_isa() != KI_GEMM_AVX512) {
+    if (ki_cpu_isa() != KI_ISA_AVX512) {
         return; /* the direct path needs AVX-512 */
     }
     static const int64_t ks[4] = { 3, 6, 7, 5 }, ss[4] = { 2, 2, 2, 1 }, ps[4] = { 1, 2, 3, 2 };
@@ -451,7 +451,7 @@ static void test_direct_wide(void **unused)
         float *ref = malloc(n * 4), *out = malloc(n * 4);
         ki_conv2d_forward_ref(c, &g, x, ref);
         for (int th = 1; th <= 2; th++) {
-            run_variant(c, &g, KI_CONV2D_DIRECT, KI_GEMM_AVX512, th, x, out);
+            run_variant(c, &g, KI_CONV2D_DIRECT, KI_ISA_AVX512, th, x, out);
             for (size_t i = 0; i < n; i++) {
                 assert_true(fabsf(out[i] - ref[i]) <= 1e-4f * (1.0f + fabsf(ref[i])));
             }
@@ -513,7 +513,7 @@ static void test_discard_pages(void **unused)
 static void test_release_weights(void **unused)
 {
     (void)unused;
-    const bool ov = ki_gemm_best_isa() == KI_GEMM_AVX512;
+    const bool ov = ki_cpu_isa() == KI_ISA_AVX512;
     static const int64_t ks[2] = { 3, 1 }, ss[2] = { 1, 2 }, ps[2] = { 1, 0 };
     for (int v = 0; v < 2; v++) {
         const int64_t ic = 48, oc = 40, nw = oc * ic * ks[v] * ks[v];
@@ -641,7 +641,7 @@ static void test_winograd_vs_ref(void **unused)
 static void test_wino_xforms_avx512(void **unused)
 {
     (void)unused;
-    if (!__builtin_cpu_supports("avx512f")) {
+    if (ki_cpu_get()->isa < KI_ISA_AVX512) {
         skip();
     }
     for (uint64_t seed = 1; seed <= 300; seed++) {
@@ -721,7 +721,7 @@ static void test_winograd_choice(void **unused)
                          ki_shape_make(4, (const int64_t[]){ 1, 16, 14, 14 }),
                          ki_shape_make(4, (const int64_t[]){ 1, 16, 8, 8 }) };
     /* 49 F(4) tiles, 49 F(2) tiles, 16 F(2) tiles (enough only for the OV products), undeclared */
-    const bool ov = ki_gemm_best_isa() == KI_GEMM_AVX512;
+    const bool ov = ki_cpu_isa() == KI_ISA_AVX512;
     const int want_m[4] = { 4, 2, ov ? 2 : 0, 4 };
     for (int i = 0; i < 4; i++) {
         conv_op(&t, 16, 16, 3, 3, 1, wt, NULL);

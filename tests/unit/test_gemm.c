@@ -51,8 +51,8 @@ static void test_gemm_random(void **unused)
             }
             want[i] = (float)acc;
         }
-        for (int isa = KI_GEMM_REF; isa <= KI_GEMM_AVX512; isa++) {
-            ki_gemm_ukernel uk = ki_gemm_ukernel_for((ki_gemm_isa)isa);
+        for (int isa = KI_ISA_GENERIC; isa <= KI_ISA_AVX512; isa++) {
+            ki_gemm_ukernel uk = ki_gemm_ukernel_for((ki_isa)isa);
             for (int nt = 1; uk && nt <= 3; nt += 2) {
                 gemm_run(uk, m, n, k, a, lda, b, c, nt);
                 long bad = tclose(c, want, (size_t)(m * n), 1e-4f, 1e-4f);
@@ -78,7 +78,7 @@ static void test_gemm_random(void **unused)
 static void test_ukernel16_avx512(void **unused)
 {
     (void)unused;
-    if (!__builtin_cpu_supports("avx512f")) {
+    if (ki_cpu_get()->isa < KI_ISA_AVX512) {
         skip();
     }
     for (uint64_t seed = 1; seed <= 40; seed++) {
@@ -126,7 +126,7 @@ static void test_epilogue_avx2(void **unused)
                                    { KI_ACT_LEAKY_RELU, 0.1f, 0 }, { KI_ACT_HARDSWISH, 0, 0 },
                                    { KI_ACT_HARDSIGMOID, 0, 0 },   { KI_ACT_SILU, 0, 0 },
                                    { KI_ACT_SIGMOID, 0, 0 } };
-    if (!ki_gemm_ukernel_for(KI_GEMM_AVX2)) {
+    if (!ki_gemm_ukernel_for(KI_ISA_AVX2)) {
         skip();
     }
     uint64_t s = 7;
@@ -182,7 +182,7 @@ static void test_epilogue_avx2_silu(void **unused)
     (void)unused;
     enum { N = 4096 };
     static const ki_act acts[] = { { KI_ACT_SILU, 0, 0 }, { KI_ACT_SIGMOID, 0, 0 } };
-    if (!ki_gemm_ukernel_for(KI_GEMM_AVX2)) {
+    if (!ki_gemm_ukernel_for(KI_ISA_AVX2)) {
         skip();
     }
     float *x = malloc(N * sizeof *x), *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
@@ -218,7 +218,7 @@ static void test_epilogue_avx2_spans(void **unused)
     enum { N = 301 };
     static const ki_act acts[] = { { KI_ACT_SILU, 0, 0 }, { KI_ACT_SIGMOID, 0, 0 } };
     static const size_t cut[] = { 0, 3, 12, 13, 150, N };
-    if (!ki_gemm_ukernel_for(KI_GEMM_AVX2)) {
+    if (!ki_gemm_ukernel_for(KI_ISA_AVX2)) {
         skip();
     }
     float x[N], whole[N], parts[N], res[N], bias[2] = { 0.0f, 0.25f };
@@ -247,7 +247,7 @@ static void test_epilogue_avx512_same(void **unused)
     static const ki_act acts[] = { { KI_ACT_SILU, 0, 0 },
                                    { KI_ACT_SIGMOID, 0, 0 },
                                    { KI_ACT_HARDSWISH, 0, 0 } };
-    if (!ki_gemm_ukernel_for(KI_GEMM_AVX512)) {
+    if (!ki_gemm_ukernel_for(KI_ISA_AVX512)) {
         skip();
     }
     static const float special[] = { 0.0f,   -0.0f,     1.0f,     -1.0f,   88.7f,    -88.7f,
@@ -278,7 +278,7 @@ static void test_epilogue_avx512_same(void **unused)
 static void test_transpose_avx512(void **unused)
 {
     (void)unused;
-    if (!ki_gemm_ukernel_for(KI_GEMM_AVX512)) {
+    if (!ki_gemm_ukernel_for(KI_ISA_AVX512)) {
         skip();
     }
     enum { R = 40, C = 40, LDS = 45, LDD = 43 };
@@ -489,7 +489,7 @@ static void test_pool_fuse(void **unused)
         assert_true(ops->fuse(st, &relu.d, 0));
         assert_false(ops->fuse(st, &pool_s1.d, 0));
         assert_false(ops->fuse(st, &pool_ceil.d, 0));
-        if (!__builtin_cpu_supports("avx512f")) {
+        if (ki_cpu_get()->isa < KI_ISA_AVX512) {
             assert_false(ops->fuse(st, &pool.d, 0)); /* no direct path here */
             ops->destroy(st), ops->destroy(plain), pops->destroy(pst);
             continue;
@@ -559,7 +559,7 @@ static void test_pwdw_fuse(void **unused)
     top_init(&r1, "nn.ReLU6", 1, 1);
     top_init(&r2, "nn.ReLU6", 1, 1);
     top_init(&silu, "nn.SiLU", 1, 1);
-    const bool avx512 = __builtin_cpu_supports("avx512f");
+    const bool avx512 = ki_cpu_get()->isa >= KI_ISA_AVX512;
     for (int64_t q = 0; q < 4; q++) {
         const int64_t st = q % 2 + 1, ic = q < 2 ? IC : 3;
         const top *first = q < 2 ? &pw : &stem;

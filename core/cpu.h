@@ -1,0 +1,43 @@
+/* cpu.h - what this CPU offers, read once: the instruction-set level the fast kernels may use,
+ * the cache sizes and the core count. Every kernel and path choice asks this module; no other
+ * code reads CPUID. The level can be capped (KINFER_ISA / --isa in the CLI, tests forcing each
+ * level): layers read ki_cpu_isa() when a model is loaded, so a cap applies to models loaded
+ * after it. Detection is idempotent and thread-safe; the cap is one process-wide setting, like
+ * the OpenMP team size, set by the program before it loads models. */
+#ifndef KI_CPU_H
+#define KI_CPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "status.h"
+
+/* Instruction-set levels, in order: each includes the ones below it. */
+typedef enum ki_isa {
+    KI_ISA_GENERIC = 0, /* plain C: any CPU */
+    KI_ISA_AVX2,        /* x86-64 with AVX2 and FMA (the *_avx2.c files) */
+    KI_ISA_AVX512       /* AVX-512 F, BW and VL besides (the *_avx512.c files) */
+} ki_isa;
+#define KI_ISA_COUNT 3
+
+typedef struct ki_cpu_info {
+    ki_isa isa;    /* the highest level this CPU (and its OS) runs */
+    size_t l1d;    /* bytes of one core's L1 data cache */
+    size_t l2;     /* bytes of one core's L2 cache */
+    size_t l3;     /* bytes of the L3 cache (shared), 0 when there is none */
+    int cores;     /* logical CPUs online */
+    bool caches_read; /* false: the sizes above are defaults, the system did not report them */
+} ki_cpu_info;
+
+/* What the CPU reports, detected on the first call. */
+const ki_cpu_info *ki_cpu_get(void);
+/* The level kernels use: the CPU's, or the cap when lower. */
+ki_isa ki_cpu_isa(void);
+/* Caps the level at isa; KI_ERR_UNSUPPORTED (naming what the CPU has) when the CPU lacks it. */
+ki_status ki_cpu_set_isa(ki_isa isa, ki_error *err);
+/* "generic", "avx2", "avx512". */
+const char *ki_isa_name(ki_isa isa);
+/* The level named s (also "ref" for generic); false when s names none. */
+bool ki_isa_parse(const char *s, ki_isa *out);
+
+#endif
