@@ -1,9 +1,63 @@
 /* main.c - the kinfer command: dispatches to the subcommands. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../core/kinfer.h"
 #include "commands.h"
+
+/* OpenMP threads that wait at the end of a region spin for a while, then sleep. libgomp's
+ * default is 300,000 rounds of its pause loop, which is 0.3 ms on one CPU and 15 ms on another
+ * (a pause takes from a few to ~150 cycles); when another process holds a core, the spinning
+ * thread waits for one that is not running, at every operator, and two threads run several
+ * times slower than one. kinfer spins for about KI_SPIN_NS instead, as ONNX Runtime spins
+ * briefly: the rounds come from this CPU's measured pause time (docs/performance.md has the
+ * figures). libgomp reads GOMP_SPINCOUNT once, in its own constructor, before main and before
+ * the executable's preinit functions could set it for good (libc's start-up resets the
+ * environment after them), so the command sets it and executes itself again, once. A user's own
+ * OMP_WAIT_POLICY or GOMP_SPINCOUNT wins; if the exec fails, libgomp's default stays. */
+#define KI_SPIN_NS 20000.0
+
+static double now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* Rounds of libgomp's wait loop (one load and one pause) that take about KI_SPIN_NS here. */
+static long spin_rounds(void)
+{
+    double best = 1e9;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = now_ns();
+        for (int i = 0; i < 256; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#else
+            __asm__ __volatile__("" ::: "memory");
+#endif
+        }
+        double per = (now_ns() - t0) / 256.0;
+        best = per < best ? per : best;
+    }
+    long n = (long)(KI_SPIN_NS / (best > 0.5 ? best : 0.5));
+    return n < 100 ? 100 : n > 1000000 ? 1000000 : n;
+}
+
+static void set_spin_policy(char **argv)
+{
+    char buf[32];
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) {
+        return;
+    }
+    snprintf(buf, sizeof buf, "%ld", spin_rounds());
+    if (setenv("GOMP_SPINCOUNT", buf, 0) == 0) {
+        execv("/proc/self/exe", argv);
+    }
+}
 
 static void usage(FILE *f)
 {
@@ -40,6 +94,7 @@ int main(int argc, char **argv)
         return KI_EXIT_USAGE;
     }
     const char *cmd = argv[1];
+    set_spin_policy(argv);
     if (!ki_cli_isa_from_env()) {
         return KI_EXIT_USAGE;
     }

@@ -6,7 +6,7 @@ failed=0
 for t in "$@"; do
     out=$("$t" 2>&1)
     rc=$?
-    printf '%s\n' "$out" | grep -E '^\[  (FAILED|ERROR)|^\[  PASSED  \]|^\[==========\]' | sed "s|^|$(basename "$t"): |"
+    printf '%s\n' "$out" | grep -E '^\[  (FAILED|ERROR)|^\[  PASSED  \]|^\[==========\]|^golden [a-z0-9]+: ' | sed "s|^|$(basename "$t"): |"
     p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9][0-9]*\) test.*/\1/p' | awk '{s+=$1} END {print s+0}')
     f=$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([0-9][0-9]*\) test.*/\1/p' | awk '{s+=$1} END {print s+0}')
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then

@@ -10,7 +10,9 @@ LOG=${TMPDIR:-/tmp}/ki_valgrind.$$
 OUT=${TMPDIR:-/tmp}/ki_valgrind_out.$$
 VG="valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect
     --errors-for-leak-kinds=definite,indirect --log-file=$LOG"
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+# GOMP_SPINCOUNT set: kinfer would otherwise execute itself again to set it (cli/main.c), and
+# that second process would run outside valgrind.
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 GOMP_SPINCOUNT=10000
 failed=0
 n=0
 
