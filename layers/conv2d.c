@@ -175,17 +175,23 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa)
     bool avx512 = isa >= KI_ISA_AVX512 && ki_gemm_ukernel_for(KI_ISA_AVX512) != NULL;
     c->epf = avx512 ? ki_cv_epilogue_avx512 : (avx2 ? ki_cv_epilogue_avx2 : ki_cv_epilogue_ref);
     c->dw_avx2 = avx2;
-    c->dw_avx512 = avx2 && avx512;
-    c->direct_avx512 = avx512;
+    c->dw3_planes =
+        avx512 ? ki_conv2d_dw3_planes_avx512 : (avx2 ? ki_conv2d_dw3_planes_avx2 : NULL);
+    c->dw3_band = avx512 ? ki_conv2d_dw3_band_avx512 : (avx2 ? ki_conv2d_dw3_band_avx2 : NULL);
+    c->direct = avx2;
+    c->direct_row = avx512 ? ki_conv2d_direct_row_avx512
+                           : (avx2 ? ki_conv2d_direct_row_avx2 : ki_conv2d_direct_row_ref);
+    c->direct_pool =
+        avx512 ? ki_pool_max_s2_avx512 : (avx2 ? ki_pool_max_s2_avx2 : ki_pool_max_s2_ref);
     c->gather2 = avx2 ? ki_conv2d_gather2_avx2 : ki_conv2d_gather2_ref;
     c->pack3s2 = avx512 && ki_conv2d_pack3s2_ok(c) ? ki_conv2d_pack3s2_avx512 : NULL;
     c->wino_in = avx512 ? ki_wino_input_avx512 : avx2 ? ki_wino_input_avx2 : ki_wino_input_ref;
     c->wino_out = avx512 ? ki_wino_output_avx512 : avx2 ? ki_wino_output_avx2 : ki_wino_output_ref;
     c->wino_hu = avx512 ? ki_wino_hu_avx512 : ki_wino_hu_ref;
-    c->ov_uk = avx512 ? ki_ov_ukernel_avx512 : ki_ov_ukernel_ref;
+    c->ov_uk = avx512 ? ki_ov_ukernel_avx512 : avx2 ? ki_ov_ukernel_avx2 : ki_ov_ukernel_ref;
     /* vcvtph2ps on zmm is AVX512F itself */
     c->ov_ukh = avx512 ? ki_ov_ukernel_h_avx512 : ki_ov_ukernel_h_ref;
-    c->ov_st = avx512 ? ki_ov_tile_store_avx512 : ki_ov_tile_store;
+    c->ov_st = avx512 ? ki_ov_tile_store_avx512 : avx2 ? ki_ov_tile_store_avx2 : ki_ov_tile_store;
 }
 
 void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n)
@@ -251,7 +257,9 @@ static bool half_pays(const ki_conv2d *c)
 {
     uint16_t h;
     int64_t n = c->out_ch * (c->in_ch / c->groups) * c->kh * c->kw;
-    if (!c->weight || n < KI_OV_HALF_MIN_BYTES / (int64_t)sizeof(float)) {
+    /* only a vector kernel widens binary16 weights (AVX-512's vcvtph2ps on zmm) */
+    if (!c->weight || c->ov_ukh == ki_ov_ukernel_h_ref ||
+        n < KI_OV_HALF_MIN_BYTES / (int64_t)sizeof(float)) {
         return false;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -276,7 +284,7 @@ static bool half_pays(const ki_conv2d *c)
 static int wino_wanted(const ki_conv2d *c, const ki_op_desc *op, bool half, bool *ov, bool *wh)
 {
     *wh = false;
-    const bool ov_ok = c->ov_uk == ki_ov_ukernel_avx512;
+    const bool ov_ok = c->ov_uk != ki_ov_ukernel_ref;
     *ov = ov_ok && c->in_ch >= KI_WINO_OV_MIN_IN;
     if (!c->weight || !ki_conv2d_wino_shape_ok(c) || c->in_ch < 8 || c->out_ch < 8) {
         return 0;
@@ -321,7 +329,7 @@ static bool ov_wanted(const ki_conv2d *c, const ki_op_desc *op)
     const ki_shape *d = declared_input(op);
     ki_conv2d_geom g;
     if (!c->weight || c->wino_u || c->wino_h || !ki_conv2d_ov_shape_ok(c) ||
-        c->ov_uk != ki_ov_ukernel_avx512 || !d || !declared_geom(c, d, &g)) {
+        c->ov_uk == ki_ov_ukernel_ref || !d || !declared_geom(c, d, &g)) {
         return false;
     }
     int64_t lanes = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV * KI_OV_MV, n = g.oh * g.ow;
@@ -470,7 +478,7 @@ bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_pa
         return (c->ov_a || c->ov_h) && ki_conv2d_ov_shape_ok(c) &&
                ki_conv2d_ov_workspace(c, g, 1) > 0;
     case KI_CONV2D_DIRECT:
-        return c->weight && c->direct_avx512 && ki_conv2d_direct_shape_ok(c) &&
+        return c->weight && c->direct && ki_conv2d_direct_shape_ok(c) &&
                ki_conv2d_direct_workspace(c) > 0;
     case KI_CONV2D_WINO:
         /* the AVX-512 transforms index planes with 32-bit lanes */
@@ -720,8 +728,8 @@ static bool pwdw_pays(const ki_conv2d *c, const ki_op_desc *next)
     const ki_shape *d = declared_input(next);
     int64_t bytes = sizeof(float);
     const bool pw = ki_conv2d_is_pointwise(c) && !c->ov_a && !c->ov_h;
-    const bool direct = c->direct_avx512 && ki_conv2d_direct_shape_ok(c);
-    if (strcmp(next->type, "nn.Conv2d") != 0 || !c->dw_avx512 || !(pw || direct) ||
+    const bool direct = c->direct && ki_conv2d_direct_shape_ok(c);
+    if (strcmp(next->type, "nn.Conv2d") != 0 || !c->dw3_band || !(pw || direct) ||
         c->groups != 1 || !c->weight || c->residual || c->wino_u || c->wino_h || !d) {
         return false;
     }
@@ -753,7 +761,7 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
     if (c->dwf) { /* after the depthwise layer only its activation, of a kind its kernel applies */
         ki_conv2d t = *c->dwf;
         if (next->n_inputs != 1 || slot != 0 || !ki_cv_fuse_act(&t.ep, next) ||
-            !ki_conv2d_dw3_avx512_ok(&t)) {
+            !ki_conv2d_dw3_ok(&t)) {
             return false;
         }
         c->dwf->ep = t.ep;
@@ -774,7 +782,7 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
     }
     if (is_pool3s2(next)) {
         /* on the direct path (resnet's stem), whose rows it pools from L2 */
-        c->pool = slot == 0 && !c->residual && c->weight && c->direct_avx512 &&
+        c->pool = slot == 0 && !c->residual && c->weight && c->direct &&
                   ki_conv2d_direct_shape_ok(c);
         return c->pool;
     }

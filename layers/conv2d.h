@@ -52,6 +52,28 @@ typedef enum ki_conv_pad_mode {
 } ki_conv_pad_mode;
 
 struct ki_conv2d_geom;
+struct ki_conv2d;
+
+/* Where a row kernel of the direct path writes: output channel oc's row at dst + oc * cstride
+ * (its residual row, if any, at res + oc * cstride); fin: the epilogue applied in registers (the
+ * bias from channel 0, the residual, the clamp), or NULL to store the plain sums (the caller then
+ * applies the epilogue). */
+typedef struct ki_conv2d_direct_dst {
+    float *dst;
+    const float *res;
+    int64_t cstride;
+    const ki_gemm_fin *fin;
+} ki_conv2d_direct_dst;
+/* The direct path's micro-kernel (see ki_conv2d_direct_*): output row oy of every output channel
+ * from the image x (in_ch planes of g->in.h x g->in.w) and the packed weights wp. */
+typedef void (*ki_conv2d_direct_row_fn)(const struct ki_conv2d *c,
+                                        const struct ki_conv2d_geom *g, const float *x,
+                                        const float *wp, int64_t oy,
+                                        const ki_conv2d_direct_dst *d);
+/* A max pool plane kernel of stride-2 columns (ki_pool_max_s2_ref in conv_common.h). */
+typedef int (*ki_pool_max_s2_fn)(const float *src, int64_t h, int64_t w, float *restrict dst,
+                                 int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,
+                                 int64_t ph, int64_t pw);
 
 typedef struct ki_conv2d {
     int64_t in_ch, out_ch, groups;
@@ -72,8 +94,16 @@ typedef struct ki_conv2d {
     ki_gemm_ukernel uk;    /* GEMM micro-kernel */
     ki_cv_epilogue_fn epf; /* epilogue of the GEMM and depthwise paths */
     bool dw_avx2;          /* depthwise planes through the AVX2 kernel */
-    bool dw_avx512;        /* 3x3 depthwise planes (strides 1, 2) through the AVX-512 kernel */
-    bool direct_avx512;    /* the CPU runs the direct path (AVX-512) */
+    /* the 3x3 depthwise kernels of this CPU's level (ki_conv2d_dw3_*; NULL below AVX2): whole
+     * planes in place, and a band of rows (the 1x1 + depthwise fusion) */
+    void (*dw3_planes)(const struct ki_conv2d *c, const struct ki_conv2d_geom *g, const float *in,
+                       int64_t p0, int64_t p1, float *restrict out);
+    void (*dw3_band)(const struct ki_conv2d *c, const struct ki_conv2d_geom *g, const float *band,
+                     int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0, int64_t y1,
+                     float *restrict out);
+    bool direct;           /* the direct path pays on this CPU (an AVX2 or AVX-512 row kernel) */
+    ki_conv2d_direct_row_fn direct_row; /* its row kernel (the plain C one below AVX2) */
+    ki_pool_max_s2_fn direct_pool;      /* the plane kernel of its fused max pool (c->pool) */
     /* d[i] = src[2i] for i < n, reading src[0 .. 2n-1] (im2col of stride-2 convolutions) */
     void (*gather2)(const float *src, float *restrict d, int64_t n);
     /* im2col of 3-wide stride-2 kernels (ki_conv2d_pack3s2_ok), NULL when the layer or the CPU
@@ -118,7 +148,7 @@ typedef enum ki_conv2d_path {
     KI_CONV2D_DW,      /* depthwise (groups == in == out), direct, parallel over planes */
     KI_CONV2D_WINO,    /* 3x3 stride 1: Winograd F(4x4,3x3) or F(2x2,3x3), see ki_conv2d_wino_* */
     KI_CONV2D_OV,      /* im2col + a GEMM vectorised over output channels (see ki_conv2d_ov_*) */
-    KI_CONV2D_DIRECT   /* few input channels: direct, AVX-512 (see ki_conv2d_direct_*) */
+    KI_CONV2D_DIRECT   /* few input channels: direct, AVX2 / AVX-512 (see ki_conv2d_direct_*) */
 } ki_conv2d_path;
 
 /* Fewest output tiles per image for which a layer gets Winograd. F(4x4,3x3) (36 products per
@@ -222,13 +252,17 @@ static inline uint32_t ki_lane_mask16(int64_t b, int64_t w)
     return (hi >= 16 ? 0xFFFFu : (1u << hi) - 1u) & ~((1u << lo) - 1u);
 }
 
-/* conv2d_direct_avx512.c: the direct path for layers with at most KI_DIRECT_MAX_IN input
- * channels (one group, kernels up to KI_DIRECT_MAX_K, stride 1 or 2 in both directions,
- * dilation 1, zero padding): whether the shape qualifies, workspace bytes (the weights repacked,
- * in the first thread's slice), the kernel. A stem (3 channels, 224x224 or 640x640) spends more
- * on im2col's gather than on the products: mobilenet_v2's 3x3 stem 0.37 -> 0.12 ms. */
+/* conv2d_direct.c: the direct path for layers with at most KI_DIRECT_MAX_IN input channels
+ * (one group, kernels up to KI_DIRECT_MAX_K, stride 1 or 2 in both directions, dilation 1, zero
+ * padding): whether the shape qualifies, workspace bytes (the weights repacked as
+ * [ceil(out_ch / KI_DIRECT_OC)][in_ch * kh * kw][KI_DIRECT_OC], in the first thread's slice), the
+ * kernel. The loops over rows and bands are shared; each output row goes through c->direct_row,
+ * the micro-kernel of the CPU's level (conv2d_direct_avx2.c, conv2d_direct_avx512.c, or _ref). A
+ * stem (3 channels, 224x224 or 640x640) spends more on im2col's gather than on the products:
+ * mobilenet_v2's 3x3 stem 0.37 -> 0.12 ms. */
 #define KI_DIRECT_MAX_IN 4
 #define KI_DIRECT_MAX_K  8
+#define KI_DIRECT_OC    16 /* output channels a block of the packed weights */
 bool ki_conv2d_direct_shape_ok(const ki_conv2d *c);
 size_t ki_conv2d_direct_workspace(const ki_conv2d *c);
 void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
@@ -248,11 +282,24 @@ int64_t ki_conv2d_pool_dim(int64_t n);
 size_t ki_conv2d_direct_pool_workspace(const ki_conv2d *c, const ki_conv2d_geom *g);
 void ki_conv2d_forward_direct_pool(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                    float *restrict out, const ki_exec *ex);
+/* The row kernels (ki_conv2d_direct_row_fn): plain C (the test oracle of the others, the same
+ * taps in the same order, not fused), AVX2+FMA (four channels by 24 columns a block, from rows
+ * staged on the stack) and AVX-512 (sixteen by sixteen, from the input in place). */
+void ki_conv2d_direct_row_ref(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
+                              const float *wp, int64_t oy, const ki_conv2d_direct_dst *d);
+void ki_conv2d_direct_row_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
+                               const float *wp, int64_t oy, const ki_conv2d_direct_dst *d);
+void ki_conv2d_direct_row_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
+                                 const float *wp, int64_t oy, const ki_conv2d_direct_dst *d);
+/* conv2d_direct_avx2.c: ki_pool_max_s2_avx512 (conv_common.h) with eight-lane vectors, the same
+ * taps in the same order; for the fused pool at AVX2. */
+int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                        int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw);
 
 /* conv2d_pwdw.c: a 1x1 layer (one group, its original weights) or a layer on the direct path (a
  * stem), and the 3x3 depthwise layer c->dwf after it, a band of the depthwise layer's output rows
  * at a time: each thread computes the first layer's rows the band reads into its slice of the
- * workspace, in L2, and the depthwise kernel (ki_conv2d_dw3_band_avx512) reads them there, so the
+ * workspace, in L2, and the depthwise band kernel (c->dwf->dw3_band) reads them there, so the
  * first layer's output is never written to memory. Bytes of in-between data that make it pay
  * (declared, at load): */
 #define KI_PWDW_MIN_BYTES (1024 * 1024)
@@ -270,25 +317,33 @@ bool ki_conv2d_pack3s2_ok(const ki_conv2d *c);
 void ki_conv2d_pack3s2_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
                               int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst);
 
-/* conv2d_dw_avx512.c: whether c is a 3x3 depthwise shape the AVX-512 kernel takes (stride 1 or 2,
- * dilation 1, zero padding, a clamp-type activation: none, ReLU, ReLU6, Hardtanh); the planes
- * p0 <= p < p1 (batch-major: channel p % in_ch) read from the unpadded input in, the epilogue
- * (bias, the residual c->res when set, the activation) applied at the store to out. */
-bool ki_conv2d_dw3_avx512_ok(const ki_conv2d *c);
+/* The 3x3 depthwise kernels, straight from the unpadded planes. ki_conv2d_dw3_ok (conv2d_pwdw.c):
+ * whether c is a 3x3 depthwise shape they take (stride 1 or 2, dilation 1, zero padding, a
+ * clamp-type activation: none, ReLU, ReLU6, Hardtanh). _planes: the planes p0 <= p < p1
+ * (batch-major: channel p % in_ch) read from the unpadded input in, the epilogue (bias, the
+ * residual c->res when set, the activation) applied at the store to out. _band: output rows
+ * [y0, y1) of channels [c0, c1) of one image (out: its output, channel stride oh * ow) from a
+ * band of its input: channel ch's rows row0, row0 + 1, ... at band + ch * cstride (row stride
+ * g->in.w), which must hold every row inside the plane that those output rows read
+ * (ki_conv2d_forward_pwdw). Fewer than four rows go a row at a time. Bias and the clamp are
+ * applied at the store; no residual. One algorithm (conv2d_dw3_loops.h) with the vector pieces
+ * per level: conv2d_dw_avx512.c (16 lanes), conv2d_dw_avx2.c (8 lanes); c->dw3_planes and
+ * c->dw3_band hold the CPU's. */
+bool ki_conv2d_dw3_ok(const ki_conv2d *c);
 void ki_conv2d_dw3_planes_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                  int64_t p0, int64_t p1, float *restrict out);
-/* Output rows [y0, y1) of channels [c0, c1) of one image (out: its output, channel stride
- * oh * ow) from a band of its input: channel ch's rows row0, row0 + 1, ... at band + ch * cstride
- * (row stride g->in.w), which must hold every row inside the plane that those output rows read
- * (ki_conv2d_forward_pwdw). Fewer than four rows go a row at a time. Bias and the clamp are
- * applied at the store; no residual. */
 void ki_conv2d_dw3_band_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band,
                                int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0,
                                int64_t y1, float *restrict out);
+void ki_conv2d_dw3_planes_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                               int64_t p0, int64_t p1, float *restrict out);
+void ki_conv2d_dw3_band_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band,
+                             int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0,
+                             int64_t y1, float *restrict out);
 /* Whether the depthwise path runs that kernel on the planes in place (no workspace). */
 static inline bool ki_conv2d_dw_in_place(const ki_conv2d *c)
 {
-    return c->dw_avx512 && ki_conv2d_dw3_avx512_ok(c);
+    return c->dw3_planes && ki_conv2d_dw3_ok(c);
 }
 
 /* conv2d_avx2.c: depthwise plane of channel ch from its padded copy xp (row stride wp, see
@@ -355,6 +410,11 @@ void ki_ov_tile_store(const float *t, int64_t rows, int64_t nr, float *d, int64_
                       const float *res, float lo, float hi);
 void ki_ov_tile_store_avx512(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld,
                              const float *res, float lo, float hi);
+/* conv2d_ov_avx2.c: the tile store and the float32 micro-kernel with AVX2+FMA. */
+void ki_ov_tile_store_avx2(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld,
+                           const float *res, float lo, float hi);
+void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
+                        const float *bias, float lo, float hi, float *restrict t);
 void ki_ov_ukernel_ref(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
                        const float *bias, float lo, float hi, float *restrict t);
 void ki_ov_ukernel_avx512(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,

@@ -11,7 +11,9 @@
  * store. A thread's planes go in one call, so the per-plane work is the nine broadcasts (a 14x14
  * plane costs about 90 ns, against 150 when each plane was a call that rebuilt its state). A
  * band of rows can also be run from a buffer holding only the rows it reads (conv2d_pwdw.c).
- * Compiled with -mavx512f; called only when the CPU has it (ki_conv2d_set_isa). */
+ * The loops over bands, column blocks and row blocks are conv2d_dw3_loops.h's, shared with the
+ * AVX2 kernel (conv2d_dw_avx2.c); this file holds the 16-lane pieces. Compiled with -mavx512f;
+ * called only when the CPU has it (ki_conv2d_set_isa). */
 #include <immintrin.h>
 
 #include "conv2d.h"
@@ -26,6 +28,16 @@
  * times the stride, so on rows that start on a cache line (widths of 16k) the vector loads do
  * not straddle two lines, which three loads from columns b, b + 1, b + 2 did (a 3x3 stride-1
  * block ran 1.5x slower so). */
+#define DW_LANES   16
+#define DW_ROWS_S2 8
+typedef __mmask16 dw_mask;
+
+/* The store mask of a block with n columns left. */
+static inline dw_mask out_mask(int64_t n)
+{
+    return (__mmask16)ki_lane_mask16(0, n);
+}
+
 typedef struct dw_cols {
     int64_t b;
     __mmask16 m[2];
@@ -139,92 +151,6 @@ static inline __attribute__((always_inline)) void block(const dw_plane *d, int64
     }
 }
 
-bool ki_conv2d_dw3_avx512_ok(const ki_conv2d *c)
-{
-    ki_gemm_fin f;
-    const int64_t s = c->sw;
-    return c->kh == 3 && c->kw == 3 && c->sh == s && (s == 1 || s == 2) && c->dh == 1 &&
-           c->dw == 1 && c->pad_mode == KI_CONV_PAD_ZEROS && ki_gemm_fin_of(&c->ep, 0, NULL, &f);
-}
-
-/* Output rows a band holds on planes of up to two column blocks, whose band's input rows (34 at
- * stride 2) stay in L1 while each column block walks down them. Wider planes go eight rows at a
- * time across all columns, reading their rows in order. */
-#define DW_BAND 16
-
-/* Of a plane of `floats`, the share of output rows [yb, ye) of oh: from *at (a whole line from
- * the share before's start), the count returned. */
-static inline int64_t band_share(int64_t floats, int64_t yb, int64_t ye, int64_t oh, int64_t *at)
-{
-    *at = floats * yb / oh / 16 * 16;
-    return floats * ye / oh - *at;
-}
-
-/* The block of `rows` output rows from oy (or, when fewer are left before y1, the block of the last
- * rows, storing only the rows from oy on), at column block ox; returns the row after it. Only a
- * block that reaches past the plane's top or bottom checks its rows. */
-static inline __attribute__((always_inline)) int64_t block_at(const dw_plane *d, const ki_conv2d *c,
-                                                              const dw_cols *k, __mmask16 sm, int s,
-                                                              int rows, int64_t oy, int64_t y1,
-                                                              int64_t ox)
-{
-    const int64_t yf = y1 - oy >= rows ? oy : y1 - rows;
-    const int first = (int)(oy - yf);
-    const int64_t iy0 = yf * s - c->pt;
-    if (iy0 >= 0 && iy0 + (rows - 1) * s + 3 <= d->h) {
-        block(d, yf, first, iy0, ox, k, sm, s, rows, false);
-    } else {
-        block(d, yf, first, iy0, ox, k, sm, s, rows, true);
-    }
-    return yf + rows;
-}
-
-/* Output rows [y0, y1) of the plane of d (of oh rows), in bands of DW_BAND rows; in a band, a
- * column block of 16 at a time (its masks computed once) down the rows in blocks of four (at
- * stride 2 eight when there are as many: one thread, 16-25 % faster there, 10-20 % slower at
- * stride 1 on 14x14 / 28x28 planes). Only blocks that reach past the plane's top or bottom check
- * their rows. Fewer than four rows go a row at a time. */
-static inline __attribute__((always_inline)) void plane(const dw_plane *d, const ki_conv2d *c,
-                                                        int64_t y0, int64_t y1, int64_t oh, int s)
-{
-    const int64_t ow = d->ow, band = ow > 32 ? 8 : DW_BAND;
-    for (int64_t yb = y0; yb < y1; yb += band) {
-        const int64_t ye = y1 - yb > band ? yb + band : y1;
-        /* this band's share of the next plane: asked for all at once at the start of a plane,
-         * hundreds of lines overran the queue of misses (mobilenet_v2's 112 x 112 depthwise
-         * layers, 2 threads, in the network: 150 -> 82 us and 64 -> 51 us) */
-        int64_t a, n;
-        if (d->pf_in) {
-            n = band_share(d->h * d->w, yb, ye, oh, &a);
-            ki_cv_prefetch_l2(d->pf_in + a, n);
-        }
-        if (d->pf_out) {
-            n = band_share(oh * ow, yb, ye, oh, &a);
-            ki_cv_prefetch_out(d->pf_out + a, n);
-        }
-        for (int64_t ox = 0; ox < ow; ox += 16) {
-            const __mmask16 sm = (__mmask16)ki_lane_mask16(0, ow - ox);
-            const dw_cols k = cols_at(ox, s, c->pl, d->w);
-            if (y1 - y0 < 4) {
-                for (int64_t oy = y0; oy < y1; oy++) {
-                    block(d, oy, 0, oy * s - c->pt, ox, &k, sm, s, 1, true);
-                }
-                continue;
-            }
-            for (int64_t oy = yb; oy < ye;) {
-                /* a tail shorter than a block is the block of the last rows, storing only its
-                 * new rows (nothing is written twice, so an output that shares the residual's
-                 * buffer is safe) */
-                if (s == 2 && y1 - y0 >= 8) {
-                    oy = block_at(d, c, &k, sm, s, 8, oy, y1, ox);
-                } else {
-                    oy = block_at(d, c, &k, sm, s, 4, oy, y1, ox);
-                }
-            }
-        }
-    }
-}
-
 /* d's plane geometry and clamp bounds for layer c on geometry g, its input's first row row0; no
  * residual and nothing to ask for until the caller says so. */
 static inline __attribute__((always_inline)) void plane_init(dw_plane *d, const ki_conv2d *c,
@@ -248,47 +174,18 @@ static inline __attribute__((always_inline)) void plane_channel(dw_plane *d, con
     d->vb = _mm512_set1_ps(c->ep.bias ? c->ep.bias[ch] : 0.0f);
 }
 
+/* the loops over bands and blocks, shared with the AVX2 kernel, over the pieces above */
+#include "conv2d_dw3_loops.h"
+
 void ki_conv2d_dw3_planes_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                  int64_t p0, int64_t p1, float *restrict out)
 {
-    const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
-    const int s = c->sw == 2 ? 2 : 1;
-    const bool big_out = g->in.n * c->in_ch * ohw >= KI_CV_PREFETCH_OUT_MIN;
-    dw_plane d;
-    plane_init(&d, c, g, 0);
-    for (int64_t p = p0; p < p1; p++) {
-        plane_channel(&d, c, p % c->in_ch);
-        d.x = in + p * hw, d.o = out + p * ohw;
-        d.res = c->res ? c->res + p * ohw : NULL;
-        d.pf_in = p + 1 < p1 ? d.x + hw : NULL;
-        d.pf_out = p + 1 < p1 && big_out ? d.o + ohw : NULL;
-        if (s == 1) { /* the stride a constant in each call */
-            plane(&d, c, 0, g->oh, g->oh, 1);
-        } else {
-            plane(&d, c, 0, g->oh, g->oh, 2);
-        }
-    }
+    dw3_planes(c, g, in, p0, p1, out);
 }
 
 void ki_conv2d_dw3_band_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band,
                                int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0,
                                int64_t y1, float *restrict out)
 {
-    const int64_t ohw = g->oh * g->ow, n = (y1 - y0) * g->ow;
-    const int s = c->sw == 2 ? 2 : 1;
-    const bool big_out = g->in.n * c->in_ch * ohw >= KI_CV_PREFETCH_OUT_MIN;
-    dw_plane d;
-    plane_init(&d, c, g, row0);
-    for (int64_t ch = c0; ch < c1; ch++) {
-        plane_channel(&d, c, ch);
-        d.x = band + ch * cstride, d.o = out + ch * ohw;
-        if (big_out && ch + 1 < c1) { /* the next channel's rows of this band */
-            ki_cv_prefetch_out(d.o + ohw + y0 * g->ow, n);
-        }
-        if (s == 1) {
-            plane(&d, c, y0, y1, g->oh, 1);
-        } else {
-            plane(&d, c, y0, y1, g->oh, 2);
-        }
-    }
+    dw3_band(c, g, band, row0, cstride, c0, c1, y0, y1, out);
 }

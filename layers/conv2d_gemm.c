@@ -306,7 +306,7 @@ void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
 #pragma omp parallel num_threads(ex->n_threads)
         {
             int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-            ki_conv2d_dw3_planes_avx512(c, g, in, planes * tid / nt, planes * (tid + 1) / nt, out);
+            c->dw3_planes(c, g, in, planes * tid / nt, planes * (tid + 1) / nt, out);
         }
         return;
     }

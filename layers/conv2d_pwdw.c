@@ -10,12 +10,21 @@
  *
  * The first layer runs the same GEMM tiles (or direct-path rows) as on its own (the same
  * operations per value) and the depthwise kernel the same blocks, so the results equal the two
- * layers' bit for bit. Taken by nn.Conv2d's fuse() (conv2d.c) with AVX-512 only (the depthwise
- * band kernel). */
+ * layers' bit for bit. Taken by nn.Conv2d's fuse() (conv2d.c) when the CPU has a depthwise band
+ * kernel (c->dw3_band: AVX2 or AVX-512). Also here, being plain C that generic code calls, the
+ * shape test of those kernels (ki_conv2d_dw3_ok). */
 #include <omp.h>
 #include <string.h>
 
 #include "conv2d.h"
+
+bool ki_conv2d_dw3_ok(const ki_conv2d *c)
+{
+    ki_gemm_fin f;
+    const int64_t s = c->sw;
+    return c->kh == 3 && c->kw == 3 && c->sh == s && (s == 1 || s == 2) && c->dh == 1 &&
+           c->dw == 1 && c->pad_mode == KI_CONV_PAD_ZEROS && ki_gemm_fin_of(&c->ep, 0, NULL, &f);
+}
 
 /* Bytes a band's expanded rows may take: with the band's input and output it stays in L2. */
 #define PWDW_BAND_BYTES (384 * 1024)
@@ -161,8 +170,7 @@ static void rows_of_image(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_
             if (pw && j + 1 < nb && nhi > have1) {
                 ki_cv_prefetch_l2(x + i * hw + have1 * w, (nhi - have1) * w);
             }
-            ki_conv2d_dw3_band_avx512(d, dg, buf, lo, p->cstride, ch * i / k, ch * (i + 1) / k, yb,
-                                      ye, out);
+            d->dw3_band(d, dg, buf, lo, p->cstride, ch * i / k, ch * (i + 1) / k, yb, ye, out);
         }
     }
 }

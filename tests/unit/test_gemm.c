@@ -532,7 +532,8 @@ static void dw_conv(top *t, int64_t ch, int64_t st, const float *w, const float 
     t->d.input_decl = decl;
 }
 
-/* With AVX-512, a 1x1 layer or a stem on the direct path takes the 3x3 depthwise layer after it
+/* With AVX2 or AVX-512 (each level the CPU has, ki_cpu_set_isa), a 1x1 layer or a stem on the
+ * direct path takes the 3x3 depthwise layer after it
  * (and that layer's ReLU6) when the param file declares the data between them at
  * KI_PWDW_MIN_BYTES or more: the fused layer equals the first + ReLU6, then depthwise + ReLU6,
  * bit for bit, whatever the size (several bands per
@@ -540,9 +541,8 @@ static void dw_conv(top *t, int64_t ch, int64_t st, const float *w, const float 
  * than four rows, odd widths, batch 2), at strides 1 and 2, on 1-3 threads. Refused: data
  * declared smaller or not at all, a depthwise layer over other channels, a SiLU after it (its
  * kernel applies clamps only), a residual add. */
-static void test_pwdw_fuse(void **unused)
+static void pwdw_fuse_at_level(void)
 {
-    (void)unused;
     enum { IC = 24, CH = 40 };
     static float w1[CH * IC], b1[CH], w2[CH * 9], b2[CH], ws[CH * 3 * 9], x[IC * 80 * 400];
     static const int64_t sizes[][4] = { { 1, IC, 40, 200 }, { 2, IC, 30, 34 }, { 1, IC, 3, 9 },
@@ -559,7 +559,7 @@ static void test_pwdw_fuse(void **unused)
     top_init(&r1, "nn.ReLU6", 1, 1);
     top_init(&r2, "nn.ReLU6", 1, 1);
     top_init(&silu, "nn.SiLU", 1, 1);
-    const bool avx512 = ki_cpu_get()->isa >= KI_ISA_AVX512;
+    const bool fuses = ki_cpu_isa() >= KI_ISA_AVX2; /* a depthwise band kernel */
     for (int64_t q = 0; q < 4; q++) {
         const int64_t st = q % 2 + 1, ic = q < 2 ? IC : 3;
         const top *first = q < 2 ? &pw : &stem;
@@ -577,8 +577,8 @@ static void test_pwdw_fuse(void **unused)
         assert_false(ops->fuse(t, &other.d, 0));
         dw_conv(&dw, CH, st, w2, b2, &decl);
         assert_true(ops->fuse(t, &r1.d, 0));
-        assert_int_equal(ops->fuse(t, &dw.d, 0), avx512);
-        if (avx512) {
+        assert_int_equal(ops->fuse(t, &dw.d, 0), fuses);
+        if (fuses) {
             assert_false(ops->fuse(t, &silu.d, 0));
         }
         ops->destroy(t);
@@ -589,7 +589,7 @@ static void test_pwdw_fuse(void **unused)
         assert_true(ops->fuse(plain, &r1.d, 0));
         assert_true(ops->fuse(pdw, &r2.d, 0));
         assert_true(ops->fuse(fused, &r1.d, 0));
-        if (!avx512) {
+        if (!fuses) {
             assert_false(ops->fuse(fused, &dw.d, 0));
             ops->destroy(plain), ops->destroy(pdw), ops->destroy(fused);
             continue;
@@ -615,6 +615,18 @@ static void test_pwdw_fuse(void **unused)
         }
         ops->destroy(plain), ops->destroy(pdw), ops->destroy(fused);
     }
+}
+
+static void test_pwdw_fuse(void **unused)
+{
+    (void)unused;
+    const ki_isa have = ki_cpu_get()->isa;
+    ki_error err = { 0 };
+    for (int isa = KI_ISA_GENERIC; isa <= (int)have; isa++) {
+        assert_int_equal(ki_cpu_set_isa((ki_isa)isa, &err), KI_OK);
+        pwdw_fuse_at_level();
+    }
+    assert_int_equal(ki_cpu_set_isa(have, &err), KI_OK);
 }
 
 int main(void)

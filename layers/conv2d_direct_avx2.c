@@ -1,0 +1,276 @@
+/* conv2d_direct_avx2.c - the AVX2 row kernel of the direct path (conv2d_direct.c), and the
+ * stride-2 max pool plane kernel its fused pool uses at this level. A row goes in chunks of up to
+ * CHUNK output columns: the input rows a chunk reads are first copied to the stack, zero-padded
+ * past either end and, at stride 2, split into their even and odd columns, so that every kernel
+ * tap reads its columns as plain consecutive vectors. The chunk is then computed in blocks of four
+ * output channels by three vectors of eight columns: per tap three loads and four broadcasts feed
+ * twelve named accumulators (the sixteen ymm registers hold them, the three inputs and a
+ * broadcast; a broadcast per FMA, as with eight channels by one vector, would leave the loads,
+ * not the FMAs, the limit). Taps are summed in the order (input channel, ky, kx), as the
+ * reference does. Compiled with -mavx2 -mfma; chosen only when the CPU has them
+ * (ki_conv2d_set_isa). */
+#include <immintrin.h>
+
+#include "conv2d.h"
+#include "conv_common.h"
+
+#define OC_GROUP 4  /* output channels a block */
+#define NV_MAX   3  /* column vectors a block */
+#define CHUNK    96 /* output columns a chunk: 4 blocks */
+/* Floats of one staged input row: at stride 2 its even columns, then from PAR its odd ones. */
+#define PAR      (CHUNK + KI_DIRECT_MAX_K)
+#define TAP_ROWS (KI_DIRECT_MAX_IN * KI_DIRECT_MAX_K)
+
+/* The even (i = 0) or odd (i = 1) floats of the sixteen at lo, hi. */
+static inline __m256 deint(__m256 lo, __m256 hi, int odd)
+{
+    const __m256 t = odd ? _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))
+                         : _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* The input row r (w columns) from column b as the taps of a chunk read it (n staged columns,
+ * per parity at stride 2): d[j] = r[b + j], or at stride 2 d[j] = r[b + 2j] and
+ * d[PAR + j] = r[b + 2j + 1]; zero outside the row. */
+static void stage(const float *r, int64_t b, int64_t w, int s, int64_t n, float *restrict d)
+{
+    int64_t j = 0;
+    if (s == 1) {
+        for (; j < n && b + j < 0; j++) {
+            d[j] = 0.0f;
+        }
+        for (; j + 8 <= n && b + j + 8 <= w; j += 8) {
+            _mm256_storeu_ps(d + j, _mm256_loadu_ps(r + b + j));
+        }
+        for (; j < n; j++) {
+            d[j] = b + j < w ? r[b + j] : 0.0f;
+        }
+        return;
+    }
+    for (; j < n && b + 2 * j < 0; j++) { /* b + 2j + 1 is at most 0 there */
+        d[j] = 0.0f;
+        d[PAR + j] = b + 2 * j + 1 == 0 ? r[0] : 0.0f;
+    }
+    for (; j + 8 <= n && b + 2 * j + 16 <= w; j += 8) {
+        const __m256 lo = _mm256_loadu_ps(r + b + 2 * j), hi = _mm256_loadu_ps(r + b + 2 * j + 8);
+        _mm256_storeu_ps(d + j, deint(lo, hi, 0));
+        _mm256_storeu_ps(d + PAR + j, deint(lo, hi, 1));
+    }
+    for (; j < n; j++) {
+        d[j] = b + 2 * j < w ? r[b + 2 * j] : 0.0f;
+        d[PAR + j] = b + 2 * j + 1 < w ? r[b + 2 * j + 1] : 0.0f;
+    }
+}
+
+/* a_o_v += w[o] * v_v for channel o of a block and its NV vectors: one broadcast live at a time
+ * (twelve accumulators, three inputs and it fill the sixteen registers). */
+#define TAP1(o, w)                                                                                 \
+    do {                                                                                           \
+        const __m256 w_ = _mm256_broadcast_ss(w);                                                  \
+        a##o##0 = _mm256_fmadd_ps(w_, v0, a##o##0);                                                \
+        if (NV > 1) {                                                                              \
+            a##o##1 = _mm256_fmadd_ps(w_, v1, a##o##1);                                            \
+        }                                                                                          \
+        if (NV > 2) {                                                                              \
+            a##o##2 = _mm256_fmadd_ps(w_, v2, a##o##2);                                            \
+        }                                                                                          \
+    } while (0)
+
+/* The sums of one block: four channels (weights wg: tap t at wg + t * KI_DIRECT_OC) by NV vectors
+ * of columns, reading the staged rows st[i] (tap row ti[i], i < nrows) from column x0; acc[o][v].
+ */
+static inline __attribute__((always_inline)) void
+block(const float (*st)[2 * PAR], const int64_t *ti, int64_t nrows, const float *wg, int64_t x0,
+      const int s, const int64_t kw, const int NV, __m256 acc[OC_GROUP][NV_MAX])
+{
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
+    __m256 a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
+    for (int64_t i = 0; i < nrows; i++) {
+        const float *r = st[i] + x0, *wt = wg + ti[i] * kw * KI_DIRECT_OC;
+#pragma GCC unroll 8
+        for (int64_t kx = 0; kx < kw; kx++) {
+            const float *p = r + (s == 2 ? (kx & 1) * PAR + (kx >> 1) : kx);
+            const __m256 v0 = _mm256_loadu_ps(p);
+            const __m256 v1 = NV > 1 ? _mm256_loadu_ps(p + 8) : v0;
+            const __m256 v2 = NV > 2 ? _mm256_loadu_ps(p + 16) : v0;
+            const float *wk = wt + kx * KI_DIRECT_OC;
+            TAP1(0, wk + 0);
+            TAP1(1, wk + 1);
+            TAP1(2, wk + 2);
+            TAP1(3, wk + 3);
+        }
+    }
+    acc[0][0] = a00, acc[0][1] = a01, acc[0][2] = a02, acc[1][0] = a10, acc[1][1] = a11;
+    acc[1][2] = a12, acc[2][0] = a20, acc[2][1] = a21, acc[2][2] = a22, acc[3][0] = a30;
+    acc[3][1] = a31, acc[3][2] = a32;
+}
+
+/* block() with the vector count, the stride and, for the common stems, the kernel width as
+ * constants (the taps unrolled). */
+#define BLOCK_NV(NV)                                                                               \
+    do {                                                                                           \
+        if (s == 2 && kw == 3) {                                                                   \
+            block(st, ti, nrows, wg, x0, 2, 3, NV, acc);                                           \
+        } else if (s == 2 && kw == 7) {                                                            \
+            block(st, ti, nrows, wg, x0, 2, 7, NV, acc);                                           \
+        } else if (s == 2) {                                                                       \
+            block(st, ti, nrows, wg, x0, 2, kw, NV, acc);                                          \
+        } else {                                                                                   \
+            block(st, ti, nrows, wg, x0, 1, kw, NV, acc);                                          \
+        }                                                                                          \
+    } while (0)
+
+static void blocks(const float (*st)[2 * PAR], const int64_t *ti, int64_t nrows, const float *wg,
+                   int64_t x0, int s, int64_t kw, int nv, __m256 acc[OC_GROUP][NV_MAX])
+{
+    if (nv == 3) {
+        BLOCK_NV(3);
+    } else if (nv == 2) {
+        BLOCK_NV(2);
+    } else {
+        BLOCK_NV(1);
+    }
+}
+
+/* Stores the first `lanes` lanes of v to d after the epilogue f (NULL: none): + bias b, + the
+ * residual res (NULL for none), then min(hi, max(lo, v)), which keeps a NaN v as the scalar form
+ * does. */
+static inline void store8(float *d, int64_t lanes, __m256 v, const ki_gemm_fin *f, float b,
+                          const float *res)
+{
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)lanes),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    if (f) {
+        v = _mm256_add_ps(v, _mm256_set1_ps(b));
+        if (res) {
+            v = _mm256_add_ps(v, lanes == 8 ? _mm256_loadu_ps(res) : _mm256_maskload_ps(res, m));
+        }
+        v = _mm256_min_ps(_mm256_set1_ps(f->hi), _mm256_max_ps(_mm256_set1_ps(f->lo), v));
+    }
+    if (lanes == 8) {
+        _mm256_storeu_ps(d, v);
+    } else {
+        _mm256_maskstore_ps(d, m, v);
+    }
+}
+
+/* The block's sums acc of channels oc0 .. oc0 + noc - 1 at the nx columns from ox to d. */
+static void store_block(const ki_conv2d_direct_dst *d, __m256 acc[OC_GROUP][NV_MAX], int64_t oc0,
+                        int64_t noc, int64_t ox, int64_t nx)
+{
+    for (int v = 0; 8 * v < nx; v++) {
+        const int64_t lanes = nx - 8 * v < 8 ? nx - 8 * v : 8;
+        for (int64_t o = 0; o < noc; o++) {
+            const int64_t at = (oc0 + o) * d->cstride + ox + 8 * v;
+            const float b = d->fin && d->fin->bias ? d->fin->bias[oc0 + o] : 0.0f;
+            store8(d->dst + at, lanes, acc[o][v], d->fin, b, d->res ? d->res + at : NULL);
+        }
+    }
+}
+
+/* Stages the input rows the chunk of output columns from ox (n of them) reads into st: the tap
+ * rows inside the image, their indices into ti; returns how many. */
+static int64_t stage_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t oy,
+                          int64_t ox, int64_t n, float (*st)[2 * PAR], int64_t *ti)
+{
+    const int64_t h = g->in.h, w = g->in.w, s = c->sw, b = ox * s - c->pl;
+    /* columns a tap row gives the chunk, per parity at stride 2 */
+    /* the blocks' vectors cover n rounded up to 8; tap kx reads from kx (kx / 2 of a parity) */
+    const int64_t span = (n + 7) / 8 * 8 + (s == 2 ? (c->kw - 1) / 2 : c->kw - 1);
+    int64_t nrows = 0;
+    for (int64_t ic = 0; ic < c->in_ch; ic++) {
+        for (int64_t ky = 0; ky < c->kh; ky++) {
+            const int64_t iy = oy * c->sh - c->pt + ky;
+            if (iy >= 0 && iy < h) {
+                stage(x + (ic * h + iy) * w, b, w, (int)s, span, st[nrows]);
+                ti[nrows++] = ic * c->kh + ky;
+            }
+        }
+    }
+    return nrows;
+}
+
+void ki_conv2d_direct_row_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
+                               const float *wp, int64_t oy, const ki_conv2d_direct_dst *d)
+{
+    const int64_t ow = g->ow, k = c->in_ch * c->kh * c->kw, kw = c->kw;
+    const int s = (int)c->sw;
+    float st[TAP_ROWS][2 * PAR];
+    int64_t ti[TAP_ROWS];
+    for (int64_t ox0 = 0; ox0 < ow; ox0 += CHUNK) {
+        const int64_t n = ow - ox0 < CHUNK ? ow - ox0 : CHUNK;
+        const int64_t nrows = stage_rows(c, g, x, oy, ox0, n, st, ti);
+        for (int64_t oc0 = 0; oc0 < c->out_ch; oc0 += OC_GROUP) {
+            const int64_t noc = c->out_ch - oc0 < OC_GROUP ? c->out_ch - oc0 : OC_GROUP;
+            /* block oc0 / 16 of the packing, its channels from oc0 % 16 */
+            const float *wg = wp + oc0 / KI_DIRECT_OC * k * KI_DIRECT_OC + oc0 % KI_DIRECT_OC;
+            for (int64_t x0 = 0; x0 < n; x0 += 8 * NV_MAX) {
+                const int64_t nx = n - x0 < 8 * NV_MAX ? n - x0 : 8 * NV_MAX;
+                __m256 acc[OC_GROUP][NV_MAX];
+                blocks(st, ti, nrows, wg, x0, s, kw, (int)((nx + 7) / 8), acc);
+                store_block(d, acc, oc0, noc, ox0 + x0, nx);
+            }
+        }
+    }
+}
+
+/* Eight columns of row r from column b, -inf outside [0, w) (never the maximum). */
+static inline __m256 load_cols(const float *r, int64_t b, int64_t w)
+{
+    if (b >= 0 && b + 8 <= w) {
+        return _mm256_loadu_ps(r + b);
+    }
+    float t[8];
+    for (int64_t j = 0; j < 8; j++) {
+        t[j] = b + j >= 0 && b + j < w ? r[b + j] : -__builtin_inff();
+    }
+    return _mm256_loadu_ps(t);
+}
+
+/* The maxima over the kw taps of input row r for the eight output columns from b / 2 (taps in
+ * order: d = v > d ? v : d); NaN lanes read or-ed into *nan. */
+static inline __m256 row_max(const float *r, int64_t b, int64_t w, int64_t kw, __m256 *nan)
+{
+    const __m256 lo = load_cols(r, b, w), hi = load_cols(r, b + 8, w);
+    __m256 n = _mm256_cmp_ps(lo, hi, _CMP_UNORD_Q);
+    __m256 d = _mm256_max_ps(deint(lo, hi, 1), deint(lo, hi, 0)); /* tap 0 first */
+    if (kw == 3) { /* tap 2: the even lanes of the window from b + 2 */
+        const __m256 lo2 = load_cols(r, b + 2, w), hi2 = load_cols(r, b + 10, w);
+        n = _mm256_or_ps(n, _mm256_cmp_ps(lo2, hi2, _CMP_UNORD_Q));
+        d = _mm256_max_ps(deint(lo2, hi2, 0), d);
+    }
+    *nan = _mm256_or_ps(*nan, n);
+    return d;
+}
+
+/* As ki_pool_max_s2_avx512: each input row's maximum over its taps, then the rows' in ky order;
+ * a column block walks down the plane, reducing the input row two output rows share once. */
+int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                        int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw)
+{
+    const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 nan = _mm256_setzero_ps();
+    for (int64_t ox = 0; ox < ow; ox += 8) {
+        const int64_t b = 2 * ox - pw, nx = ow - ox < 8 ? ow - ox : 8;
+        const __m256i mo = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nx), lane);
+        int64_t last = -1;
+        __m256 last_v = ninf;
+        for (int64_t oy = 0; oy < oh; oy++) {
+            __m256 d = ninf;
+            for (int64_t ky = 0; ky < kh; ky++) {
+                const int64_t iy = oy * sh - ph + ky;
+                if (iy < 0 || iy >= h) {
+                    continue;
+                }
+                __m256 v = iy == last ? last_v : row_max(src + iy * w, b, w, kw, &nan);
+                d = _mm256_max_ps(v, d);
+                if (ky == kh - 1) {
+                    last = iy, last_v = v;
+                }
+            }
+            _mm256_maskstore_ps(dst + oy * ow + ox, mo, d);
+        }
+    }
+    return _mm256_movemask_ps(nan) != 0;
+}

@@ -1,0 +1,149 @@
+/* conv2d_dw3_loops.h - the loops of the 3x3 depthwise kernels (conv2d_dw_avx512.c,
+ * conv2d_dw_avx2.c) that do not depend on the vector width: bands of output rows, column blocks
+ * across them, blocks of rows down them (the tail a block of the last rows), the prefetches of
+ * the next plane, and the two entries (whole planes; a band of rows from a buffer). Each ISA file
+ * defines, before including this header, its vector pieces:
+ *   DW_LANES             columns a block covers (16 or 8);
+ *   DW_ROWS_S2           rows of a stride-2 block when the rows allow (8 or 4; stride 1: 4);
+ *   dw_plane             the plane's state: x, res, o, h, w, ow, row0, pf_in, pf_out and the
+ *                        weights, bias and clamp bounds in vectors;
+ *   dw_cols, dw_mask     a column block's load masks, a block's store mask;
+ *   cols_at(ox, s, pl, w), out_mask(n) (lanes below n),
+ *   block(d, y0, first, iy0, ox, k, sm, s, rows, checked): the vector block (see block_at),
+ *   plane_init(d, c, g, row0), plane_channel(d, c, ch): the plane's setup, a channel's weights.
+ * Everything here is static inline and always inlined into the ISA file's entries, so s, rows and
+ * checked are constants in each block. Thread-safe: each call writes only its own planes' rows. */
+#ifndef KI_CONV2D_DW3_LOOPS_H
+#define KI_CONV2D_DW3_LOOPS_H
+
+#include "conv2d.h"
+#include "conv_common.h"
+
+/* Output rows a band holds on planes of up to 32 columns, whose band's input rows (34 at
+ * stride 2) stay in L1 while each column block walks down them. Wider planes go eight rows at a
+ * time across all columns, reading their rows in order. */
+#define DW_BAND 16
+
+/* Of a plane of `floats`, the share of output rows [yb, ye) of oh: from *at (a whole line from
+ * the share before's start), the count returned. */
+static inline int64_t band_share(int64_t floats, int64_t yb, int64_t ye, int64_t oh, int64_t *at)
+{
+    *at = floats * yb / oh / 16 * 16;
+    return floats * ye / oh - *at;
+}
+
+/* The block of `rows` output rows from oy (or, when fewer are left before y1, the block of the last
+ * rows, storing only the rows from oy on), at column block ox; returns the row after it. Only a
+ * block that reaches past the plane's top or bottom checks its rows. */
+static inline __attribute__((always_inline)) int64_t block_at(const dw_plane *d, const ki_conv2d *c,
+                                                              const dw_cols *k, dw_mask sm, int s,
+                                                              int rows, int64_t oy, int64_t y1,
+                                                              int64_t ox)
+{
+    const int64_t yf = y1 - oy >= rows ? oy : y1 - rows;
+    const int first = (int)(oy - yf);
+    const int64_t iy0 = yf * s - c->pt;
+    if (iy0 >= 0 && iy0 + (rows - 1) * s + 3 <= d->h) {
+        block(d, yf, first, iy0, ox, k, sm, s, rows, false);
+    } else {
+        block(d, yf, first, iy0, ox, k, sm, s, rows, true);
+    }
+    return yf + rows;
+}
+
+/* Output rows [y0, y1) of the plane of d (of oh rows), in bands of DW_BAND rows; in a band, a
+ * column block at a time (its masks computed once) down the rows in blocks of four (at stride 2
+ * DW_ROWS_S2 when there are as many: AVX-512, one thread, eight rows 16-25 % faster there, 10-20 %
+ * slower at stride 1 on 14x14 / 28x28 planes). Only blocks that reach past the plane's top or
+ * bottom check their rows. Fewer than four rows go a row at a time. */
+static inline __attribute__((always_inline)) void plane(const dw_plane *d, const ki_conv2d *c,
+                                                        int64_t y0, int64_t y1, int64_t oh, int s)
+{
+    const int64_t ow = d->ow, band = ow > 32 ? 8 : DW_BAND;
+    for (int64_t yb = y0; yb < y1; yb += band) {
+        const int64_t ye = y1 - yb > band ? yb + band : y1;
+        /* this band's share of the next plane: asked for all at once at the start of a plane,
+         * hundreds of lines overran the queue of misses (mobilenet_v2's 112 x 112 depthwise
+         * layers, 2 threads, in the network: 150 -> 82 us and 64 -> 51 us) */
+        int64_t a, n;
+        if (d->pf_in) {
+            n = band_share(d->h * d->w, yb, ye, oh, &a);
+            ki_cv_prefetch_l2(d->pf_in + a, n);
+        }
+        if (d->pf_out) {
+            n = band_share(oh * ow, yb, ye, oh, &a);
+            ki_cv_prefetch_out(d->pf_out + a, n);
+        }
+        for (int64_t ox = 0; ox < ow; ox += DW_LANES) {
+            const dw_mask sm = out_mask(ow - ox);
+            const dw_cols k = cols_at(ox, s, c->pl, d->w);
+            if (y1 - y0 < 4) {
+                for (int64_t oy = y0; oy < y1; oy++) {
+                    block(d, oy, 0, oy * s - c->pt, ox, &k, sm, s, 1, true);
+                }
+                continue;
+            }
+            for (int64_t oy = yb; oy < ye;) {
+                /* a tail shorter than a block is the block of the last rows, storing only its
+                 * new rows (nothing is written twice, so an output that shares the residual's
+                 * buffer is safe) */
+                if (s == 2 && DW_ROWS_S2 == 8 && y1 - y0 >= 8) {
+                    oy = block_at(d, c, &k, sm, s, DW_ROWS_S2, oy, y1, ox);
+                } else {
+                    oy = block_at(d, c, &k, sm, s, 4, oy, y1, ox);
+                }
+            }
+        }
+    }
+}
+
+/* The planes p0 <= p < p1 of in (batch-major, channel p % in_ch) into out, with the epilogue. */
+static inline __attribute__((always_inline)) void dw3_planes(const ki_conv2d *c,
+                                                             const ki_conv2d_geom *g,
+                                                             const float *in, int64_t p0,
+                                                             int64_t p1, float *restrict out)
+{
+    const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
+    const int s = c->sw == 2 ? 2 : 1;
+    const bool big_out = g->in.n * c->in_ch * ohw >= KI_CV_PREFETCH_OUT_MIN;
+    dw_plane d;
+    plane_init(&d, c, g, 0);
+    for (int64_t p = p0; p < p1; p++) {
+        plane_channel(&d, c, p % c->in_ch);
+        d.x = in + p * hw, d.o = out + p * ohw;
+        d.res = c->res ? c->res + p * ohw : NULL;
+        d.pf_in = p + 1 < p1 ? d.x + hw : NULL;
+        d.pf_out = p + 1 < p1 && big_out ? d.o + ohw : NULL;
+        if (s == 1) { /* the stride a constant in each call */
+            plane(&d, c, 0, g->oh, g->oh, 1);
+        } else {
+            plane(&d, c, 0, g->oh, g->oh, 2);
+        }
+    }
+}
+
+/* Output rows [y0, y1) of channels [c0, c1) from a band of rows (see ki_conv2d_dw3_band_fn). */
+static inline __attribute__((always_inline)) void
+dw3_band(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band, int64_t row0,
+         int64_t cstride, int64_t c0, int64_t c1, int64_t y0, int64_t y1, float *restrict out)
+{
+    const int64_t ohw = g->oh * g->ow, n = (y1 - y0) * g->ow;
+    const int s = c->sw == 2 ? 2 : 1;
+    const bool big_out = g->in.n * c->in_ch * ohw >= KI_CV_PREFETCH_OUT_MIN;
+    dw_plane d;
+    plane_init(&d, c, g, row0);
+    for (int64_t ch = c0; ch < c1; ch++) {
+        plane_channel(&d, c, ch);
+        d.x = band + ch * cstride, d.o = out + ch * ohw;
+        if (big_out && ch + 1 < c1) { /* the next channel's rows of this band */
+            ki_cv_prefetch_out(d.o + ohw + y0 * g->ow, n);
+        }
+        if (s == 1) {
+            plane(&d, c, y0, y1, g->oh, 1);
+        } else {
+            plane(&d, c, y0, y1, g->oh, 2);
+        }
+    }
+}
+
+#endif

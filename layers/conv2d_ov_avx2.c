@@ -1,0 +1,270 @@
+/* conv2d_ov_avx2.c - the OV micro-kernel (conv2d.h) with AVX2+FMA: the 32 output channels of a
+ * pixel are four ymm vectors, so the main register tile is 4 vectors x 3 pixels (12 accumulators,
+ * the pixels broadcast, the weights mostly folded into the FMAs as memory operands: 16 ymm
+ * registers in all). The pw pixels are covered in such groups of 3, each over the whole k block,
+ * which stays in L1 (16 KiB); a remainder joins the last group(s) so that every tile keeps at
+ * least the 8 independent FMA chains two 4-cycle FMA ports need: 5 pixels as two halves of
+ * 16 channels x 5 pixels (10 chains), 4 as two groups of 2 (8). Each tile shape is its own
+ * non-inlined function with named accumulators (no arrays), so GCC keeps them in registers and
+ * the k loop stores nothing to the stack. And the tile's transposing store: 8x8 blocks
+ * transposed in registers, one masked store per channel. Compiled with -mavx2 -mfma; called only
+ * when the CPU has both. */
+#include <immintrin.h>
+
+#include "conv2d.h"
+
+#define AI __attribute__((always_inline))
+
+/* The 32 channels of one pixel of the tile. */
+typedef struct px32 {
+    __m256 v0, v1, v2, v3;
+} px32;
+
+static inline AI px32 px_load(const float *t, bool acc)
+{
+    if (!acc) {
+        __m256 z = _mm256_setzero_ps();
+        return (px32){ z, z, z, z };
+    }
+    return (px32){ _mm256_loadu_ps(t), _mm256_loadu_ps(t + 8), _mm256_loadu_ps(t + 16),
+                   _mm256_loadu_ps(t + 24) };
+}
+
+/* c += a[0..31] * bv; a is 32-byte aligned (blocks of KI_OV_MV floats, 64-byte aligned). */
+static inline AI px32 px_fma(px32 c, const float *a, __m256 bv)
+{
+    c.v0 = _mm256_fmadd_ps(_mm256_load_ps(a), bv, c.v0);
+    c.v1 = _mm256_fmadd_ps(_mm256_load_ps(a + 8), bv, c.v1);
+    c.v2 = _mm256_fmadd_ps(_mm256_load_ps(a + 16), bv, c.v2);
+    c.v3 = _mm256_fmadd_ps(_mm256_load_ps(a + 24), bv, c.v3);
+    return c;
+}
+
+/* max(lo, v) then min(hi, .): a NaN v is kept (second operand), as in the AVX-512 kernel. */
+static inline AI __m256 fin(__m256 v, const float *bias, __m256 vlo, __m256 vhi)
+{
+    v = bias ? _mm256_add_ps(v, _mm256_loadu_ps(bias)) : v;
+    return _mm256_min_ps(vhi, _mm256_max_ps(vlo, v));
+}
+
+static inline AI void px_store(float *t, px32 c, const float *bias, __m256 vlo, __m256 vhi)
+{
+    _mm256_storeu_ps(t, fin(c.v0, bias, vlo, vhi));
+    _mm256_storeu_ps(t + 8, fin(c.v1, bias ? bias + 8 : NULL, vlo, vhi));
+    _mm256_storeu_ps(t + 16, fin(c.v2, bias ? bias + 16 : NULL, vlo, vhi));
+    _mm256_storeu_ps(t + 24, fin(c.v3, bias ? bias + 24 : NULL, vlo, vhi));
+}
+
+/* Pixels 0..np-1 (np 1..3, a constant in each copy) of b and t over the whole k block. */
+static inline AI void ov_group(int64_t k, const float *a, const float *b, int64_t ldb, bool acc,
+                               const float *bias, float lo, float hi, float *restrict t,
+                               const int np)
+{
+    px32 c0 = px_load(t, acc);
+    px32 c1 = np > 1 ? px_load(t + KI_OV_MV, acc) : c0;
+    px32 c2 = np > 2 ? px_load(t + 2 * KI_OV_MV, acc) : c0;
+    for (int64_t q = 0; q < k; q++, a += KI_OV_MV, b += ldb) {
+        c0 = px_fma(c0, a, _mm256_broadcast_ss(b));
+        if (np > 1) {
+            c1 = px_fma(c1, a, _mm256_broadcast_ss(b + 1));
+        }
+        if (np > 2) {
+            c2 = px_fma(c2, a, _mm256_broadcast_ss(b + 2));
+        }
+    }
+    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    px_store(t, c0, bias, vlo, vhi);
+    if (np > 1) {
+        px_store(t + KI_OV_MV, c1, bias, vlo, vhi);
+    }
+    if (np > 2) {
+        px_store(t + 2 * KI_OV_MV, c2, bias, vlo, vhi);
+    }
+}
+
+/* 16 channels of one pixel of the tile. */
+typedef struct px16 {
+    __m256 v0, v1;
+} px16;
+
+static inline AI px16 px16_load(const float *t, bool acc)
+{
+    return acc ? (px16){ _mm256_loadu_ps(t), _mm256_loadu_ps(t + 8) }
+               : (px16){ _mm256_setzero_ps(), _mm256_setzero_ps() };
+}
+
+static inline AI px16 px16_fma(px16 c, __m256 a0, __m256 a1, const float *b)
+{
+    __m256 bv = _mm256_broadcast_ss(b);
+    c.v0 = _mm256_fmadd_ps(a0, bv, c.v0);
+    c.v1 = _mm256_fmadd_ps(a1, bv, c.v1);
+    return c;
+}
+
+static inline AI void px16_store(float *t, px16 c, const float *bias, __m256 vlo, __m256 vhi)
+{
+    _mm256_storeu_ps(t, fin(c.v0, bias, vlo, vhi));
+    _mm256_storeu_ps(t + 8, fin(c.v1, bias ? bias + 8 : NULL, vlo, vhi));
+}
+
+/* Five pixels of b and t, channels h..h+15 (h 0 or 16: a, bias and t offset by the caller):
+ * 10 accumulators, one more chain than 4 x 2 for the FMA latency, where a pixel count leaves
+ * 2 or 4 after the groups of 3 (pw 5, 8, 10, 11). */
+static __attribute__((noinline)) void ov_half5(int64_t k, const float *a, const float *b,
+                                               int64_t ldb, bool acc, const float *bias, float lo,
+                                               float hi, float *restrict t)
+{
+    px16 c0 = px16_load(t, acc), c1 = px16_load(t + KI_OV_MV, acc);
+    px16 c2 = px16_load(t + 2 * KI_OV_MV, acc), c3 = px16_load(t + 3 * KI_OV_MV, acc);
+    px16 c4 = px16_load(t + 4 * KI_OV_MV, acc);
+    for (int64_t q = 0; q < k; q++, a += KI_OV_MV, b += ldb) {
+        __m256 a0 = _mm256_load_ps(a), a1 = _mm256_load_ps(a + 8);
+        c0 = px16_fma(c0, a0, a1, b);
+        c1 = px16_fma(c1, a0, a1, b + 1);
+        c2 = px16_fma(c2, a0, a1, b + 2);
+        c3 = px16_fma(c3, a0, a1, b + 3);
+        c4 = px16_fma(c4, a0, a1, b + 4);
+    }
+    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    px16_store(t, c0, bias, vlo, vhi);
+    px16_store(t + KI_OV_MV, c1, bias, vlo, vhi);
+    px16_store(t + 2 * KI_OV_MV, c2, bias, vlo, vhi);
+    px16_store(t + 3 * KI_OV_MV, c3, bias, vlo, vhi);
+    px16_store(t + 4 * KI_OV_MV, c4, bias, vlo, vhi);
+}
+
+/* One function per group width: each register-allocated on its own, so nothing of the caller
+ * is kept live (and spilled) around the k loop. */
+#define OV_GROUP(NP)                                                                               \
+    static __attribute__((noinline)) void ov_group##NP(int64_t k, const float *a, const float *b,  \
+                                                       int64_t ldb, bool acc, const float *bias,   \
+                                                       float lo, float hi, float *restrict t)      \
+    {                                                                                              \
+        ov_group(k, a, b, ldb, acc, bias, lo, hi, t, NP);                                          \
+    }
+OV_GROUP(1)
+OV_GROUP(2)
+OV_GROUP(3)
+
+/* Pixels j..j+4 as two halves of 16 channels. */
+static void ov_five(int64_t k, const float *a, const float *b, int64_t ldb, bool acc,
+                    const float *bias, float lo, float hi, float *restrict t)
+{
+    ov_half5(k, a, b, ldb, acc, bias, lo, hi, t);
+    ov_half5(k, a + 16, b, ldb, acc, bias ? bias + 16 : NULL, lo, hi, t + 16);
+}
+
+void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
+                        const float *bias, float lo, float hi, float *restrict t)
+{
+    if (pw < 1 || pw > KI_OV_PW_MAX) {
+        ki_ov_ukernel_ref(k, a, b, pw, ldb, acc, bias, lo, hi, t);
+        return;
+    }
+    if (pw <= 2) {
+        (pw == 1 ? ov_group1 : ov_group2)(k, a, b, ldb, acc, bias, lo, hi, t);
+        return;
+    }
+    /* Groups of 3 pixels; what is left (1 or 2) joins the last groups so that every group keeps
+     * at least 8 FMA chains: the last 5 pixels as ov_five (pw 5, 8, 11), the last 10 as two of
+     * them (pw 10), or the last 4 as two groups of 2 (pw 4, 7). */
+    int r = pw % 3, tail = r == 2 ? 5 : r == 0 ? 0 : pw >= 10 ? 10 : 4, j = 0;
+    for (; j < pw - tail; j += 3) {
+        ov_group3(k, a, b + j, ldb, acc, bias, lo, hi, t + j * KI_OV_MV);
+    }
+    for (; j < pw && tail == 4; j += 2) {
+        ov_group2(k, a, b + j, ldb, acc, bias, lo, hi, t + j * KI_OV_MV);
+    }
+    for (; j < pw; j += 5) {
+        ov_five(k, a, b + j, ldb, acc, bias, lo, hi, t + j * KI_OV_MV);
+    }
+}
+
+/* Transposes the 8x8 block r[0..7] (rows) in registers: r[o] becomes column o. */
+static inline AI void tr8(__m256 *r0, __m256 *r1, __m256 *r2, __m256 *r3, __m256 *r4, __m256 *r5,
+                          __m256 *r6, __m256 *r7)
+{
+    __m256 t0 = _mm256_unpacklo_ps(*r0, *r1), t1 = _mm256_unpackhi_ps(*r0, *r1);
+    __m256 t2 = _mm256_unpacklo_ps(*r2, *r3), t3 = _mm256_unpackhi_ps(*r2, *r3);
+    __m256 t4 = _mm256_unpacklo_ps(*r4, *r5), t5 = _mm256_unpackhi_ps(*r4, *r5);
+    __m256 t6 = _mm256_unpacklo_ps(*r6, *r7), t7 = _mm256_unpackhi_ps(*r6, *r7);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    *r0 = _mm256_permute2f128_ps(s0, s4, 0x20), *r1 = _mm256_permute2f128_ps(s1, s5, 0x20);
+    *r2 = _mm256_permute2f128_ps(s2, s6, 0x20), *r3 = _mm256_permute2f128_ps(s3, s7, 0x20);
+    *r4 = _mm256_permute2f128_ps(s0, s4, 0x31), *r5 = _mm256_permute2f128_ps(s1, s5, 0x31);
+    *r6 = _mm256_permute2f128_ps(s2, s6, 0x31), *r7 = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* What a block's rows share: the clamp, the pixel mask, the row stride of d and res. */
+typedef struct fin8 {
+    __m256 lo, hi;
+    __m256i m;
+    int64_t ld;
+} fin8;
+
+/* Channel o of a block (its pixels in v, masked) + res when not NULL, clamped, into d. */
+static inline AI void store_row(const fin8 *f, float *d, const float *res, int64_t o, __m256 v)
+{
+    v = res ? _mm256_add_ps(v, _mm256_maskload_ps(res + o * f->ld, f->m)) : v;
+    _mm256_maskstore_ps(d + o * f->ld, f->m, _mm256_min_ps(f->hi, _mm256_max_ps(f->lo, v)));
+}
+
+/* Pixel row j of the tile at channel h, or zeros past the nr pixels (nothing read there). */
+static inline AI __m256 tile_row(const float *t, int64_t j, int64_t nr, int64_t h)
+{
+    return j < nr ? _mm256_loadu_ps(t + j * KI_OV_MV + h) : _mm256_setzero_ps();
+}
+
+/* Channels h..h+7 (rows of them, >= 1) and pixels j0..j0+7 (nr of them, 1..8) of the tile. */
+static void store_block(const float *t, int64_t h, int64_t rows, int64_t j0, int64_t nr, float *d,
+                        const float *res, fin8 f)
+{
+    const float *tj = t + j0 * KI_OV_MV;
+    __m256 r0 = tile_row(tj, 0, nr, h), r1 = tile_row(tj, 1, nr, h), r2 = tile_row(tj, 2, nr, h);
+    __m256 r3 = tile_row(tj, 3, nr, h), r4 = tile_row(tj, 4, nr, h), r5 = tile_row(tj, 5, nr, h);
+    __m256 r6 = tile_row(tj, 6, nr, h), r7 = tile_row(tj, 7, nr, h);
+    tr8(&r0, &r1, &r2, &r3, &r4, &r5, &r6, &r7); /* r[o] lane j: pixel j0 + j of channel h + o */
+    f.m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    d += h * f.ld + j0;
+    res = res ? res + h * f.ld + j0 : NULL;
+    store_row(&f, d, res, 0, r0);
+    if (rows > 1) {
+        store_row(&f, d, res, 1, r1);
+    }
+    if (rows > 2) {
+        store_row(&f, d, res, 2, r2);
+    }
+    if (rows > 3) {
+        store_row(&f, d, res, 3, r3);
+    }
+    if (rows > 4) {
+        store_row(&f, d, res, 4, r4);
+    }
+    if (rows > 5) {
+        store_row(&f, d, res, 5, r5);
+    }
+    if (rows > 6) {
+        store_row(&f, d, res, 6, r6);
+    }
+    if (rows > 7) {
+        store_row(&f, d, res, 7, r7);
+    }
+}
+
+void ki_ov_tile_store_avx2(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld,
+                           const float *res, float lo, float hi)
+{
+    if (nr < 1 || nr > KI_OV_PW_MAX || rows > KI_OV_MV) {
+        ki_ov_tile_store(t, rows, nr, d, ld, res, lo, hi);
+        return;
+    }
+    fin8 f = { _mm256_set1_ps(lo), _mm256_set1_ps(hi), _mm256_setzero_si256(), ld };
+    for (int64_t h = 0; h < rows; h += 8) {
+        for (int64_t j0 = 0; j0 < nr; j0 += 8) {
+            store_block(t, h, rows - h, j0, nr - j0 < 8 ? nr - j0 : 8, d, res, f);
+        }
+    }
+}

@@ -1,0 +1,239 @@
+/* test_conv_direct_avx2.c - the direct path of nn.Conv2d (few input channels) with the AVX2 row
+ * kernel, and with the max pool fused after it, against ki_conv2d_forward_ref (and the pool's
+ * reference), at 1 and 2 threads: 1 to 4 input channels, kernels 1 to 8 (square and not),
+ * strides 1 and 2, odd sizes narrower than a column block and wider than two chunks, padding,
+ * partial channel blocks, in-register and after-store activations, a residual. Also the plain C row
+ * kernel, and the AVX2 stride-2 pool plane kernel against its reference (NaN reported). Skipped
+ * without AVX2. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+/* cmocka needs the headers above first */
+// clang-format off
+#include <cmocka.h>
+// clang-format on
+
+#include "../../core/cpu.h"
+#include "../../layers/conv2d.h"
+#include "test_conv_util.h"
+
+static bool have_avx2(void)
+{
+    return ki_cpu_get()->isa >= KI_ISA_AVX2 && ki_gemm_ukernel_for(KI_ISA_AVX2) != NULL;
+}
+
+/* One layer: in -> out channels, kh x kw, stride s, padding (pt, pl), input h x w. */
+typedef struct dcase {
+    int64_t in, out, kh, kw, s, pt, pl, h, w, n;
+} dcase;
+
+/* A random case from seed s: every tenth wide enough for unpadded column blocks. */
+static void draw(uint64_t *s, dcase *d)
+{
+    d->in = trng_int(s, 1, 4);
+    d->out = trng_int(s, 1, 40);
+    d->kh = trng_int(s, 1, KI_DIRECT_MAX_K);
+    d->kw = trng_int(s, 0, 2) == 0 ? trng_int(s, 1, KI_DIRECT_MAX_K) : d->kh;
+    d->s = trng_int(s, 1, 2);
+    d->pt = trng_int(s, 0, d->kh / 2 + 1);
+    d->pl = trng_int(s, 0, d->kw / 2 + 1);
+    d->h = trng_int(s, 1, 13);
+    d->w = trng_int(s, 1, 3) == 1 ? trng_int(s, 20, 230) : trng_int(s, 1, 19); /* chunks: 96 */
+    d->n = trng_int(s, 1, 2);
+}
+
+static const ki_act acts[4] = {
+    { KI_ACT_NONE, 0, 0 }, { KI_ACT_RELU, 0, 0 }, { KI_ACT_RELU6, 0, 0 }, { KI_ACT_SILU, 0, 0 }
+};
+
+/* The layer of case d with weights w and bias b (or NULL); NULL when its kernel does not fit. */
+static ki_conv2d *make(const dcase *d, const float *w, const float *b, const ki_layer_ops **ops,
+                       top *t)
+{
+    void *st;
+    ki_error err = { 0 };
+    top_conv_like(t, "nn.Conv2d", d->in, d->out, d->kh, d->kw, 1, w, b);
+    top_ints2(t, "stride", d->s, d->s);
+    top_ints2(t, "padding", d->pt, d->pl);
+    assert_int_equal(top_create(t, ops, &st, &err), KI_OK);
+    return st;
+}
+
+static void check(const float *got, const float *want, size_t n, const char *what, int seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!(fabsf(got[i] - want[i]) <= 1e-4f * (1.0f + fabsf(want[i])))) {
+            fail_msg("%s seed %d: out[%zu] %g vs ref %g", what, seed, i, got[i], want[i]);
+        }
+    }
+}
+
+/* Runs the direct path with the row kernel of isa on th threads into out. */
+static void run_direct(const ki_conv2d *c, const ki_conv2d_geom *g, ki_isa isa, int th,
+                       const float *x, float *out)
+{
+    ki_conv2d cc = *c;
+    ki_conv2d_set_isa(&cc, isa);
+    size_t ws = ki_conv2d_workspace_for(&cc, g, KI_CONV2D_DIRECT, th);
+    ki_exec ex = { th, ws ? aligned_alloc(64, (ws * (size_t)th + 63) / 64 * 64) : NULL, ws };
+    omp_set_num_threads(th);
+    ki_conv2d_run(&cc, g, KI_CONV2D_DIRECT, x, out, &ex);
+    free(ex.workspace);
+}
+
+static void test_direct_vs_ref(void **unused)
+{
+    (void)unused;
+    if (!have_avx2()) {
+        skip();
+    }
+    int runs = 0;
+    for (int seed = 1; seed <= 250; seed++) {
+        uint64_t s = (uint64_t)seed * 0x9E3779B97F4A7C15ull;
+        dcase d;
+        draw(&s, &d);
+        const size_t nw = (size_t)(d.out * d.in * d.kh * d.kw),
+                     nx = (size_t)(d.n * d.in * d.h * d.w);
+        float *w = malloc(nw * 4), *b = malloc((size_t)d.out * 4), *x = malloc(nx * 4);
+        trng_fill(&s, w, nw), trng_fill(&s, b, (size_t)d.out), trng_fill(&s, x, nx);
+        const ki_layer_ops *ops;
+        top t;
+        ki_conv2d *c = make(&d, w, seed % 4 == 3 ? NULL : b, &ops, &t);
+        ki_conv2d_set_isa(c, KI_ISA_AVX2);
+        c->ep.act = acts[seed % 4];
+        ki_conv2d_geom g;
+        ki_shape in = ki_shape_make(4, (const int64_t[]){ d.n, d.in, d.h, d.w });
+        ki_error err = { 0 };
+        if (ki_conv2d_geom_make(c, &in, &g, &err) == KI_OK) {
+            assert_true(ki_conv2d_path_ok(c, &g, KI_CONV2D_DIRECT));
+            const size_t n = (size_t)(d.n * d.out * g.oh * g.ow);
+            float *ref = malloc(n * 4 + 4), *out = malloc(n * 4 + 4), *res = malloc(n * 4 + 4);
+            trng_fill(&s, res, n);
+            c->residual = seed % 3 == 0, c->res = c->residual ? res : NULL;
+            c->ep.res_after = c->residual && seed % 2 == 1 && c->ep.act.kind != KI_ACT_NONE;
+            ki_conv2d_forward_ref(c, &g, x, ref);
+            for (int v = 0; v < 3; v++) { /* AVX2 on 1 and 2 threads, plain C on 2 */
+                run_direct(c, &g, v == 2 ? KI_ISA_GENERIC : KI_ISA_AVX2, v == 0 ? 1 : 2, x, out);
+                check(out, ref, n, v == 2 ? "ref row" : "avx2 row", seed);
+            }
+            free(ref), free(out), free(res);
+            runs++;
+        }
+        ops->destroy(c);
+        free(w), free(b), free(x);
+    }
+    assert_true(runs >= 150);
+}
+
+/* The max pool (3x3, stride 2, padding 1) of every plane of the n x ch planes h x w at src. */
+static void pool_ref(const float *src, int64_t planes, int64_t h, int64_t w, float *dst)
+{
+    const int64_t ph = ki_conv2d_pool_dim(h), pw = ki_conv2d_pool_dim(w);
+    for (int64_t p = 0; p < planes; p++) {
+        ki_pool_max_s2_ref(src + p * h * w, h, w, dst + p * ph * pw, ph, pw, 3, 3, 2, 1, 1);
+    }
+}
+
+/* The direct path with the max pool fused by fuse() (as resnet's stem), at the AVX2 level,
+ * through the layer's workspace and forward hooks, against the reference convolution and pool. */
+static void test_direct_pool_vs_ref(void **unused)
+{
+    (void)unused;
+    if (!have_avx2()) {
+        skip();
+    }
+    static const dcase fixed[3] = { { 3, 64, 7, 7, 2, 3, 3, 224, 224, 1 },
+                                    { 3, 32, 3, 3, 2, 1, 1, 37, 45, 2 },
+                                    { 1, 8, 5, 5, 1, 2, 2, 29, 17, 1 } };
+    for (int seed = 1; seed <= 60; seed++) {
+        uint64_t s = (uint64_t)seed * 0x2545F4914F6CDD1Dull;
+        dcase d;
+        draw(&s, &d);
+        if (seed <= 3) {
+            d = fixed[seed - 1];
+        }
+        d.h += 2, d.w += 2; /* a pool needs at least one row and column */
+        const size_t nw = (size_t)(d.out * d.in * d.kh * d.kw),
+                     nx = (size_t)(d.n * d.in * d.h * d.w);
+        float *w = malloc(nw * 4), *b = malloc((size_t)d.out * 4), *x = malloc(nx * 4);
+        trng_fill(&s, w, nw), trng_fill(&s, b, (size_t)d.out), trng_fill(&s, x, nx);
+        const ki_layer_ops *ops;
+        top t, p;
+        ki_conv2d *c = make(&d, w, b, &ops, &t);
+        ki_conv2d_set_isa(c, KI_ISA_AVX2);
+        c->ep.act = acts[seed % 4];
+        top_init(&p, "nn.MaxPool2d", 1, 1);
+        top_ints2(&p, "kernel_size", 3, 3);
+        top_ints2(&p, "stride", 2, 2);
+        top_ints2(&p, "padding", 1, 1);
+        ki_conv2d_geom g;
+        ki_shape in = ki_shape_make(4, (const int64_t[]){ d.n, d.in, d.h, d.w });
+        ki_error err = { 0 };
+        if (ki_conv2d_geom_make(c, &in, &g, &err) != KI_OK) {
+            ops->destroy(c);
+            free(w), free(b), free(x);
+            continue;
+        }
+        assert_true(ops->fuse(c, &p.d, 0));
+        assert_true(c->pool);
+        const size_t nc = (size_t)(d.n * d.out * g.oh * g.ow);
+        const size_t np =
+            (size_t)(d.n * d.out * ki_conv2d_pool_dim(g.oh) * ki_conv2d_pool_dim(g.ow));
+        float *conv = malloc(nc * 4), *ref = malloc(np * 4);
+        ki_conv2d_forward_ref(c, &g, x, conv);
+        pool_ref(conv, d.n * d.out, g.oh, g.ow, ref);
+        for (int th = 1; th <= 2; th++) {
+            ki_tensor tin = { in, x }, tout;
+            assert_int_equal(top_run(ops, c, &tin, 1, &tout, 1, th, &err), KI_OK);
+            assert_int_equal(ki_shape_count(&tout.shape), (int64_t)np);
+            check(tout.data, ref, np, "direct + pool", seed);
+            free(tout.data);
+        }
+        ops->destroy(c);
+        free(w), free(b), free(x), free(conv), free(ref);
+    }
+}
+
+/* ki_pool_max_s2_avx2 against the reference: 2- and 3-wide windows, row strides 1 and 2,
+ * paddings, narrow and wide planes; a NaN is reported. */
+static void test_pool_s2_avx2(void **unused)
+{
+    (void)unused;
+    if (!have_avx2()) {
+        skip();
+    }
+    for (int seed = 1; seed <= 200; seed++) {
+        uint64_t s = (uint64_t)seed * 0x9E3779B97F4A7C15ull;
+        const int64_t h = trng_int(&s, 1, 12), w = trng_int(&s, 1, 45);
+        const int64_t kh = trng_int(&s, 1, 3), kw = trng_int(&s, 2, 3), sh = trng_int(&s, 1, 2);
+        const int64_t ph = trng_int(&s, 0, kh / 2), pw = trng_int(&s, 0, kw / 2);
+        const int64_t oh = (h + 2 * ph - kh) / sh + 1, ow = (w + 2 * pw - kw) / 2 + 1;
+        if (oh < 1 || ow < 1) {
+            continue;
+        }
+        float *x = malloc((size_t)(h * w) * 4), *want = malloc((size_t)(oh * ow) * 4);
+        float *got = malloc((size_t)(oh * ow) * 4);
+        trng_fill(&s, x, (size_t)(h * w));
+        for (int64_t i = 0; i < h * w; i += 5) { /* ties */
+            x[i] = 0.5f;
+        }
+        ki_pool_max_s2_ref(x, h, w, want, oh, ow, kh, kw, sh, ph, pw);
+        assert_int_equal(ki_pool_max_s2_avx2(x, h, w, got, oh, ow, kh, kw, sh, ph, pw), 0);
+        assert_memory_equal(got, want, (size_t)(oh * ow) * 4);
+        x[0] = NAN; /* in the first window, as the paddings are at most half the window */
+        assert_int_not_equal(ki_pool_max_s2_avx2(x, h, w, got, oh, ow, kh, kw, sh, ph, pw), 0);
+        free(x), free(want), free(got);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_direct_vs_ref),
+        cmocka_unit_test(test_direct_pool_vs_ref),
+        cmocka_unit_test(test_pool_s2_avx2),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
