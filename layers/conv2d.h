@@ -70,10 +70,6 @@ typedef void (*ki_conv2d_direct_row_fn)(const struct ki_conv2d *c,
                                         const struct ki_conv2d_geom *g, const float *x,
                                         const float *wp, int64_t oy,
                                         const ki_conv2d_direct_dst *d);
-/* A max pool plane kernel of stride-2 columns (ki_pool_max_s2_ref in conv_common.h). */
-typedef int (*ki_pool_max_s2_fn)(const float *src, int64_t h, int64_t w, float *restrict dst,
-                                 int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,
-                                 int64_t ph, int64_t pw);
 
 typedef struct ki_conv2d {
     int64_t in_ch, out_ch, groups;
@@ -291,10 +287,6 @@ void ki_conv2d_direct_row_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, cons
                                const float *wp, int64_t oy, const ki_conv2d_direct_dst *d);
 void ki_conv2d_direct_row_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
                                  const float *wp, int64_t oy, const ki_conv2d_direct_dst *d);
-/* conv2d_direct_avx2.c: ki_pool_max_s2_avx512 (conv_common.h) with eight-lane vectors, the same
- * taps in the same order; for the fused pool at AVX2. */
-int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
-                        int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw);
 
 /* conv2d_pwdw.c: a 1x1 layer (one group, its original weights) or a layer on the direct path (a
  * stem), and the 3x3 depthwise layer c->dwf after it, a band of the depthwise layer's output rows

@@ -1,6 +1,5 @@
-/* conv2d_direct_avx2.c - the AVX2 row kernel of the direct path (conv2d_direct.c), and the
- * stride-2 max pool plane kernel its fused pool uses at this level. A row goes in chunks of up to
- * CHUNK output columns: the input rows a chunk reads are first copied to the stack, zero-padded
+/* conv2d_direct_avx2.c - the AVX2 row kernel of the direct path (conv2d_direct.c). A row goes in
+ * chunks of up to CHUNK output columns: the input rows a chunk reads are first copied to the stack, zero-padded
  * past either end and, at stride 2, split into their even and odd columns, so that every kernel
  * tap reads its columns as plain consecutive vectors. The chunk is then computed in blocks of four
  * output channels by three vectors of eight columns: per tap three loads and four broadcasts feed
@@ -13,6 +12,7 @@
 
 #include "conv2d.h"
 #include "conv_common.h"
+#include "simd_avx2.h"
 
 #define OC_GROUP 4  /* output channels a block */
 #define NV_MAX   3  /* column vectors a block */
@@ -21,13 +21,6 @@
 #define PAR      (CHUNK + KI_DIRECT_MAX_K)
 #define TAP_ROWS (KI_DIRECT_MAX_IN * KI_DIRECT_MAX_K)
 
-/* The even (i = 0) or odd (i = 1) floats of the sixteen at lo, hi. */
-static inline __m256 deint(__m256 lo, __m256 hi, int odd)
-{
-    const __m256 t = odd ? _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))
-                         : _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
-}
 
 /* The input row r (w columns) from column b as the taps of a chunk read it (n staged columns,
  * per parity at stride 2): d[j] = r[b + j], or at stride 2 d[j] = r[b + 2j] and
@@ -53,8 +46,8 @@ static void stage(const float *r, int64_t b, int64_t w, int s, int64_t n, float 
     }
     for (; j + 8 <= n && b + 2 * j + 16 <= w; j += 8) {
         const __m256 lo = _mm256_loadu_ps(r + b + 2 * j), hi = _mm256_loadu_ps(r + b + 2 * j + 8);
-        _mm256_storeu_ps(d + j, deint(lo, hi, 0));
-        _mm256_storeu_ps(d + PAR + j, deint(lo, hi, 1));
+        _mm256_storeu_ps(d + j, ki_deint8(lo, hi, 0));
+        _mm256_storeu_ps(d + PAR + j, ki_deint8(lo, hi, 1));
     }
     for (; j < n; j++) {
         d[j] = b + 2 * j < w ? r[b + 2 * j] : 0.0f;
@@ -212,65 +205,4 @@ void ki_conv2d_direct_row_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, cons
             }
         }
     }
-}
-
-/* Eight columns of row r from column b, -inf outside [0, w) (never the maximum). */
-static inline __m256 load_cols(const float *r, int64_t b, int64_t w)
-{
-    if (b >= 0 && b + 8 <= w) {
-        return _mm256_loadu_ps(r + b);
-    }
-    float t[8];
-    for (int64_t j = 0; j < 8; j++) {
-        t[j] = b + j >= 0 && b + j < w ? r[b + j] : -__builtin_inff();
-    }
-    return _mm256_loadu_ps(t);
-}
-
-/* The maxima over the kw taps of input row r for the eight output columns from b / 2 (taps in
- * order: d = v > d ? v : d); NaN lanes read or-ed into *nan. */
-static inline __m256 row_max(const float *r, int64_t b, int64_t w, int64_t kw, __m256 *nan)
-{
-    const __m256 lo = load_cols(r, b, w), hi = load_cols(r, b + 8, w);
-    __m256 n = _mm256_cmp_ps(lo, hi, _CMP_UNORD_Q);
-    __m256 d = _mm256_max_ps(deint(lo, hi, 1), deint(lo, hi, 0)); /* tap 0 first */
-    if (kw == 3) { /* tap 2: the even lanes of the window from b + 2 */
-        const __m256 lo2 = load_cols(r, b + 2, w), hi2 = load_cols(r, b + 10, w);
-        n = _mm256_or_ps(n, _mm256_cmp_ps(lo2, hi2, _CMP_UNORD_Q));
-        d = _mm256_max_ps(deint(lo2, hi2, 0), d);
-    }
-    *nan = _mm256_or_ps(*nan, n);
-    return d;
-}
-
-/* As ki_pool_max_s2_avx512: each input row's maximum over its taps, then the rows' in ky order;
- * a column block walks down the plane, reducing the input row two output rows share once. */
-int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
-                        int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw)
-{
-    const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    __m256 nan = _mm256_setzero_ps();
-    for (int64_t ox = 0; ox < ow; ox += 8) {
-        const int64_t b = 2 * ox - pw, nx = ow - ox < 8 ? ow - ox : 8;
-        const __m256i mo = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nx), lane);
-        int64_t last = -1;
-        __m256 last_v = ninf;
-        for (int64_t oy = 0; oy < oh; oy++) {
-            __m256 d = ninf;
-            for (int64_t ky = 0; ky < kh; ky++) {
-                const int64_t iy = oy * sh - ph + ky;
-                if (iy < 0 || iy >= h) {
-                    continue;
-                }
-                __m256 v = iy == last ? last_v : row_max(src + iy * w, b, w, kw, &nan);
-                d = _mm256_max_ps(v, d);
-                if (ky == kh - 1) {
-                    last = iy, last_v = v;
-                }
-            }
-            _mm256_maskstore_ps(dst + oy * ow + ox, mo, d);
-        }
-    }
-    return _mm256_movemask_ps(nan) != 0;
 }

@@ -193,6 +193,13 @@ int ki_pool_max_s2_avx512(const float *src, int64_t h, int64_t w, float *restric
                           int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw);
 int ki_pool_max_s2_ref(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
                        int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw);
+/* The same with eight-lane vectors, the same taps in the same order (pool2d_avx2.c). */
+int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                        int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw);
+/* One of the three above (nn.MaxPool2d and the conv's fused pool pick one per CPU level). */
+typedef int (*ki_pool_max_s2_fn)(const float *src, int64_t h, int64_t w, float *restrict dst,
+                                 int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,
+                                 int64_t ph, int64_t pw);
 
 /* Python floor division for a positive divisor. */
 static inline int64_t ki_cv_floordiv(int64_t a, int64_t b)

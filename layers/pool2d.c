@@ -14,7 +14,7 @@
 typedef struct pool2d {
     bool is_max, ceil_mode, count_include_pad, return_indices;
     bool avx2;   /* the max row kernel runs with AVX2 */
-    bool avx512; /* ki_pool_max_s2_avx512 runs here */
+    ki_pool_max_s2_fn s2k; /* the stride-2 plane kernel for this CPU level, or NULL */
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
     int64_t divisor; /* divisor_override, 0 when None */
 } pool2d;
@@ -90,7 +90,9 @@ static ki_status pool_create(const ki_op_desc *op, bool is_max, void **state, ki
     }
     p->is_max = is_max;
     p->avx2 = ki_cpu_isa() >= KI_ISA_AVX2;
-    p->avx512 = ki_cpu_isa() >= KI_ISA_AVX512;
+    p->s2k = ki_cpu_isa() >= KI_ISA_AVX512 ? ki_pool_max_s2_avx512
+             : ki_cpu_isa() >= KI_ISA_AVX2  ? ki_pool_max_s2_avx2
+                                            : NULL;
     ki_status st = parse_windows(op, p, err);
     if (st == KI_OK) {
         st = parse_flags(op, p, err);
@@ -377,7 +379,7 @@ static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, 
                ex->ws_per_thread / sizeof *dst >= (size_t)hmf;
     /* 2- or 3-wide windows at column stride 2: every tap in registers (resnet's 3x3 stride-2
      * pool 2.3x faster than tap by tap) */
-    const bool s2 = rows && !sep && p->avx512 && p->sw == 2 && (p->kw == 2 || p->kw == 3) &&
+    const bool s2 = rows && !sep && p->s2k && p->sw == 2 && (p->kw == 2 || p->kw == 3) &&
                     p->dw == 1 && p->dh == 1;
     if (s2) {
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
@@ -387,7 +389,7 @@ static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, 
             if (pl + 1 < planes) {
                 ki_cv_prefetch_l2(s + hw, hw);
             }
-            if (ki_pool_max_s2_avx512(s, x.h, x.w, d, oh, ow, p->kh, p->kw, p->sh, p->ph, p->pw)) {
+            if (p->s2k(s, x.h, x.w, d, oh, ow, p->kh, p->kw, p->sh, p->ph, p->pw)) {
                 pool_plane_ref(p, &x, s, d, NULL, ohw, ow);
             }
         }

@@ -1,8 +1,11 @@
-/* pool2d_avx2.c - the AVX2 row kernel of max pooling (see ki_pool_rowmax_ref in conv_common.h).
+/* pool2d_avx2.c - the AVX2 row kernel of max pooling (see ki_pool_rowmax_ref in conv_common.h)
+ * and the stride-2 plane kernel (ki_pool_max_s2_avx2: nn.MaxPool2d and the direct path's fused
+ * pool).
  * Compiled with -mavx2 -mfma; pool2d.c calls it only when the CPU has AVX2. */
 #include <immintrin.h>
 
 #include "conv_common.h"
+#include "simd_avx2.h"
 
 /* Eight values s[0], s[sw], ..., s[7*sw] for sw 1 or 2; reads s[0 .. 7*sw] only (for sw 2 the
  * second load starts at s[7], its odd lanes holding s[8], s[10], ...). */
@@ -39,4 +42,65 @@ int ki_pool_rowmax_avx2(const float *s, int64_t sw, float *restrict d, int64_t n
         step8(s, sw, d, n - 8, &nan);
     }
     return _mm256_movemask_ps(nan);
+}
+
+/* Eight columns of row r from column b, -inf outside [0, w) (never the maximum). */
+static inline __m256 load_cols(const float *r, int64_t b, int64_t w)
+{
+    if (b >= 0 && b + 8 <= w) {
+        return _mm256_loadu_ps(r + b);
+    }
+    float t[8];
+    for (int64_t j = 0; j < 8; j++) {
+        t[j] = b + j >= 0 && b + j < w ? r[b + j] : -__builtin_inff();
+    }
+    return _mm256_loadu_ps(t);
+}
+
+/* The maxima over the kw taps of input row r for the eight output columns from b / 2 (taps in
+ * order: d = v > d ? v : d); NaN lanes read or-ed into *nan. */
+static inline __m256 row_max(const float *r, int64_t b, int64_t w, int64_t kw, __m256 *nan)
+{
+    const __m256 lo = load_cols(r, b, w), hi = load_cols(r, b + 8, w);
+    __m256 n = _mm256_cmp_ps(lo, hi, _CMP_UNORD_Q);
+    __m256 d = _mm256_max_ps(ki_deint8(lo, hi, 1), ki_deint8(lo, hi, 0)); /* tap 0 first */
+    if (kw == 3) { /* tap 2: the even lanes of the window from b + 2 */
+        const __m256 lo2 = load_cols(r, b + 2, w), hi2 = load_cols(r, b + 10, w);
+        n = _mm256_or_ps(n, _mm256_cmp_ps(lo2, hi2, _CMP_UNORD_Q));
+        d = _mm256_max_ps(ki_deint8(lo2, hi2, 0), d);
+    }
+    *nan = _mm256_or_ps(*nan, n);
+    return d;
+}
+
+/* As ki_pool_max_s2_avx512: each input row's maximum over its taps, then the rows' in ky order;
+ * a column block walks down the plane, reducing the input row two output rows share once. */
+int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                        int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw)
+{
+    const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 nan = _mm256_setzero_ps();
+    for (int64_t ox = 0; ox < ow; ox += 8) {
+        const int64_t b = 2 * ox - pw, nx = ow - ox < 8 ? ow - ox : 8;
+        const __m256i mo = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nx), lane);
+        int64_t last = -1;
+        __m256 last_v = ninf;
+        for (int64_t oy = 0; oy < oh; oy++) {
+            __m256 d = ninf;
+            for (int64_t ky = 0; ky < kh; ky++) {
+                const int64_t iy = oy * sh - ph + ky;
+                if (iy < 0 || iy >= h) {
+                    continue;
+                }
+                __m256 v = iy == last ? last_v : row_max(src + iy * w, b, w, kw, &nan);
+                d = _mm256_max_ps(v, d);
+                if (ky == kh - 1) {
+                    last = iy, last_v = v;
+                }
+            }
+            _mm256_maskstore_ps(dst + oy * ow + ox, mo, d);
+        }
+    }
+    return _mm256_movemask_ps(nan) != 0;
 }
