@@ -2,21 +2,28 @@
 CC      ?= gcc
 BUILD   ?= build/release
 OPT     ?= -O2
+# The target's Debian multiarch triplet (x86_64-linux-gnu, aarch64-linux-gnu, ...): where its
+# OpenBLAS headers live, and whether the x86 kernels (*_avx2.c, *_avx512.c) are built at all.
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 CFLAGS_BASE := -std=c11 -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -g -fopenmp -fPIC \
   -Wall -Wextra -Wshadow -Wvla -Wstrict-prototypes -Wmissing-prototypes \
-  -I/usr/include/x86_64-linux-gnu/openblas-openmp -I/usr/include/stb
+  -I/usr/include/$(MULTIARCH)/openblas-openmp -I/usr/include/stb
 CFLAGS  ?= $(OPT) -DNDEBUG
 ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS  = -lstb -lopenblas -lm -fopenmp $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(wildcard core/*.c) $(wildcard parser/*.c) $(wildcard layers/*.c)
+ifeq ($(filter x86_64% i386% i686%,$(MULTIARCH)),)
+# not x86: the generic kernels only (core/cpu.c reports the generic level)
+LIB_SRC := $(filter-out %_avx2.c %_avx512.c,$(LIB_SRC))
+endif
 CLI_SRC := $(filter-out cli/main.c,$(wildcard cli/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-run demo deps clean asan help format lint fuzz
+.PHONY: all test test-run demo deps clean asan help format lint fuzz cross-test
 all: kinfer
 
 kinfer: $(BUILD)/kinfer
@@ -71,6 +78,12 @@ asan: deps
 deps:
 	@sh tests/deps.sh
 
+# The generic build for aarch64 (Debian's cross compiler), its unit tests run under qemu-user
+# through binfmt_misc. tests/cross-deps.sh installs what it needs (root).
+cross-test:
+	@sh tests/cross-deps.sh
+	@$(MAKE) --no-print-directory CC=aarch64-linux-gnu-gcc BUILD=build/aarch64 test-run
+
 format:
 	clang-format -i $(LIB_SRC) $(wildcard core/*.h parser/*.h layers/*.h cli/*.[ch])
 
@@ -84,6 +97,7 @@ help:
 	@echo "make asan       the same under AddressSanitizer + UBSan (build/asan)"
 	@echo "make deps       install missing Debian packages (root) or print the apt-get line"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 60) each"
+	@echo "make cross-test build for aarch64 (generic kernels) and run the unit tests under qemu"
 	@echo "make bench      time the shared networks (kinfer bench beside ONNX Runtime), update docs/performance.md"
 	@echo "make format     clang-format the sources"
 	@echo "BUILD=dir       build directory (default build/release)"

@@ -12,6 +12,17 @@
 
 #include "status.h"
 
+/* The x86 kernels (the *_avx2.c and *_avx512.c files) are built only for x86 targets. Elsewhere
+ * KI_X86(f) is NULL instead of the kernel f and code that calls one directly sits under
+ * #if KI_HAVE_X86; ki_cpu_isa() is then generic, so no path asks for them. */
+#if defined(__x86_64__) || defined(__i386__)
+#define KI_HAVE_X86 1
+#define KI_X86(f)   (f)
+#else
+#define KI_HAVE_X86 0
+#define KI_X86(f)   NULL
+#endif
+
 /* Instruction-set levels, in order: each includes the ones below it. */
 typedef enum ki_isa {
     KI_ISA_GENERIC = 0, /* plain C: any CPU */

@@ -167,31 +167,70 @@ ki_status ki_conv2d_alloc_weights(size_t a, size_t b, size_t c, const char *what
     return KI_OK;
 }
 
+/* The kernels of each instruction-set level: one table per level, the algorithms shared. A level
+ * without its own version of a kernel names the one below it, or NULL where the path needs a
+ * vector kernel (depthwise in place, stride-2 im2col). */
+typedef struct conv_kernels {
+    ki_cv_epilogue_fn epf;
+    void (*gather2)(const float *src, float *restrict d, int64_t n);
+    void (*dw3_planes)(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t p0,
+                       int64_t p1, float *restrict out);
+    void (*dw3_band)(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band, int64_t row0,
+                     int64_t cstride, int64_t c0, int64_t c1, int64_t y0, int64_t y1,
+                     float *restrict out);
+    ki_conv2d_direct_row_fn direct_row;
+    ki_pool_max_s2_fn direct_pool;
+    void (*pack3s2)(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t j0,
+                    int64_t nr, int64_t k, int64_t pw, float *restrict dst);
+    ki_wino_in_fn wino_in;
+    ki_wino_out_fn wino_out;
+    void (*wino_hu)(const uint16_t *g, int64_t kc, float *restrict u, int64_t pstride);
+    ki_ov_ukernel ov_uk;
+    ki_ov_ukernel_h ov_ukh;
+    ki_ov_store_fn ov_st;
+} conv_kernels;
+
+static const conv_kernels kernels_of[KI_ISA_COUNT] = {
+    [KI_ISA_GENERIC] = { ki_cv_epilogue_ref, ki_conv2d_gather2_ref, NULL, NULL,
+                         ki_conv2d_direct_row_ref, ki_pool_max_s2_ref, NULL, ki_wino_input_ref,
+                         ki_wino_output_ref, ki_wino_hu_ref, ki_ov_ukernel_ref, ki_ov_ukernel_h_ref,
+                         ki_ov_tile_store },
+#if KI_HAVE_X86
+    [KI_ISA_AVX2] = { ki_cv_epilogue_avx2, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx2,
+                      ki_conv2d_dw3_band_avx2, ki_conv2d_direct_row_avx2, ki_pool_max_s2_avx2, NULL,
+                      ki_wino_input_avx2, ki_wino_output_avx2, ki_wino_hu_ref, ki_ov_ukernel_avx2,
+                      ki_ov_ukernel_h_ref, ki_ov_tile_store_avx2 },
+    /* vcvtph2ps on zmm (the binary16 kernels) is AVX512F itself */
+    [KI_ISA_AVX512] = { ki_cv_epilogue_avx512, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx512,
+                        ki_conv2d_dw3_band_avx512, ki_conv2d_direct_row_avx512,
+                        ki_pool_max_s2_avx512, ki_conv2d_pack3s2_avx512, ki_wino_input_avx512,
+                        ki_wino_output_avx512, ki_wino_hu_avx512, ki_ov_ukernel_avx512,
+                        ki_ov_ukernel_h_avx512, ki_ov_tile_store_avx512 },
+#endif
+};
+
 void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa)
 {
-    bool avx2 = isa >= KI_ISA_AVX2 && ki_gemm_ukernel_for(KI_ISA_AVX2) != NULL;
+    while (isa > KI_ISA_GENERIC && !ki_gemm_ukernel_for(isa)) {
+        isa--; /* a level this CPU (or this build) lacks */
+    }
+    const conv_kernels *k = &kernels_of[isa];
     c->uk = ki_gemm_ukernel_for(isa);
-    c->uk = c->uk ? c->uk : ki_gemm_ukernel_ref;
-    bool avx512 = isa >= KI_ISA_AVX512 && ki_gemm_ukernel_for(KI_ISA_AVX512) != NULL;
-    c->epf = avx512 ? ki_cv_epilogue_avx512 : (avx2 ? ki_cv_epilogue_avx2 : ki_cv_epilogue_ref);
-    c->dw_avx2 = avx2;
-    c->dw3_planes =
-        avx512 ? ki_conv2d_dw3_planes_avx512 : (avx2 ? ki_conv2d_dw3_planes_avx2 : NULL);
-    c->dw3_band = avx512 ? ki_conv2d_dw3_band_avx512 : (avx2 ? ki_conv2d_dw3_band_avx2 : NULL);
-    c->direct = avx2;
-    c->direct_row = avx512 ? ki_conv2d_direct_row_avx512
-                           : (avx2 ? ki_conv2d_direct_row_avx2 : ki_conv2d_direct_row_ref);
-    c->direct_pool =
-        avx512 ? ki_pool_max_s2_avx512 : (avx2 ? ki_pool_max_s2_avx2 : ki_pool_max_s2_ref);
-    c->gather2 = avx2 ? ki_conv2d_gather2_avx2 : ki_conv2d_gather2_ref;
-    c->pack3s2 = avx512 && ki_conv2d_pack3s2_ok(c) ? ki_conv2d_pack3s2_avx512 : NULL;
-    c->wino_in = avx512 ? ki_wino_input_avx512 : avx2 ? ki_wino_input_avx2 : ki_wino_input_ref;
-    c->wino_out = avx512 ? ki_wino_output_avx512 : avx2 ? ki_wino_output_avx2 : ki_wino_output_ref;
-    c->wino_hu = avx512 ? ki_wino_hu_avx512 : ki_wino_hu_ref;
-    c->ov_uk = avx512 ? ki_ov_ukernel_avx512 : avx2 ? ki_ov_ukernel_avx2 : ki_ov_ukernel_ref;
-    /* vcvtph2ps on zmm is AVX512F itself */
-    c->ov_ukh = avx512 ? ki_ov_ukernel_h_avx512 : ki_ov_ukernel_h_ref;
-    c->ov_st = avx512 ? ki_ov_tile_store_avx512 : avx2 ? ki_ov_tile_store_avx2 : ki_ov_tile_store;
+    c->epf = k->epf;
+    c->dw_avx2 = isa >= KI_ISA_AVX2;
+    c->dw3_planes = k->dw3_planes;
+    c->dw3_band = k->dw3_band;
+    c->direct = isa >= KI_ISA_AVX2;
+    c->direct_row = k->direct_row;
+    c->direct_pool = k->direct_pool;
+    c->gather2 = k->gather2;
+    c->pack3s2 = k->pack3s2 && ki_conv2d_pack3s2_ok(c) ? k->pack3s2 : NULL;
+    c->wino_in = k->wino_in;
+    c->wino_out = k->wino_out;
+    c->wino_hu = k->wino_hu;
+    c->ov_uk = k->ov_uk;
+    c->ov_ukh = k->ov_ukh;
+    c->ov_st = k->ov_st;
 }
 
 void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n)

@@ -303,9 +303,12 @@ size_t ki_conv2d_pwdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g);
 void ki_conv2d_forward_pwdw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex);
 
-/* conv2d_pack_avx512.c: whether c's kernel is 3 wide with stride 2 across, no dilation across
+/* Whether c's kernel is 3 wide with stride 2 across, no dilation across
  * and zero padding; the packing of ki_conv2d_pack_cols (use_col) for such layers. */
-bool ki_conv2d_pack3s2_ok(const ki_conv2d *c);
+static inline bool ki_conv2d_pack3s2_ok(const ki_conv2d *c)
+{
+    return c->kw == 3 && c->sw == 2 && c->dw == 1 && c->pad_mode == KI_CONV_PAD_ZEROS;
+}
 void ki_conv2d_pack3s2_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
                               int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst);
 

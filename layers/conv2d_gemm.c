@@ -278,6 +278,7 @@ static bool ow_fits_i32(const ki_conv2d_geom *g, const ki_conv2d *c)
     return (g->ow + 8) * c->sw + c->kw * c->dw + c->pl < INT32_MAX;
 }
 
+#if KI_HAVE_X86
 /* The plane with its zero padding around it and zeroed slack after it (see
  * ki_conv2d_dw_padded). */
 static void pad_plane(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, float *xp,
@@ -294,6 +295,7 @@ static void pad_plane(const ki_conv2d *c, const ki_conv2d_geom *g, const float *
     int64_t used = top + g->in.h * wp;
     memset(xp + used, 0, (size_t)(floats - used) * sizeof *xp);
 }
+#endif
 
 void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                           float *restrict out, const ki_exec *ex)
@@ -302,6 +304,7 @@ void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
     bool direct = ki_conv2d_dw_in_place(c);
     bool padded = !direct && ki_conv2d_dw_padded(c, g, &floats);
     bool simd = !direct && !padded && c->dw_avx2 && g->in.w <= INT32_MAX / 2 && ow_fits_i32(g, c);
+    (void)simd; /* read only where the x86 kernels are built */
     if (direct) { /* each thread its share of the planes in one call; epilogue at the store */
 #pragma omp parallel num_threads(ex->n_threads)
         {
@@ -315,6 +318,7 @@ void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
         int64_t ch = p % c->in_ch;
         const float *w = c->weight + ch * c->kh * c->kw;
         const float *res = c->res ? c->res + p * ohw : NULL;
+#if KI_HAVE_X86 /* padded and simd need the AVX2 kernels (c->dw_avx2) */
         if (padded) {
             float *xp =
                 (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
@@ -324,7 +328,9 @@ void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
             }
         } else if (simd) {
             ki_conv2d_dw_plane_avx2(c, g, in + p * hw, w, out + p * ohw);
-        } else {
+        } else
+#endif
+        {
             dw_plane(c, g, in + p * hw, w, out + p * ohw);
         }
         c->epf(&c->ep, res, ch, out + p * ohw, (size_t)ohw);

@@ -13,11 +13,6 @@
 #include "conv2d.h"
 #include "simd_avx512.h"
 
-bool ki_conv2d_pack3s2_ok(const ki_conv2d *c)
-{
-    return c->kw == 3 && c->sw == 2 && c->dw == 1 && c->pad_mode == KI_CONV_PAD_ZEROS;
-}
-
 /* The three rows d[0], d[0] + pw, d[0] + 2 * pw at columns j.. for len <= 32 output pixels from
  * output column ox of input row `row` (NULL: a row in the padding). */
 static inline void run3(const float *row, int64_t w, int64_t base, int64_t len, int64_t pw,

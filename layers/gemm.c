@@ -54,9 +54,9 @@ ki_gemm_ukernel ki_gemm_ukernel_for(ki_isa isa)
     }
     switch (isa) {
     case KI_ISA_AVX512:
-        return ki_gemm_ukernel_avx512;
+        return KI_X86(ki_gemm_ukernel_avx512);
     case KI_ISA_AVX2:
-        return ki_gemm_ukernel_avx2;
+        return KI_X86(ki_gemm_ukernel_avx2);
     case KI_ISA_GENERIC:
         break;
     }
@@ -120,9 +120,12 @@ static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int6
         }
         /* up to 16 columns (the last panel of resnet18's 56x56 Winograd layers has 4 tiles, and
          * the thread that gets it does one GEMM more): half the FMAs of a full tile */
+#if KI_HAVE_X86
         if (nr <= 16 && g->uk == ki_gemm_ukernel_avx512) {
             ki_gemm_ukernel16_avx512(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0);
-        } else {
+        } else
+#endif
+        {
             g->uk(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0, NULL);
         }
         for (int64_t r = 0; r < mr; r++) {

@@ -124,7 +124,7 @@ static ki_status linear_create(const ki_op_desc *op, void **state, ki_error *err
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
     ki_status st = parse(op, l, err);
-    l->dot = ki_cpu_isa() >= KI_ISA_AVX2 ? ki_linear_dot_avx2 : dot_ref;
+    l->dot = ki_cpu_isa() >= KI_ISA_AVX2 ? KI_X86(ki_linear_dot_avx2) : dot_ref;
     if (st == KI_OK) {
         st = keep_half(l, op, err);
     }
@@ -170,8 +170,12 @@ static void gemv(const linear *l, const float *x, int64_t rows, float *restrict 
     for (int64_t i = 0; i < rows * l->out_f; i++) {
         const int64_t r = i / l->out_f, o = i % l->out_f;
         const float *xr = x + r * l->in_f;
+#if KI_HAVE_X86 /* wh is set only with AVX-512 (keep_half) */
         float v = l->wh ? ki_linear_dot_h_avx512(l->wh + o * l->in_f, xr, l->in_f)
                         : l->dot(l->weight + o * l->in_f, xr, l->in_f);
+#else
+        float v = l->dot(l->weight + o * l->in_f, xr, l->in_f);
+#endif
         y[i] = ki_act_apply(&l->act, v + (l->bias ? l->bias[o] : 0.0f));
     }
 }

@@ -90,8 +90,8 @@ static ki_status pool_create(const ki_op_desc *op, bool is_max, void **state, ki
     }
     p->is_max = is_max;
     p->avx2 = ki_cpu_isa() >= KI_ISA_AVX2;
-    p->s2k = ki_cpu_isa() >= KI_ISA_AVX512 ? ki_pool_max_s2_avx512
-             : ki_cpu_isa() >= KI_ISA_AVX2  ? ki_pool_max_s2_avx2
+    p->s2k = ki_cpu_isa() >= KI_ISA_AVX512 ? KI_X86(ki_pool_max_s2_avx512)
+             : ki_cpu_isa() >= KI_ISA_AVX2  ? KI_X86(ki_pool_max_s2_avx2)
                                             : NULL;
     ki_status st = parse_windows(op, p, err);
     if (st == KI_OK) {
@@ -244,7 +244,14 @@ static bool rows_path(const pool2d *p, bool indices)
 /* d[0..n) = max(d, the n values at s, s + sw, ...): nonzero when one of them is a NaN. */
 static int rowmax(const pool2d *p, const float *s, int64_t sw, float *restrict d, int64_t n)
 {
-    return p->avx2 ? ki_pool_rowmax_avx2(s, sw, d, n) : ki_pool_rowmax_ref(s, sw, d, n);
+#if KI_HAVE_X86
+    if (p->avx2) {
+        return ki_pool_rowmax_avx2(s, sw, d, n);
+    }
+#else
+    (void)p;
+#endif
+    return ki_pool_rowmax_ref(s, sw, d, n);
 }
 
 /* One plane of max pooling, row by row and tap by tap (the taps of each window in the order of

@@ -640,6 +640,7 @@ static void test_winograd_vs_ref(void **unused)
  * the forming of F(2x2) U from binary16 weights. */
 static void test_wino_xforms_avx512(void **unused)
 {
+#if KI_HAVE_X86
     (void)unused;
     if (ki_cpu_get()->isa < KI_ISA_AVX512) {
         skip();
@@ -700,6 +701,10 @@ static void test_wino_xforms_avx512(void **unused)
         assert_memory_equal(ua, ur, (size_t)nu * 4);
         free(gh), free(ua), free(ur);
     }
+#else
+    (void)unused;
+    skip();
+#endif
 }
 
 /* The loader's choice: Winograd weights only for 3x3 stride-1 layers with enough channels and,

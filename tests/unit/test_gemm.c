@@ -77,6 +77,7 @@ static void test_gemm_random(void **unused)
  * bit, accumulating or not. */
 static void test_ukernel16_avx512(void **unused)
 {
+#if KI_HAVE_X86
     (void)unused;
     if (ki_cpu_get()->isa < KI_ISA_AVX512) {
         skip();
@@ -101,6 +102,10 @@ static void test_ukernel16_avx512(void **unused)
         }
         free(a), free(b);
     }
+#else
+    (void)unused;
+    skip();
+#endif
 }
 
 /* a and b agree: equal (both NaN counts), or for the exp-based kinds within 4e-7 relative plus
@@ -120,6 +125,7 @@ static bool epi_close(ki_act_kind k, float a, float b)
  * tails included. */
 static void test_epilogue_avx2(void **unused)
 {
+#if KI_HAVE_X86
     (void)unused;
     static const ki_act acts[] = { { KI_ACT_NONE, 0, 0 },          { KI_ACT_RELU, 0, 0 },
                                    { KI_ACT_RELU6, 0, 0 },         { KI_ACT_HARDTANH, -0.5f, 2 },
@@ -150,6 +156,10 @@ static void test_epilogue_avx2(void **unused)
             }
         }
     }
+#else
+    (void)unused;
+    skip();
+#endif
 }
 
 /* n inputs for the SiLU/Sigmoid sweep: the special values, then magnitudes from the subnormal
@@ -179,6 +189,7 @@ static void silu_inputs(float *x, int n)
  * length up to 40 (tails of 0..7) and with bias/residual. */
 static void test_epilogue_avx2_silu(void **unused)
 {
+#if KI_HAVE_X86
     (void)unused;
     enum { N = 4096 };
     static const ki_act acts[] = { { KI_ACT_SILU, 0, 0 }, { KI_ACT_SIGMOID, 0, 0 } };
@@ -208,12 +219,17 @@ static void test_epilogue_avx2_silu(void **unused)
         }
     }
     free(x), free(a), free(b);
+#else
+    (void)unused;
+    skip();
+#endif
 }
 
 /* A value does not depend on the span it is finished in: the drivers split rows by threads, so
  * SiLU over [0, 301) in one call and in pieces cut at odd places must agree bitwise. */
 static void test_epilogue_avx2_spans(void **unused)
 {
+#if KI_HAVE_X86
     (void)unused;
     enum { N = 301 };
     static const ki_act acts[] = { { KI_ACT_SILU, 0, 0 }, { KI_ACT_SIGMOID, 0, 0 } };
@@ -235,6 +251,10 @@ static void test_epilogue_avx2_spans(void **unused)
         }
         assert_memory_equal(whole, parts, sizeof whole);
     }
+#else
+    (void)unused;
+    skip();
+#endif
 }
 
 /* The AVX-512 SiLU and Sigmoid give the AVX2 version's bits, over the range where exp overflows,
@@ -242,6 +262,7 @@ static void test_epilogue_avx2_spans(void **unused)
  * without a residual; other activations pass through to the AVX2 version. */
 static void test_epilogue_avx512_same(void **unused)
 {
+#if KI_HAVE_X86
     (void)unused;
     enum { N = 64 };
     static const ki_act acts[] = { { KI_ACT_SILU, 0, 0 },
@@ -271,12 +292,17 @@ static void test_epilogue_avx512_same(void **unused)
             }
         }
     }
+#else
+    (void)unused;
+    skip();
+#endif
 }
 
 /* The AVX-512 transpose copies what the reference copies, at every edge size (rows and columns
  * 1..40, strides past them) and leaves the rest of the destination alone. */
 static void test_transpose_avx512(void **unused)
 {
+#if KI_HAVE_X86
     (void)unused;
     if (!ki_gemm_ukernel_for(KI_ISA_AVX512)) {
         skip();
@@ -296,6 +322,10 @@ static void test_transpose_avx512(void **unused)
             assert_memory_equal(a, b, sizeof a);
         }
     }
+#else
+    (void)unused;
+    skip();
+#endif
 }
 
 /* fuse() takes one cheap activation into the epilogue, and nothing else. */
