@@ -161,18 +161,25 @@ static void one_step(ki_session *s, int k, double sec, bool json, FILE *f)
     }
     ki_shape_str(&out[0].shape, so, sizeof so);
     double fl = step_flops(d, in, out), gf = sec > 0 ? fl / sec * 1e-9 : 0.0;
+    char kernel[96];
+    ki_session_step_kernel(s, k, kernel, sizeof kernel);
     if (json) {
         fputs("{\"name\":", f);
         json_str(f, d->name);
         fputs(",\"type\":", f);
         json_str(f, d->type);
-        fprintf(f, ",\"in\":\"%s\",\"out\":\"%s\",\"ms\":%.4f,\"gflops\":%.2f}", si, so, sec * 1e3,
-                gf);
+        fprintf(f, ",\"in\":\"%s\",\"out\":\"%s\",\"ms\":%.4f,\"gflops\":%.2f,\"kernel\":", si,
+                so, sec * 1e3, gf);
+        json_str(f, kernel);
+        fputc('}', f);
         return;
     }
     fprintf(f, "  %-24s %-18s %-18s -> %-18s %8.3f ms", d->name, d->type, si, so, sec * 1e3);
     if (fl > 0) {
         fprintf(f, "  %7.1f GFLOP/s", gf);
+    }
+    if (kernel[0]) {
+        fprintf(f, "  %s", kernel);
     }
     fputc('\n', f);
 }

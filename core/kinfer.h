@@ -64,6 +64,10 @@ int ki_session_n_steps(const ki_session *s);
 const ki_op_desc *ki_session_step(const ki_session *s, int k, const ki_tensor **in,
                                   const ki_tensor **out, double *seconds);
 
+/* The kernel step k runs for this session's shapes (e.g. "winograd F(4x4) avx2"), into buf;
+ * empty when its layer does not say. */
+void ki_session_step_kernel(const ki_session *s, int k, char *buf, size_t n);
+
 /* Concrete shape of an operand by name for this session; false if there is no such operand. */
 bool ki_session_operand_shape(const ki_session *s, const char *name, ki_shape *out);
 

@@ -140,6 +140,9 @@ typedef struct ki_layer_ops {
      * an input whose data already is at its place. */
     bool (*joins)(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
                   size_t *off);
+    /* Optional: names the kernel these shapes run (path, tiles, instruction set), e.g.
+     * "winograd F(4x4) avx2", into buf (n bytes), for profiles. */
+    void (*describe)(const void *state, const ki_shape *in, int n_in, char *buf, size_t n);
 } ki_layer_ops;
 
 /* ---- reading an operator's parameters (core/opdesc.c) ----

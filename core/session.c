@@ -25,6 +25,7 @@ struct ki_session {
 };
 
 #define ALIGN 64
+#define KI_MAX_STEP_INPUTS 16 /* inputs of a step whose kernel ki_session_step_kernel names */
 
 static size_t round_up(size_t n)
 {
@@ -461,6 +462,28 @@ void ki_session_set_profiling(ki_session *s, bool on)
 int ki_session_n_steps(const ki_session *s)
 {
     return s->m->n_exec;
+}
+
+void ki_session_step_kernel(const ki_session *s, int k, char *buf, size_t n)
+{
+    if (n == 0) {
+        return;
+    }
+    buf[0] = '\0';
+    if (k < 0 || k >= s->m->n_exec) {
+        return;
+    }
+    int node = s->m->exec[k];
+    const ki_layer_ops *l = s->m->layer[node];
+    const ki_node *nd = &s->m->g->nodes[node];
+    ki_shape in[KI_MAX_STEP_INPUTS];
+    if (!l->describe || nd->desc.n_inputs > KI_MAX_STEP_INPUTS) {
+        return;
+    }
+    for (int i = 0; i < nd->desc.n_inputs; i++) {
+        in[i] = s->tin[s->tin_at[k] + i].shape;
+    }
+    l->describe(s->m->state[node], in, nd->desc.n_inputs, buf, n);
 }
 
 const ki_op_desc *ki_session_step(const ki_session *s, int k, const ki_tensor **in,

@@ -86,7 +86,8 @@ typedef struct ki_conv2d {
     struct ki_conv2d *dwf;
     /* Per run, on forward's copy of the state: that input's data (NULL in the model's state) */
     const float *res;
-    /* Kernels chosen for this CPU at create (tests may force others): */
+    /* Kernels chosen for this CPU at create (tests may force others), of level isa: */
+    ki_isa isa;
     ki_gemm_ukernel uk;    /* GEMM micro-kernel */
     ki_cv_epilogue_fn epf; /* epilogue of the GEMM and depthwise paths */
     bool dw_avx2;          /* depthwise planes through the AVX2 kernel */
@@ -293,8 +294,12 @@ void ki_conv2d_direct_row_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, co
  * at a time: each thread computes the first layer's rows the band reads into its slice of the
  * workspace, in L2, and the depthwise band kernel (c->dwf->dw3_band) reads them there, so the
  * first layer's output is never written to memory. Bytes of in-between data that make it pay
- * (declared, at load): */
-#define KI_PWDW_MIN_BYTES (1024 * 1024)
+ * (declared, at load): more than stay in one core's L2 between the two layers anyway (at AVX2 on a
+ * 2 MiB L2: 4.8 MB faster fused, 1.6 and 1.8 MB even; docs/performance.md). */
+static inline int64_t ki_conv2d_pwdw_min_bytes(void)
+{
+    return (int64_t)ki_cpu_get()->l2; /* one core's L2 (1 MiB where it was timed) */
+}
 /* The depthwise layer's geometry for the first layer's geometry g; workspace bytes per thread (0
  * when too large); the kernel (out: the depthwise layer's output). */
 ki_status ki_conv2d_pwdw_geom(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_geom *dg,
@@ -426,8 +431,18 @@ void ki_conv2d_pack_cols(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_c
 void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n);
 void ki_conv2d_gather2_avx2(const float *src, float *restrict d, int64_t n);
 
-/* Sets uk, epf, dw_avx2 and gather2 to the best this CPU runs (isa caps the choice). */
+/* conv2d_policy.c: every choice of how a layer runs. Sets the kernels to those of level isa (or
+ * the highest below it this CPU runs). */
 void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa);
+/* At create: whether to keep the weights as binary16; which Winograd variant to prepare (4, 2 or
+ * 0; *ov: its products on the OV kernel, *wh: F(2x2) on binary16 weights); whether to repack the
+ * weights for the OV path; whether to run band by band with next (a depthwise nn.Conv2d). */
+bool ki_conv2d_want_half(const ki_conv2d *c);
+int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, bool *ov, bool *wh);
+bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op);
+bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next);
+/* The path and kernels this layer runs for input shape in, e.g. "winograd F(4x4) avx2", into buf. */
+void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_t n);
 
 /* ---- nn.ConvTranspose2d ---- */
 typedef struct ki_deconv2d {

@@ -113,7 +113,7 @@ void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const
     float *wp = ex->workspace; /* read by broadcasts: no alignment needed */
     ki_conv2d_direct_pack(c, wp);
     const int64_t rows = g->in.n * g->oh, ohw = g->oh * g->ow;
-    const bool big_out = rows * c->out_ch * g->ow >= KI_CV_PREFETCH_OUT_MIN;
+    const bool big_out = rows * c->out_ch * g->ow >= ki_cv_prefetch_out_min();
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const int64_t n = r / g->oh, oy = r % g->oh, at = (n * c->out_ch * g->oh + oy) * g->ow;

@@ -105,7 +105,7 @@ static inline __attribute__((always_inline)) void dw3_planes(const ki_conv2d *c,
 {
     const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
     const int s = c->sw == 2 ? 2 : 1;
-    const bool big_out = g->in.n * c->in_ch * ohw >= KI_CV_PREFETCH_OUT_MIN;
+    const bool big_out = g->in.n * c->in_ch * ohw >= ki_cv_prefetch_out_min();
     dw_plane d;
     plane_init(&d, c, g, 0);
     for (int64_t p = p0; p < p1; p++) {
@@ -129,7 +129,7 @@ dw3_band(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band, int64_t
 {
     const int64_t ohw = g->oh * g->ow, n = (y1 - y0) * g->ow;
     const int s = c->sw == 2 ? 2 : 1;
-    const bool big_out = g->in.n * c->in_ch * ohw >= KI_CV_PREFETCH_OUT_MIN;
+    const bool big_out = g->in.n * c->in_ch * ohw >= ki_cv_prefetch_out_min();
     dw_plane d;
     plane_init(&d, c, g, row0);
     for (int64_t ch = c0; ch < c1; ch++) {

@@ -27,7 +27,7 @@ bool ki_conv2d_dw3_ok(const ki_conv2d *c)
 }
 
 /* Bytes a band's expanded rows may take: with the band's input and output it stays in L2. */
-#define PWDW_BAND_BYTES (384 * 1024)
+#define PWDW_BAND_BYTES ((int64_t)ki_cpu_get()->l2 * 3 / 8) /* 384 KiB of a 1 MiB L2 */
 
 /* Panels multiplied together: their B (k rows of 4 x 32 floats) stays in L1 while every row tile
  * of the 1x1 layer's weights runs over it (in place, B's rows are k streams of a band that is

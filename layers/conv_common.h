@@ -221,9 +221,13 @@ static inline void ki_cv_prefetch_l2(const float *p, int64_t n)
     }
 }
 
-/* Outputs of at least this many floats (1 MiB, more than a thread's share of L2 next to its
- * inputs) have their lines asked for ahead of the stores (ki_cv_prefetch_out). */
-#define KI_CV_PREFETCH_OUT_MIN ((int64_t)1 << 18)
+/* Outputs of at least this many floats (as many bytes as one core's L2: more than a thread's
+ * share of it next to its inputs; 1 MiB on the machine these were timed on) have their lines
+ * asked for ahead of the stores (ki_cv_prefetch_out). */
+static inline int64_t ki_cv_prefetch_out_min(void)
+{
+    return (int64_t)(ki_cpu_get()->l2 / sizeof(float));
+}
 
 /* Asks for the lines of the floats [p, p + n) a kernel is about to write. A large output lies in
  * L3 or memory, and kernels that write it as many strided streams at once (a stem row's every

@@ -206,7 +206,7 @@ void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *
     int64_t mp = (g->m + KI_GEMM_MR - 1) / KI_GEMM_MR, c0 = p0 * KI_GEMM_NR;
     int64_t c1 = (p0 + np) * KI_GEMM_NR < g->n ? (p0 + np) * KI_GEMM_NR : g->n;
     /* a large C of a short k (a 1x1 layer of few input channels) is bound by its stores */
-    bool late = late_epilogue(g), big_c = g->m * g->n >= KI_CV_PREFETCH_OUT_MIN && g->k <= 64;
+    bool late = late_epilogue(g), big_c = g->m * g->n >= ki_cv_prefetch_out_min() && g->k <= 64;
     for (int64_t k0 = 0; k0 < g->k; k0 += KI_GEMM_KC) {
         int64_t kc = g->k - k0 < KI_GEMM_KC ? g->k - k0 : KI_GEMM_KC;
         for (int64_t mi = 0; mi < mp; mi++) {

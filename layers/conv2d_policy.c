@@ -1,0 +1,322 @@
+/* conv2d_policy.c - every decision about how nn.Conv2d runs, in one place: the kernels of each
+ * instruction-set level (one table per level), which forms of its weights a layer prepares at
+ * load (Winograd, the small-output path, binary16), whether it runs band by band with the
+ * depthwise layer after it, and, per input shape, which path runs (ki_conv2d_pick), with a name
+ * for profiles (ki_conv2d_describe). Thresholds that depend on the machine come from the CPU
+ * module's cache sizes; the timings behind the others are in docs/performance.md. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/half.h"
+#include "conv2d.h"
+
+/* The kernels of each instruction-set level: one table per level, the algorithms shared. A level
+ * without its own version of a kernel names the one below it, or NULL where the path needs a
+ * vector kernel (depthwise in place, stride-2 im2col). */
+typedef struct conv_kernels {
+    ki_cv_epilogue_fn epf;
+    void (*gather2)(const float *src, float *restrict d, int64_t n);
+    void (*dw3_planes)(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t p0,
+                       int64_t p1, float *restrict out);
+    void (*dw3_band)(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band, int64_t row0,
+                     int64_t cstride, int64_t c0, int64_t c1, int64_t y0, int64_t y1,
+                     float *restrict out);
+    ki_conv2d_direct_row_fn direct_row;
+    ki_pool_max_s2_fn direct_pool;
+    void (*pack3s2)(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t j0,
+                    int64_t nr, int64_t k, int64_t pw, float *restrict dst);
+    ki_wino_in_fn wino_in;
+    ki_wino_out_fn wino_out;
+    void (*wino_hu)(const uint16_t *g, int64_t kc, float *restrict u, int64_t pstride);
+    ki_ov_ukernel ov_uk;
+    ki_ov_ukernel_h ov_ukh;
+    ki_ov_store_fn ov_st;
+} conv_kernels;
+
+static const conv_kernels kernels_of[KI_ISA_COUNT] = {
+    [KI_ISA_GENERIC] = { ki_cv_epilogue_ref, ki_conv2d_gather2_ref, NULL, NULL,
+                         ki_conv2d_direct_row_ref, ki_pool_max_s2_ref, NULL, ki_wino_input_ref,
+                         ki_wino_output_ref, ki_wino_hu_ref, ki_ov_ukernel_ref, ki_ov_ukernel_h_ref,
+                         ki_ov_tile_store },
+#if KI_HAVE_X86
+    [KI_ISA_AVX2] = { ki_cv_epilogue_avx2, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx2,
+                      ki_conv2d_dw3_band_avx2, ki_conv2d_direct_row_avx2, ki_pool_max_s2_avx2, NULL,
+                      ki_wino_input_avx2, ki_wino_output_avx2, ki_wino_hu_ref, ki_ov_ukernel_avx2,
+                      ki_ov_ukernel_h_ref, ki_ov_tile_store_avx2 },
+    /* vcvtph2ps on zmm (the binary16 kernels) is AVX512F itself */
+    [KI_ISA_AVX512] = { ki_cv_epilogue_avx512, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx512,
+                        ki_conv2d_dw3_band_avx512, ki_conv2d_direct_row_avx512,
+                        ki_pool_max_s2_avx512, ki_conv2d_pack3s2_avx512, ki_wino_input_avx512,
+                        ki_wino_output_avx512, ki_wino_hu_avx512, ki_ov_ukernel_avx512,
+                        ki_ov_ukernel_h_avx512, ki_ov_tile_store_avx512 },
+#endif
+};
+
+void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa)
+{
+    while (isa > KI_ISA_GENERIC && !ki_gemm_ukernel_for(isa)) {
+        isa--; /* a level this CPU (or this build) lacks */
+    }
+    const conv_kernels *k = &kernels_of[isa];
+    c->isa = isa;
+    c->uk = ki_gemm_ukernel_for(isa);
+    c->epf = k->epf;
+    c->dw_avx2 = isa >= KI_ISA_AVX2;
+    c->dw3_planes = k->dw3_planes;
+    c->dw3_band = k->dw3_band;
+    c->direct = isa >= KI_ISA_AVX2;
+    c->direct_row = k->direct_row;
+    c->direct_pool = k->direct_pool;
+    c->gather2 = k->gather2;
+    c->pack3s2 = k->pack3s2 && ki_conv2d_pack3s2_ok(c) ? k->pack3s2 : NULL;
+    c->wino_in = k->wino_in;
+    c->wino_out = k->wino_out;
+    c->wino_hu = k->wino_hu;
+    c->ov_uk = k->ov_uk;
+    c->ov_ukh = k->ov_ukh;
+    c->ov_st = k->ov_st;
+}
+
+/* Whether Winograd pays for output size oh x ow with m x m tiles (see KI_WINO_MIN_TILES4);
+ * ov: its products run on the OV micro-kernel, which fills its lanes from few tiles. */
+static bool wino_pays(int64_t oh, int64_t ow, int m, bool ov)
+{
+    int64_t min = m == 4 ? KI_WINO_MIN_TILES4 : ov ? KI_WINO_MIN_TILES2_OV : KI_WINO_MIN_TILES2;
+    return ki_conv2d_wino_tiles(oh, ow, m) >= min;
+}
+
+/* The input shape the param file declares, when it gives the height and width; else NULL. */
+static const ki_shape *declared_input(const ki_op_desc *op)
+{
+    const ki_shape *d = op->input_decl && op->n_inputs > 0 ? &op->input_decl[0] : NULL;
+    return d && d->ndim >= 3 && d->d[d->ndim - 1] >= 0 && d->d[d->ndim - 2] >= 0 ? d : NULL;
+}
+
+/* The geometry of declared input d (an unknown batch read as 1, unknown channels as the
+ * layer's); false when it does not fit the layer. */
+static bool declared_geom(const ki_conv2d *c, const ki_shape *d, ki_conv2d_geom *g)
+{
+    ki_shape s = *d;
+    for (int i = 0; i < s.ndim - 2; i++) {
+        s.d[i] = s.d[i] >= 0 ? s.d[i] : i == s.ndim - 3 ? c->in_ch : 1;
+    }
+    return ki_conv2d_geom_make(c, &s, g, NULL) == KI_OK;
+}
+
+/* Output pixels per image up to which a layer gets the OV path (its declared input size must
+ * say so): there the GEMM's 32-pixel panels run partly empty and few panels leave the threads
+ * little to split. At 7 x 7 (49 pixels) the OV path is 1.1-1.35x faster on resnet18's and
+ * mobilenet_v2's layers; on a CPU with two 512-bit FMA units (its 12-pixel tiles keep 24
+ * accumulators, the GEMM's 8 x 32 tile 16) also at 14 x 14 and 20 x 20: resnet18's 3x3
+ * stride-2 128->256 0.95 -> 0.69 ms, yolov5s's 256->512 to 20x20 7.0 -> 5.4 ms (2 threads, in
+ * the network); at 28 x 28 it is no faster. */
+#define KI_OV_MAX_PIXELS 400
+/* Output pixels up to which binary16 weights are kept as such (KI_OV_HALF_MIN_BYTES): a 3x3
+ * stride-1 layer then runs Winograd F(2x2) forming U from them per block of input channels
+ * (ki_conv2d_wino_prepare_h), another one the OV path on them. At 14 x 14 resnet18's
+ * 256-channel layers are faster with F(2x2) on float32 U (0.35 against 0.37-0.38 ms with U formed
+ * per block, 2 threads, in the network). */
+#define KI_OV_HALF_MAX_PIXELS 64
+
+/* Float32 weight bytes from which binary16-exact weights are kept as binary16: below that they
+ * stay in L2 / L3 between runs and the widening costs more than it saves (mobilenet_v2's 1x1
+ * layers of 0.2-1.6 MB 1.02-1.15x slower as binary16). Larger ones come from memory: resnet18's
+ * 7x7 layer4 (9.4 MB per layer) took 1.94 ms per layer with F(2x2) on float32 U (16/9 of the
+ * original floats, 3.6x the binary16 bytes, and 50 MB more memory), 1.34 on the OV path with
+ * binary16 weights, 1.60 with float32 ones; F(2x2) with U formed from the binary16 weights runs
+ * them 0.55-0.60 ms against the OV path's 0.76-0.83 (2 threads, in the network, a later day). */
+#define KI_OV_HALF_MIN_BYTES (2 * 1024 * 1024)
+
+/* Whether to keep this layer's weights as binary16: all of them are exactly binary16 values (an
+ * export that stores f16 weights) and they are large enough to come from memory each run. */
+bool ki_conv2d_want_half(const ki_conv2d *c)
+{
+    uint16_t h;
+    int64_t n = c->out_ch * (c->in_ch / c->groups) * c->kh * c->kw;
+    /* only a vector kernel widens binary16 weights (AVX-512's vcvtph2ps on zmm) */
+    if (!c->weight || c->ov_ukh == ki_ov_ukernel_h_ref ||
+        n < KI_OV_HALF_MIN_BYTES / (int64_t)sizeof(float)) {
+        return false;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (!ki_half_exact(c->weight[i], &h)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Which Winograd variant to transform the weights for at create (4, 2, or 0 for none): a 3x3
+ * stride-1 kernel with enough channels and, when the param file declares the input's size,
+ * enough output tiles (the transformed weights take 4x / 1.8x the memory of the originals, so
+ * layers that would not use them do not get them). When the size is known only at run time
+ * (dynamic exports), the channel count stands in for it, as CNNs widen where they shrink:
+ * F(4x4) up to 128 x 128 channels, F(2x2) up to 256 x 256, none above (resnet18's dynamic
+ * export then gets exactly the static export's choices instead of 140 MB of F(4x4) weights for
+ * layers whose 7 x 7 and 14 x 14 outputs would not use them). *ov: the products run on the OV
+ * micro-kernel (AVX-512): from KI_WINO_OV_MIN_IN input channels, and for the small outputs where
+ * only it makes F(2x2) pay. *wh: F(2x2) on binary16 weights (half: they all are such values and
+ * large, see KI_OV_HALF_MAX_PIXELS). */
+int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, bool *ov, bool *wh)
+{
+    *wh = false;
+    const bool ov_ok = c->ov_uk != ki_ov_ukernel_ref;
+    *ov = ov_ok && c->in_ch >= KI_WINO_OV_MIN_IN;
+    if (!c->weight || !ki_conv2d_wino_shape_ok(c) || c->in_ch < 8 || c->out_ch < 8) {
+        return 0;
+    }
+    const ki_shape *d = declared_input(op);
+    ki_conv2d_geom g;
+    if (!d) {
+        int64_t pairs = c->in_ch * c->out_ch;
+        return pairs <= 128 * 128 ? 4 : pairs <= 256 * 256 ? 2 : 0;
+    }
+    if (!declared_geom(c, d, &g)) {
+        return 0;
+    }
+    if (ov_ok && g.oh * g.ow <= KI_OV_HALF_MAX_PIXELS && half) {
+        /* F(2x2) on the binary16 weights, else the OV path on them (see KI_OV_HALF_MIN_BYTES) */
+        *ov = *wh = wino_pays(g.oh, g.ow, 2, true);
+        return *wh ? 2 : 0;
+    }
+    if (wino_pays(g.oh, g.ow, 4, *ov)) {
+        return 4;
+    }
+    if (wino_pays(g.oh, g.ow, 2, *ov)) {
+        return 2;
+    }
+    *ov = ov_ok;
+    return ov_ok && wino_pays(g.oh, g.ow, 2, true) ? 2 : 0;
+}
+
+/* A 1x1 stride-1 unpadded layer's OV path reads the input in place (no packing) and pays to
+ * larger outputs when k is long enough: 2 threads, 14 x 14, 384 -> 64 channels 0.050 ms against
+ * the GEMM's 0.097; 576 -> 96 0.109 / 0.180; 20 x 20, 1024 -> 512 1.95 / 2.34 ms; 28 x 28,
+ * 192 -> 32 0.055 / 0.064. From 56 x 56 its pixel-block loop streams the input once per channel
+ * block and loses (64 -> 128: 0.30 / 0.27 ms), as it does for short k (24 -> 144 at 56 x 56). */
+#define KI_OV_1X1_MIN_IN     64
+#define KI_OV_1X1_MAX_PIXELS 1024
+
+/* Whether to repack the weights for the OV path at create: one group, not Winograd, the
+ * AVX-512 micro-kernel, and a declared input whose output has at most KI_OV_MAX_PIXELS pixels,
+ * or a 1x1 layer in the bounds above whose channel blocks are at least 7/8 full. */
+bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op)
+{
+    const ki_shape *d = declared_input(op);
+    ki_conv2d_geom g;
+    if (!c->weight || c->wino_u || c->wino_h || !ki_conv2d_ov_shape_ok(c) ||
+        c->ov_uk == ki_ov_ukernel_ref || !d || !declared_geom(c, d, &g)) {
+        return false;
+    }
+    int64_t lanes = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV * KI_OV_MV, n = g.oh * g.ow;
+    return n <= KI_OV_MAX_PIXELS || (ki_conv2d_is_pointwise(c) && c->in_ch >= KI_OV_1X1_MIN_IN &&
+                                     n <= KI_OV_1X1_MAX_PIXELS && 8 * (lanes - c->out_ch) <= lanes);
+}
+
+bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p)
+{
+    switch (p) {
+    case KI_CONV2D_REF:
+    case KI_CONV2D_GEMM:
+        return c->weight != NULL;
+    case KI_CONV2D_GEMM1:
+        return c->weight && ki_conv2d_is_pointwise(c);
+    case KI_CONV2D_DW:
+        return c->weight && c->groups == c->in_ch && c->groups == c->out_ch &&
+               c->pad_mode == KI_CONV_PAD_ZEROS;
+    case KI_CONV2D_OV:
+        return (c->ov_a || c->ov_h) && ki_conv2d_ov_shape_ok(c) &&
+               ki_conv2d_ov_workspace(c, g, 1) > 0;
+    case KI_CONV2D_DIRECT:
+        return c->weight && c->direct && ki_conv2d_direct_shape_ok(c) &&
+               ki_conv2d_direct_workspace(c) > 0;
+    case KI_CONV2D_WINO:
+        /* the AVX-512 transforms index planes with 32-bit lanes */
+        return (c->wino_u || c->wino_h) && ki_conv2d_wino_shape_ok(c) && g->oh > 0 && g->ow > 0 &&
+               ki_conv2d_wino_workspace(c, g, 1) > 0 && g->in.h < INT32_MAX / 16 &&
+               g->in.w < INT32_MAX / 16 && g->in.h * g->in.w < INT32_MAX / 2 &&
+               g->oh * g->ow < INT32_MAX / 2;
+    }
+    return false;
+}
+
+/* The one place that chooses a kernel. */
+ki_conv2d_path ki_conv2d_pick(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    if (ki_conv2d_path_ok(c, g, KI_CONV2D_OV)) {
+        return KI_CONV2D_OV;
+    }
+    if (ki_conv2d_path_ok(c, g, KI_CONV2D_DW)) {
+        return KI_CONV2D_DW;
+    }
+    /* without the original weights (released at create) Winograd takes every size */
+    if (ki_conv2d_path_ok(c, g, KI_CONV2D_WINO) &&
+        (wino_pays(g->oh, g->ow, c->wino_m, c->wino_ov) || !c->weight)) {
+        return KI_CONV2D_WINO;
+    }
+    if (ki_conv2d_path_ok(c, g, KI_CONV2D_GEMM1)) {
+        return KI_CONV2D_GEMM1;
+    }
+    if (ki_conv2d_path_ok(c, g, KI_CONV2D_DIRECT)) {
+        return KI_CONV2D_DIRECT;
+    }
+    return KI_CONV2D_GEMM;
+}
+
+/* Whether c may run band by band with next, an nn.Conv2d (ki_conv2d_forward_pwdw): c is a 1x1
+ * layer that runs the GEMM on its original weights or a layer on the direct path (a stem), with
+ * nothing fused but its activation, the depthwise band kernel runs on this CPU, and the param
+ * file declares next's input (c's output) at ki_conv2d_pwdw_min_bytes() or more: smaller ones stay in L2
+ * between the layers anyway. */
+bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next)
+{
+    const ki_shape *d = declared_input(next);
+    int64_t bytes = sizeof(float);
+    const bool pw = ki_conv2d_is_pointwise(c) && !c->ov_a && !c->ov_h;
+    const bool direct = c->direct && ki_conv2d_direct_shape_ok(c);
+    if (strcmp(next->type, "nn.Conv2d") != 0 || !c->dw3_band || !(pw || direct) ||
+        c->groups != 1 || !c->weight || c->residual || c->wino_u || c->wino_h || !d) {
+        return false;
+    }
+    for (int i = d->ndim - 3; i < d->ndim; i++) {
+        if (!ki_ckd_mul_i64(&bytes, bytes, d->d[i] >= 0 ? d->d[i] : c->out_ch)) {
+            return false;
+        }
+    }
+    return bytes >= ki_conv2d_pwdw_min_bytes();
+}
+
+
+void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_t n)
+{
+    static const char *const names[] = { [KI_CONV2D_REF] = "reference",
+                                         [KI_CONV2D_GEMM] = "im2col+gemm",
+                                         [KI_CONV2D_GEMM1] = "1x1 gemm",
+                                         [KI_CONV2D_DW] = "depthwise",
+                                         [KI_CONV2D_WINO] = "winograd",
+                                         [KI_CONV2D_OV] = "small-output",
+                                         [KI_CONV2D_DIRECT] = "direct" };
+    ki_conv2d_geom g;
+    if (ki_conv2d_geom_make(c, in, &g, NULL) != KI_OK) {
+        snprintf(buf, n, "?");
+        return;
+    }
+    const char *isa = ki_isa_name(c->isa);
+    if (c->pool) {
+        snprintf(buf, n, "direct+maxpool %s", isa);
+    } else if (c->dwf) {
+        snprintf(buf, n, "%s+depthwise bands %s", c->weight && ki_conv2d_is_pointwise(c) ? "1x1" : "direct",
+                 isa);
+    } else {
+        ki_conv2d_path p = ki_conv2d_pick(c, &g);
+        if (p == KI_CONV2D_WINO) {
+            snprintf(buf, n, "winograd F(%dx%d)%s%s %s", c->wino_m, c->wino_m,
+                     c->wino_ov ? " small-output" : " gemm", c->wino_h ? " binary16" : "", isa);
+        } else if (p == KI_CONV2D_DW) {
+            snprintf(buf, n, "depthwise%s %s", ki_conv2d_dw_in_place(c) ? " in place" : "", isa);
+        } else {
+            snprintf(buf, n, "%s%s %s", names[p], p == KI_CONV2D_OV && c->ov_h ? " binary16" : "",
+                     isa);
+        }
+    }
+}
