@@ -1,8 +1,10 @@
 /* wino_xform.h - the input and output transforms of Winograd F(4x4, 3x3) and F(2x2, 3x3) (Lavin &
- * Gray), compiled twice: plainly in conv2d_wino.c (the reference, any x86-64: 16 tiles side by
- * side in lane loops) and with AVX-512 in conv2d_wino_avx512.c (by tile rows, in registers; the
- * same operations on the same values, so the same bits). Included only by those two files; each
- * defines KI_WINO_SUFFIX first.
+ * Gray), compiled three times: plainly in conv2d_wino.c (the reference, any x86-64: 16 tiles side
+ * by side in lane loops), with AVX2 in conv2d_wino_avx2.c and with AVX-512 in
+ * conv2d_wino_avx512.c. The vector builds transform by tile rows, in registers (wino_rows.h,
+ * shared by both widths; the vector pieces of each are here): the same operations on the same
+ * values as the reference, so the same bits. Included only by those three files; each defines
+ * KI_WINO_SUFFIX first.
  *
  * With d a t x t input patch (t = m + 2), g a 3x3 kernel and the matrices below, one m x m output
  * tile is  Y = A^T [ (G g G^T) .* (B^T d B) ] A  (t*t multiplies instead of 9*m*m).
@@ -33,264 +35,301 @@
  * each value + b, + res at the same place (res: the channel's residual plane, or NULL), then
  * min(hi, max(lo, .)). */
 
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
+#include <stdbool.h>
 
+#ifdef __AVX512F__
 #include "simd_avx512.h"
 
-/* Small fixed loops of the AVX-512 transforms, unrolled so their vectors stay in registers. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define WINO_UNROLL _Pragma("GCC unroll 6")
-#else
-#define WINO_UNROLL
-#endif
+/* The vector pieces of wino_rows.h with 16 lanes: a run's patch column j picked by two-source
+ * permutes (lane l reads column m * l + j of the run's up to five vectors); an output row's 16
+ * columns from the m vectors of its run, shifted by the run's first lane. */
+#define WV       16
+#define WV_PLAIN 0
+typedef __m512 wv;
+typedef __mmask16 wm;
 
-/* The reference's wino_bt6 / wino_bt4 (after #else) on registers: the same operations in the same
- * order, so the same bits. */
-static inline __attribute__((always_inline)) void wino_bt6v(const __m512 *d, __m512 *o)
+static inline wv v_add(wv a, wv b)
 {
-    const __m512 c4 = _mm512_set1_ps(4.0f), c5 = _mm512_set1_ps(5.0f), c2 = _mm512_set1_ps(2.0f);
-    const __m512 a = _mm512_sub_ps(d[4], _mm512_mul_ps(c4, d[2]));
-    const __m512 b = _mm512_sub_ps(d[3], _mm512_mul_ps(c4, d[1]));
-    const __m512 c = _mm512_sub_ps(d[4], d[2]);
-    const __m512 e = _mm512_mul_ps(c2, _mm512_sub_ps(d[3], d[1]));
-    o[0] = _mm512_add_ps(_mm512_sub_ps(_mm512_mul_ps(c4, d[0]), _mm512_mul_ps(c5, d[2])), d[4]);
-    o[1] = _mm512_add_ps(a, b);
-    o[2] = _mm512_sub_ps(a, b);
-    o[3] = _mm512_add_ps(c, e);
-    o[4] = _mm512_sub_ps(c, e);
-    o[5] = _mm512_add_ps(_mm512_sub_ps(_mm512_mul_ps(c4, d[1]), _mm512_mul_ps(c5, d[3])), d[5]);
+    return _mm512_add_ps(a, b);
 }
 
-static inline __attribute__((always_inline)) void wino_bt4v(const __m512 *d, __m512 *o)
+static inline wv v_sub(wv a, wv b)
 {
-    o[0] = _mm512_sub_ps(d[0], d[2]);
-    o[1] = _mm512_add_ps(d[1], d[2]);
-    o[2] = _mm512_sub_ps(d[2], d[1]);
-    o[3] = _mm512_sub_ps(d[1], d[3]);
+    return _mm512_sub_ps(a, b);
 }
 
-/* Most 16-column vectors a run of 16 tiles' patches spans: 16 * 4 + 2 columns (F(4x4)). */
-#define WINO_ROW_VECS 5
-
-/* The input transform of F(m x m, 3x3) (ts = m + 2) by runs of up to 16 tiles along a tile row:
- * the columns step (t = B^T d, over each patch's rows) on whole 16-column vectors of the run's ts
- * input rows, each column once for the run instead of once per tile; then for each row of t, the
- * column j of every lane's patch picked by permutes (column m * l + j of the run's columns) and the
- * rows step (u = t B) into the ts * ts values. The same operations on the same values as the
- * tile-wise reference, so the same bits. */
-static inline __attribute__((always_inline)) void
-wino_input_rows_m(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg, int64_t tb,
-                  int64_t te, float *restrict v, int64_t pan, int64_t pstride, const int m)
+static inline wv v_mul(wv a, wv b)
 {
-    const int ts = m + 2;
-    _Alignas(64) float tc[6][WINO_ROW_VECS][WL];
+    return _mm512_mul_ps(a, b);
+}
+
+static inline wv v_min(wv a, wv b)
+{
+    return _mm512_min_ps(a, b);
+}
+
+static inline wv v_max(wv a, wv b)
+{
+    return _mm512_max_ps(a, b);
+}
+
+static inline wv v_set1(float x)
+{
+    return _mm512_set1_ps(x);
+}
+
+static inline wv v_zero(void)
+{
+    return _mm512_setzero_ps();
+}
+
+static inline wv v_loadu(const float *p)
+{
+    return _mm512_loadu_ps(p);
+}
+
+static inline void v_storeu(float *p, wv v)
+{
+    _mm512_storeu_ps(p, v);
+}
+
+static inline wm m_lanes(int64_t lo, int64_t hi)
+{
+    lo = lo < 0 ? 0 : lo, hi = hi > 16 ? 16 : hi;
+    return hi <= lo ? 0 : (wm)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+
+static inline wv v_load_m(const float *p, wm m)
+{
+    return _mm512_maskz_loadu_ps(m, p);
+}
+
+static inline void v_store_m(float *p, wm m, wv v)
+{
+    _mm512_mask_storeu_ps(p, m, v);
+}
+
+typedef struct win_ctx {
+    __m512i cj[6];           /* lane l: column m * l + j of the run */
+    __mmask16 hi[6], top[6]; /* lanes of the third/fourth and of the fifth vector */
+} win_ctx;
+
+static inline __attribute__((always_inline)) win_ctx win_ctx_make(const int m)
+{
+    win_ctx c;
     const __m512i iota = ki_lane_idx();
-    __m512i cj[6];
-    __mmask16 hi[6], top[6];
-    WINO_UNROLL
-    for (int j = 0; j < ts; j++) { /* lane l reads column m * l + j of the run */
-        cj[j] =
+    for (int j = 0; j < m + 2; j++) {
+        c.cj[j] =
             _mm512_add_epi32(_mm512_mullo_epi32(iota, _mm512_set1_epi32(m)), _mm512_set1_epi32(j));
-        hi[j] = _mm512_cmpge_epi32_mask(cj[j], _mm512_set1_epi32(32));
-        top[j] = _mm512_cmpge_epi32_mask(cj[j], _mm512_set1_epi32(64));
+        c.hi[j] = _mm512_cmpge_epi32_mask(c.cj[j], _mm512_set1_epi32(32));
+        c.top[j] = _mm512_cmpge_epi32_mask(c.cj[j], _mm512_set1_epi32(64));
     }
-    const int64_t tend = te < tg->tiles ? te : tg->tiles;
-    for (int64_t t0 = tb; t0 < tend;) {
-        const int64_t ty = t0 / tg->ntx, tx0 = t0 % tg->ntx;
-        const int64_t rowend = (ty + 1) * tg->ntx < tend ? (ty + 1) * tg->ntx : tend;
-        const int n = rowend - t0 < WL ? (int)(rowend - t0) : WL;
-        const int64_t ys = ty * m - tg->pt, xs = tx0 * m - tg->pl;
-        const int nv = (m * n + 2 + WL - 1) / WL; /* column vectors the run's patches span */
-        for (int k = 0; k < nv; k++) {
-            const int64_t x = xs + (int64_t)WL * k;
-            const __mmask16 cm = (__mmask16)ki_lane_mask16(x, w);
-            __m512 d[6], o[6];
-            WINO_UNROLL
-            for (int i = 0; i < ts; i++) {
-                const int64_t y = ys + i;
-                d[i] = y >= 0 && y < h && cm ? _mm512_maskz_loadu_ps(cm, p + y * w + x)
-                                             : _mm512_setzero_ps();
-            }
-            m == 4 ? wino_bt6v(d, o) : wino_bt4v(d, o);
-            WINO_UNROLL
-            for (int r = 0; r < ts; r++) {
-                _mm512_store_ps(tc[r][k], o[r]);
-            }
+    return c;
+}
+
+static inline __attribute__((always_inline)) void win_pick(const win_ctx *c, const float (*row)[16],
+                                                           int nv, const int m, wv *pj)
+{
+    const __m512 r0 = _mm512_loadu_ps(row[0]);
+    const __m512 r1 = nv > 1 ? _mm512_loadu_ps(row[1]) : r0;
+    const __m512 r2 = nv > 2 ? _mm512_loadu_ps(row[2]) : r0;
+    const __m512 r3 = nv > 3 ? _mm512_loadu_ps(row[3]) : r2;
+    const __m512 r4 = nv > 4 ? _mm512_loadu_ps(row[4]) : r0;
+#pragma GCC unroll 6
+    for (int j = 0; j < m + 2; j++) {
+        __m512 x = _mm512_permutex2var_ps(r0, c->cj[j], r1);
+        if (nv > 2) {
+            x = _mm512_mask_blend_ps(c->hi[j], x, _mm512_permutex2var_ps(r2, c->cj[j], r3));
         }
-        const int64_t rel = t0 - tb;
-        const int off = (int)(rel % KI_GEMM_NR);
-        /* the run's lanes in this panel and, past its end, in the next */
-        const int first = KI_GEMM_NR - off < n ? KI_GEMM_NR - off : n;
-        const __mmask16 m0 = (__mmask16)((1u << first) - 1u);
-        const __mmask16 m1 = (__mmask16)(((1u << n) - 1u) & ~((1u << first) - 1u));
-        float *dst0 = v + rel / KI_GEMM_NR * pan + off;
-        float *dst1 = v + (rel / KI_GEMM_NR + 1) * pan - first;
-        WINO_UNROLL
-        for (int r = 0; r < ts; r++) {
-            const __m512 r0 = _mm512_load_ps(tc[r][0]);
-            const __m512 r1 = nv > 1 ? _mm512_load_ps(tc[r][1]) : r0;
-            const __m512 r2 = nv > 2 ? _mm512_load_ps(tc[r][2]) : r0;
-            const __m512 r3 = nv > 3 ? _mm512_load_ps(tc[r][3]) : r2;
-            const __m512 r4 = nv > 4 ? _mm512_load_ps(tc[r][4]) : r0;
-            __m512 pj[6], u[6];
-            WINO_UNROLL
-            for (int j = 0; j < ts; j++) {
-                __m512 x = _mm512_permutex2var_ps(r0, cj[j], r1);
-                if (nv > 2) {
-                    x = _mm512_mask_blend_ps(hi[j], x, _mm512_permutex2var_ps(r2, cj[j], r3));
-                }
-                if (nv > 4) {
-                    x = _mm512_mask_permutexvar_ps(x, top[j], cj[j], r4);
-                }
-                pj[j] = x;
-            }
-            m == 4 ? wino_bt6v(pj, u) : wino_bt4v(pj, u);
-            WINO_UNROLL
-            for (int s = 0; s < ts; s++) {
-                const int64_t pos = r * ts + s;
-                _mm512_mask_storeu_ps(dst0 + pos * pstride, m0, u[s]);
-                if (m1) {
-                    _mm512_mask_storeu_ps(dst1 + pos * pstride, m1, u[s]);
-                }
-            }
+        if (nv > 4) {
+            x = _mm512_mask_permutexvar_ps(x, c->top[j], c->cj[j], r4);
         }
-        t0 += n;
-    }
-    /* zeros for the tiles past the last one, up to te */
-    for (int64_t t0 = tend > tb ? tend : tb; t0 < te;) {
-        const int64_t rel = t0 - tb;
-        const int off = (int)(rel % KI_GEMM_NR), lane = off % WL;
-        const int cnt = te - t0 < WL - lane ? (int)(te - t0) : WL - lane;
-        const __mmask16 zm = (__mmask16)((1u << cnt) - 1u);
-        float *dst = v + rel / KI_GEMM_NR * pan + off;
-        for (int pos = 0; pos < ts * ts; pos++) {
-            _mm512_mask_storeu_ps(dst + pos * pstride, zm, _mm512_setzero_ps());
-        }
-        t0 += cnt;
+        pj[j] = x;
     }
 }
 
-/* The reference's wino_at6 / wino_at4 on registers, the same operations in the same order. */
-static inline __attribute__((always_inline)) void wino_at6v(const __m512 *m, __m512 *o)
-{
-    const __m512 p12 = _mm512_add_ps(m[1], m[2]), n12 = _mm512_sub_ps(m[1], m[2]);
-    const __m512 p34 = _mm512_add_ps(m[3], m[4]), n34 = _mm512_sub_ps(m[3], m[4]);
-    o[0] = _mm512_add_ps(_mm512_add_ps(m[0], p12), p34);
-    o[1] = _mm512_add_ps(n12, _mm512_mul_ps(_mm512_set1_ps(2.0f), n34));
-    o[2] = _mm512_add_ps(p12, _mm512_mul_ps(_mm512_set1_ps(4.0f), p34));
-    o[3] = _mm512_add_ps(_mm512_add_ps(n12, _mm512_mul_ps(_mm512_set1_ps(8.0f), n34)), m[5]);
-}
-
-static inline __attribute__((always_inline)) void wino_at4v(const __m512 *m, __m512 *o)
-{
-    o[0] = _mm512_add_ps(_mm512_add_ps(m[0], m[1]), m[2]);
-    o[1] = _mm512_sub_ps(_mm512_sub_ps(m[1], m[2]), m[3]);
-}
-
-/* The output transform of F(m x m, 3x3) for 16 consecutive tiles at a time, in registers: their
- * t*t products, the columns step (A^T a) and the rows step (t A); then each run of them along a
- * tile row writes its output rows whole: column c of a run's row is value c mod m of its lane
- * c / m, picked from the m vectors by two-source permutes, 16 columns per masked store after
- * + b, + res and the clamp. The same operations as the reference, so the same bits. */
-static inline __attribute__((always_inline)) void
-wino_output_rows_m(const float *mm, int64_t pstride, float *q, const float *res,
-                   const ki_wino_tiles *tg, int64_t tb, int64_t te, float b, float lo, float hi,
-                   const int mo)
-{
-    const int ts = mo + 2, sh = mo == 4 ? 2 : 1;
-    const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-    const __m512i iota = ki_lane_idx();
-    __m512i idx[4];
+typedef struct wout_ctx {
+    __m512i idx[4]; /* column 16 k + l of a run: value c mod m of lane c / m */
     __mmask16 upper[4];
-    for (int k = 0; k < mo; k++) { /* column 16 k + l of a run: value c mod m of lane c / m */
+} wout_ctx;
+
+static inline __attribute__((always_inline)) wout_ctx wout_ctx_make(const int mo)
+{
+    wout_ctx c;
+    const int sh = mo == 4 ? 2 : 1;
+    const __m512i iota = ki_lane_idx();
+    for (int k = 0; k < mo; k++) {
         const __m512i f = _mm512_add_epi32(iota, _mm512_set1_epi32(16 * k));
         const __m512i jj = _mm512_and_si512(f, _mm512_set1_epi32(mo - 1));
-        idx[k] = _mm512_add_epi32(_mm512_srli_epi32(f, (unsigned)sh),
-                                  _mm512_slli_epi32(_mm512_and_si512(jj, _mm512_set1_epi32(1)), 4));
-        upper[k] = _mm512_cmpge_epi32_mask(jj, _mm512_set1_epi32(2));
+        c.idx[k] =
+            _mm512_add_epi32(_mm512_srli_epi32(f, (unsigned)sh),
+                             _mm512_slli_epi32(_mm512_and_si512(jj, _mm512_set1_epi32(1)), 4));
+        c.upper[k] = _mm512_cmpge_epi32_mask(jj, _mm512_set1_epi32(2));
     }
-    const int64_t tend = te < tg->tiles ? te : tg->tiles;
-    for (int64_t t0 = tb; t0 < tend; t0 += WL) {
-        const int n = tend - t0 < WL ? (int)(tend - t0) : WL;
-        const __mmask16 lm = (__mmask16)((1u << n) - 1u);
-        const float *a0 = mm + (t0 - tb);
-        __m512 t[4][6], o[4][4];
-        WINO_UNROLL
-        for (int j = 0; j < ts; j++) { /* columns: t = A^T a */
-            __m512 a[6], c[4];
-            WINO_UNROLL
-            for (int i = 0; i < ts; i++) {
-                a[i] = _mm512_maskz_loadu_ps(lm, a0 + (i * ts + j) * pstride);
-            }
-            mo == 4 ? wino_at6v(a, c) : wino_at4v(a, c);
-            WINO_UNROLL
-            for (int r = 0; r < mo; r++) {
-                t[r][j] = c[r];
-            }
-        }
-        WINO_UNROLL
-        for (int i = 0; i < mo; i++) { /* rows: o = t A */
-            mo == 4 ? wino_at6v(t[i], o[i]) : wino_at4v(t[i], o[i]);
-        }
-        for (int l0 = 0, l1; l0 < n; l0 = l1) { /* the runs along a tile row */
-            const int64_t ty = (t0 + l0) / tg->ntx, tx = (t0 + l0) % tg->ntx;
-            l1 = tg->ntx - tx < n - l0 ? l0 + (int)(tg->ntx - tx) : n;
-            const int64_t cx = tx * mo;
-            const int64_t cols = tg->ow - cx < mo * (l1 - l0) ? tg->ow - cx : mo * (l1 - l0);
-            const __m512i shift = _mm512_set1_epi32(l0);
-            WINO_UNROLL
-            for (int i = 0; i < mo; i++) {
-                if (ty * mo + i >= tg->oh) {
-                    break;
-                }
-                WINO_UNROLL
-                for (int k = 0; k < mo; k++) {
-                    if (16 * k >= cols) {
-                        break;
-                    }
-                    const int64_t at = (ty * mo + i) * tg->ow + cx + 16 * k;
-                    const __mmask16 cm = (__mmask16)ki_lane_mask16(0, cols - 16 * k);
-                    const __m512i ix = _mm512_add_epi32(idx[k], shift);
-                    __m512 v = _mm512_permutex2var_ps(o[i][0], ix, o[i][1]);
-                    if (mo == 4) {
-                        v = _mm512_mask_mov_ps(v, upper[k],
-                                               _mm512_permutex2var_ps(o[i][2], ix, o[i][3]));
-                    }
-                    v = _mm512_add_ps(v, vb);
-                    if (res) {
-                        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(cm, res + at));
-                    }
-                    /* max(lo, v) with v second: a NaN v stays NaN, as the scalar comparisons
-                     * keep it */
-                    v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
-                    _mm512_mask_storeu_ps(q + at, cm, v);
-                }
-            }
-        }
-    }
+    return c;
 }
 
-void WNAME(ki_wino_input)(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg, int64_t tb,
-                          int64_t te, float *restrict v, int64_t pan, int64_t pstride)
+static inline __attribute__((always_inline)) wv wout_pick(const wout_ctx *c, const wv *o, int k,
+                                                          int l0, const int mo)
 {
-    if (tg->m == 4) {
-        wino_input_rows_m(p, h, w, tg, tb, te, v, pan, pstride, 4);
-    } else {
-        wino_input_rows_m(p, h, w, tg, tb, te, v, pan, pstride, 2);
+    const __m512i ix = _mm512_add_epi32(c->idx[k], _mm512_set1_epi32(l0));
+    __m512 v = _mm512_permutex2var_ps(o[0], ix, o[1]);
+    if (mo == 4) {
+        v = _mm512_mask_mov_ps(v, c->upper[k], _mm512_permutex2var_ps(o[2], ix, o[3]));
     }
+    return v;
+}
+#else /* AVX2 */
+#include "simd_avx2.h"
+
+/* The vector pieces of wino_rows.h with 8 lanes (AVX2 has no two-source permute). A run's patch
+ * columns j < 4 of F(4x4) are a transpose: 128-bit halves of the run's first four vectors paired
+ * (tiles l and l + 4), then an in-lane 4 x 4 transpose; those of F(2x2) the even and odd floats of
+ * the first two vectors. The last two columns are the first two moved down a lane, the run's last
+ * column vector supplying lane 7. An output row's 8 columns: the m vectors of the run each
+ * permuted to the two (F(4x4)) or four (F(2x2)) lanes the columns come from, then blended. */
+#define WV       8
+#define WV_PLAIN 1
+typedef __m256 wv;
+typedef __m256i wm;
+
+static inline wv v_add(wv a, wv b)
+{
+    return _mm256_add_ps(a, b);
 }
 
-void WNAME(ki_wino_output)(const float *m, int64_t pstride, float *q, const float *res,
-                           const ki_wino_tiles *tg, int64_t tb, int64_t te, float b, float lo,
-                           float hi)
+static inline wv v_sub(wv a, wv b)
 {
-    if (tg->m == 4) {
-        wino_output_rows_m(m, pstride, q, res, tg, tb, te, b, lo, hi, 4);
-    } else {
-        wino_output_rows_m(m, pstride, q, res, tg, tb, te, b, lo, hi, 2);
-    }
+    return _mm256_sub_ps(a, b);
 }
+
+static inline wv v_mul(wv a, wv b)
+{
+    return _mm256_mul_ps(a, b);
+}
+
+static inline wv v_min(wv a, wv b)
+{
+    return _mm256_min_ps(a, b);
+}
+
+static inline wv v_max(wv a, wv b)
+{
+    return _mm256_max_ps(a, b);
+}
+
+static inline wv v_set1(float x)
+{
+    return _mm256_set1_ps(x);
+}
+
+static inline wv v_zero(void)
+{
+    return _mm256_setzero_ps();
+}
+
+static inline wv v_loadu(const float *p)
+{
+    return _mm256_loadu_ps(p);
+}
+
+static inline void v_storeu(float *p, wv v)
+{
+    _mm256_storeu_ps(p, v);
+}
+
+static inline wm m_lanes(int64_t lo, int64_t hi)
+{
+    lo = lo < 0 ? 0 : lo > 8 ? 8 : lo;
+    hi = hi < 0 ? 0 : hi > 8 ? 8 : hi;
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)lo), iota),
+                               _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), iota));
+}
+
+static inline wv v_load_m(const float *p, wm m)
+{
+    return _mm256_maskload_ps(p, m);
+}
+
+static inline void v_store_m(float *p, wm m, wv v)
+{
+    _mm256_maskstore_ps(p, m, v);
+}
+
+typedef struct win_ctx {
+    __m256i next0, next1; /* lanes 1..7 to 0..6; lane 7 takes element 0 / 1 */
+} win_ctx;
+
+static inline win_ctx win_ctx_make(const int m)
+{
+    (void)m;
+    return (win_ctx){ _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0),
+                      _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 1) };
+}
+
+/* x moved down a lane, lane 7 from element 0 (idx next0) or 1 (next1) of last */
+static inline __m256 wino_next_lane(__m256 x, __m256 last, __m256i idx)
+{
+    return _mm256_blend_ps(_mm256_permutevar8x32_ps(x, idx), _mm256_permutevar8x32_ps(last, idx),
+                           0x80);
+}
+
+static inline __attribute__((always_inline)) void win_pick(const win_ctx *c, const float (*row)[8],
+                                                           int nv, const int m, wv *pj)
+{
+    const __m256 r0 = _mm256_load_ps(row[0]);
+    const __m256 r1 = nv > 1 ? _mm256_load_ps(row[1]) : r0;
+    if (m == 2) { /* columns 2 l + j of r0 r1 (r2: columns 16, 17) */
+        const __m256 r2 = nv > 2 ? _mm256_load_ps(row[2]) : r0;
+        pj[0] = ki_deint8(r0, r1, 0);
+        pj[1] = ki_deint8(r0, r1, 1);
+        pj[2] = wino_next_lane(pj[0], r2, c->next0);
+        pj[3] = wino_next_lane(pj[1], r2, c->next1);
+        return;
+    }
+    const __m256 r2 = nv > 2 ? _mm256_load_ps(row[2]) : r0;
+    const __m256 r3 = nv > 3 ? _mm256_load_ps(row[3]) : r0;
+    const __m256 r4 = nv > 4 ? _mm256_load_ps(row[4]) : r0;
+    /* tiles l | l + 4 for l = 0..3: columns 4 l .. 4 l + 3 | 4 l + 16 .. 4 l + 19 */
+    const __m256 a = _mm256_permute2f128_ps(r0, r2, 0x20), b = _mm256_permute2f128_ps(r0, r2, 0x31);
+    const __m256 d = _mm256_permute2f128_ps(r1, r3, 0x20), e = _mm256_permute2f128_ps(r1, r3, 0x31);
+    const __m256 t0 = _mm256_unpacklo_ps(a, b), t1 = _mm256_unpackhi_ps(a, b);
+    const __m256 t2 = _mm256_unpacklo_ps(d, e), t3 = _mm256_unpackhi_ps(d, e);
+    pj[0] = _mm256_shuffle_ps(t0, t2, 0x44);
+    pj[1] = _mm256_shuffle_ps(t0, t2, 0xEE);
+    pj[2] = _mm256_shuffle_ps(t1, t3, 0x44);
+    pj[3] = _mm256_shuffle_ps(t1, t3, 0xEE);
+    pj[4] = wino_next_lane(pj[0], r4, c->next0);
+    pj[5] = wino_next_lane(pj[1], r4, c->next1);
+}
+
+typedef struct wout_ctx {
+    __m256i base; /* the lane each column of a vector comes from, for a run from lane 0 */
+} wout_ctx;
+
+static inline wout_ctx wout_ctx_make(const int mo)
+{
+    return (wout_ctx){ mo == 4 ? _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)
+                               : _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3) };
+}
+
+static inline __attribute__((always_inline)) wv wout_pick(const wout_ctx *c, const wv *o, int k,
+                                                          int l0, const int mo)
+{
+    const __m256i ix = _mm256_add_epi32(c->base, _mm256_set1_epi32(l0 + k * (8 / mo)));
+    const __m256 s0 = _mm256_permutevar8x32_ps(o[0], ix), s1 = _mm256_permutevar8x32_ps(o[1], ix);
+    if (mo == 2) {
+        return _mm256_blend_ps(s0, s1, 0xAA);
+    }
+    const __m256 s2 = _mm256_permutevar8x32_ps(o[2], ix), s3 = _mm256_permutevar8x32_ps(o[3], ix);
+    return _mm256_blend_ps(_mm256_blend_ps(s0, s1, 0x22), _mm256_blend_ps(s2, s3, 0x88), 0xCC);
+}
+#endif
+
+#include "wino_rows.h"
 #else
 /* Lane loops are vectorised by GCC on request; clang (the fuzzing and sanitizer builds) vectorises
  * them on its own when optimising and would warn about an unmet request at -O1. */
