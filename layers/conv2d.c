@@ -329,8 +329,11 @@ size_t ki_conv2d_workspace_for(const ki_conv2d *c, const ki_conv2d_geom *g, ki_c
     if (p != KI_CONV2D_GEMM && p != KI_CONV2D_GEMM1) {
         return 0;
     }
-    bool priv = ki_conv2d_gemm_private(np, (int)nt);
-    int64_t cols = priv ? ki_conv2d_gemm_group(np, (int)nt) * KI_GEMM_NR : ohw;
+    /* item by item: each thread its own group of up to KI_CONV2D_ITEM_GROUP panels */
+    bool item = ki_conv2d_gemm_by_item(c, g, (int)nt), priv = item || ki_conv2d_gemm_private(np, (int)nt);
+    int64_t cols = item ? (np < KI_CONV2D_ITEM_GROUP ? np : KI_CONV2D_ITEM_GROUP) * KI_GEMM_NR
+                   : priv ? ki_conv2d_gemm_group(np, (int)nt) * KI_GEMM_NR
+                          : ohw;
     if (!ki_gemm_packed_floats(k, cols, &packed) ||
         !ki_ckd_mul(&bytes, (size_t)packed, sizeof(float))) {
         return 0;

@@ -220,6 +220,18 @@ static inline bool ki_conv2d_gemm_private(int64_t n_panels, int n_threads)
     return n_panels >= 4 * (int64_t)n_threads;
 }
 
+/* A batch or a grouped layer with at least two (image, group) items per thread runs item by
+ * item: each thread takes whole items in one parallel region (as they come free), packing up
+ * to KI_CONV2D_ITEM_GROUP panels at a time into its own slice. Per item the team would cost a
+ * parallel region and its barriers (mnist_cnn's 1,000-image batch: 2,000), and a thread that
+ * another process kept off its core held up every one. The same operations per tile. */
+#define KI_CONV2D_ITEM_GROUP 4
+static inline bool ki_conv2d_gemm_by_item(const ki_conv2d *c, const ki_conv2d_geom *g,
+                                          int n_threads)
+{
+    return n_threads > 1 && g->in.n * c->groups >= 2 * (int64_t)n_threads;
+}
+
 /* Panels a thread packs and multiplies together on the private path: up to 4, fewer when that
  * would leave fewer than two groups per thread. */
 static inline int64_t ki_conv2d_gemm_group(int64_t n_panels, int n_threads)

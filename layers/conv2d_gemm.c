@@ -166,6 +166,28 @@ static void pack_panel(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
 /* One (image, group). With enough panels each thread packs one panel at a time into its own
  * slice (L2-resident) and runs all its tiles; otherwise the team packs every panel into one
  * shared buffer and splits the tiles over rows as well (see ki_conv2d_gemm_private). */
+/* Panels [p, end) of one (image, group) on this thread alone, grp at a time packed into b (or
+ * read in place, ga->bin, but for a partial last panel). */
+static void gemm_panel_run(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col,
+                           const float *x, const ki_gemm_args *ga, float *b, int64_t p,
+                           int64_t end, int64_t grp)
+{
+    for (int64_t p0 = p; p0 < end; p0 += grp) {
+        int64_t cnt = end - p0 < grp ? end - p0 : grp;
+        for (int64_t q = 0; q < cnt; q++) {
+            if (!ga->bin || (p0 + q + 1) * KI_GEMM_NR > ga->n) {
+                pack_panel(c, g, use_col, x, (p0 + q) * KI_GEMM_NR, ga->k,
+                           b + q * KI_GEMM_NR * ga->k);
+            }
+        }
+        if (ga->bin && p0 + grp < end) {
+            prefetch_cols(ga->bin, ga->ldb, ga->k, (p0 + grp) * KI_GEMM_NR,
+                          (end - p0 - grp < grp ? end - p0 - grp : grp) * KI_GEMM_NR);
+        }
+        ki_gemm_panels(ga, p0, cnt, b);
+    }
+}
+
 static void gemm_group(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col, const float *x,
                        const ki_gemm_args *ga, const ki_exec *ex)
 {
@@ -179,22 +201,7 @@ static void gemm_group(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
              * (whole groups per thread would leave one thread up to a group behind) */
             int tid = omp_get_thread_num(), nth = omp_get_num_threads();
             float *b = (float *)((char *)ws + (size_t)tid * ex->ws_per_thread);
-            int64_t end = np * (tid + 1) / nth;
-            for (int64_t p0 = np * tid / nth; p0 < end; p0 += grp) {
-                int64_t cnt = end - p0 < grp ? end - p0 : grp;
-                for (int64_t p = 0; p < cnt; p++) {
-                    /* read in place (ga->bin) but for a partial last panel */
-                    if (!ga->bin || (p0 + p + 1) * KI_GEMM_NR > ga->n) {
-                        pack_panel(c, g, use_col, x, (p0 + p) * KI_GEMM_NR, ga->k,
-                                   b + p * KI_GEMM_NR * ga->k);
-                    }
-                }
-                if (ga->bin && p0 + grp < end) {
-                    prefetch_cols(ga->bin, ga->ldb, ga->k, (p0 + grp) * KI_GEMM_NR,
-                                  (end - p0 - grp < grp ? end - p0 - grp : grp) * KI_GEMM_NR);
-                }
-                ki_gemm_panels(ga, p0, cnt, b);
-            }
+            gemm_panel_run(c, g, use_col, x, ga, b, np * tid / nth, np * (tid + 1) / nth, grp);
         }
         return;
     }
@@ -208,6 +215,42 @@ static void gemm_group(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
     }
 }
 
+/* Item it = (image n, group gi) of a batch or a grouped layer: its GEMM arguments. */
+static ki_gemm_args gemm_item_args(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col,
+                                   const float *in, float *out, int64_t it, const float **x)
+{
+    int64_t cig = c->in_ch / c->groups, cog = c->out_ch / c->groups, n = it / c->groups,
+            gi = it % c->groups;
+    int64_t k = cig * c->kh * c->kw, hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
+    ki_gemm_args ga = { cog,       ohw,    k,       c->weight + gi * cog * k,
+                        k,         NULL,   out + (n * c->out_ch + gi * cog) * ohw,
+                        ohw,       &c->ep, c->epf,  gi * cog,
+                        c->uk,     c->res ? c->res + (n * c->out_ch + gi * cog) * ohw : NULL,
+                        NULL,      0 };
+    *x = in + (n * c->in_ch + gi * cig) * hw;
+    if (!use_col && cog <= 3 * KI_GEMM_MR) { /* see ki_conv2d_forward_gemm */
+        ga.bin = *x, ga.ldb = hw;
+    }
+    return ga;
+}
+
+/* Whole (image, group) items per thread (ki_conv2d_gemm_by_item), handed out as threads come
+ * free, each packed KI_CONV2D_ITEM_GROUP panels at a time into the thread's own slice. */
+static void gemm_items(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col, const float *in,
+                       float *out, const ki_exec *ex)
+{
+    const int64_t np = (g->oh * g->ow + KI_GEMM_NR - 1) / KI_GEMM_NR;
+#pragma omp parallel for num_threads(ex->n_threads) schedule(dynamic, 1)
+    for (int64_t it = 0; it < g->in.n * c->groups; it++) {
+        const float *x;
+        ki_gemm_args ga = gemm_item_args(c, g, use_col, in, out, it, &x);
+        float *b = (float *)((char *)ex->workspace +
+                             (size_t)omp_get_thread_num() * ex->ws_per_thread);
+        ga.bp = b;
+        gemm_panel_run(c, g, use_col, x, &ga, b, 0, np, KI_CONV2D_ITEM_GROUP);
+    }
+}
+
 /* Per (image, group): Y[cog x ohw] = W[cog x K] * col[K x ohw], the epilogue fused into the
  * tiles' last k block. The weight is used in place as A (row stride K). */
 void ki_conv2d_forward_gemm(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col,
@@ -216,6 +259,10 @@ void ki_conv2d_forward_gemm(const ki_conv2d *c, const ki_conv2d_geom *g, bool us
     int64_t cig = c->in_ch / c->groups, cog = c->out_ch / c->groups;
     int64_t k = cig * c->kh * c->kw, hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
     if (ohw == 0 || cog == 0) {
+        return;
+    }
+    if (ki_conv2d_gemm_by_item(c, g, ex->n_threads)) {
+        gemm_items(c, g, use_col, in, out, ex);
         return;
     }
     for (int64_t n = 0; n < g->in.n; n++) {

@@ -162,6 +162,16 @@ static bool wino_blocked(int64_t np, int n_threads)
     return np >= KI_WINO_BLOCKED * (int64_t)(n_threads > 0 ? n_threads : 1);
 }
 
+/* A batch of at least two images per thread runs image by image instead: each thread takes
+ * whole images (the blocked run on one thread, handed out as threads come free) in one parallel
+ * region, where the per-image split cost a parallel region and up to five barriers per image
+ * (mnist_cnn's 1,000-image batch: 1,000 regions) and a thread that another process kept off its
+ * core held up every one of them. The same operations per tile, so the same bits. */
+static bool wino_by_image(const ki_conv2d_geom *g, int n_threads)
+{
+    return n_threads > 1 && g->in.n >= 2 * (int64_t)n_threads;
+}
+
 /* Floats added to the stride between positions of V and of M: with a whole number of pages
  * between them, the t*t values of a tile fell in one set of the L1 cache (F(4x4): 36 lines in a
  * 12-way set) and each panel's transforms kept evicting their own lines. 64 bytes keep the
@@ -196,7 +206,7 @@ size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int
 {
     size_t v, m, n, bytes, nt = n_threads > 0 ? (size_t)n_threads : 1;
     int64_t np = (ki_conv2d_wino_tiles(g->oh, g->ow, c->wino_m) + KI_GEMM_NR - 1) / KI_GEMM_NR;
-    bool blocked = wino_blocked(np, n_threads);
+    bool blocked = wino_blocked(np, n_threads) || wino_by_image(g, n_threads);
     if (!wino_floats(c, blocked ? KI_GEMM_NR : np * KI_GEMM_NR, &v, &m) || !ki_ckd_add(&n, v, m) ||
         !ki_ckd_mul(&bytes, n, sizeof(float)) || bytes > KI_WINO_MAX_BYTES) {
         return 0;
@@ -424,6 +434,29 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
     }
 }
 
+/* Whole images per thread (wino_by_image): image n's blocked run on thread tid alone, then its
+ * activation when it is not a clamp. */
+static void wino_images(const wino_run *r, const float *in, float *out, const ki_exec *ex)
+{
+    const ki_conv2d *c = r->c;
+    const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
+    const int64_t ohw = r->g->oh * r->g->ow;
+    const ki_cv_epilogue act_only = { NULL, c->ep.act, c->ep.res_after };
+#pragma omp parallel for num_threads(ex->n_threads) schedule(dynamic, 1)
+    for (int64_t n = 0; n < r->g->in.n; n++) {
+        int tid = omp_get_thread_num();
+        float *v = (float *)((char *)ex->workspace + (size_t)tid * ex->ws_per_thread);
+        float *priv = c->wino_h ? wino_private(ex, r->np, true, tid) : NULL;
+        float *y = out + n * oc * ohw;
+        const float *res = c->res ? c->res + n * oc * ohw : NULL;
+        wino_blocked_run(r, in + n * ic * hw, y, c->ep.res_after ? NULL : res, v, priv, 0, 1);
+        for (int64_t ch = 0; r->post && ch < oc; ch++) {
+            c->epf(&act_only, c->ep.res_after && res ? res + ch * ohw : NULL, ch, y + ch * ohw,
+                   (size_t)ohw);
+        }
+    }
+}
+
 void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex)
 {
@@ -445,6 +478,10 @@ void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const f
     const ki_cv_epilogue act_only = { NULL, c->ep.act, c->ep.res_after };
     const bool blocked = wino_blocked(r.np, ex->n_threads);
     if (tiles == 0 || oc == 0) {
+        return;
+    }
+    if (wino_by_image(g, ex->n_threads)) {
+        wino_images(&r, in, out, ex);
         return;
     }
     for (int64_t n = 0; n < g->in.n; n++) {
