@@ -15,5 +15,7 @@ void ki_transpose_ref(const float *src, int64_t lds, int64_t rows, int64_t cols,
 
 ki_transpose_fn ki_transpose_best(void)
 {
-    return ki_cpu_isa() >= KI_ISA_AVX512 ? KI_X86(ki_transpose_avx512) : ki_transpose_ref;
+    return ki_cpu_isa() >= KI_ISA_AVX512 ? KI_X86(ki_transpose_avx512)
+           : ki_cpu_isa() >= KI_ISA_AVX2 ? KI_X86(ki_transpose_avx2)
+                                         : ki_transpose_ref;
 }

@@ -300,13 +300,17 @@ static void test_epilogue_avx512_same(void **unused)
 
 /* The AVX-512 transpose copies what the reference copies, at every edge size (rows and columns
  * 1..40, strides past them) and leaves the rest of the destination alone. */
-static void test_transpose_avx512(void **unused)
+static void test_transpose_simd(void **unused)
 {
 #if KI_HAVE_X86
     (void)unused;
-    if (!ki_gemm_ukernel_for(KI_ISA_AVX512)) {
+    if (!ki_gemm_ukernel_for(KI_ISA_AVX2)) {
         skip();
     }
+    /* every vector version this CPU runs against the reference */
+    const ki_transpose_fn fns[2] = { ki_transpose_avx2, ki_gemm_ukernel_for(KI_ISA_AVX512)
+                                                            ? ki_transpose_avx512
+                                                            : ki_transpose_avx2 };
     enum { R = 40, C = 40, LDS = 45, LDD = 43 };
     static float src[R * LDS], a[C * LDD], b[C * LDD];
     for (int i = 0; i < R * LDS; i++) {
@@ -314,12 +318,14 @@ static void test_transpose_avx512(void **unused)
     }
     for (int64_t rows = 1; rows <= R; rows += 3) {
         for (int64_t cols = 1; cols <= C; cols += (cols < 18 ? 1 : 5)) {
-            for (int i = 0; i < C * LDD; i++) {
-                a[i] = b[i] = -1.0f;
+            for (int f = 0; f < 2; f++) {
+                for (int i = 0; i < C * LDD; i++) {
+                    a[i] = b[i] = -1.0f;
+                }
+                fns[f](src, LDS, rows, cols, a, LDD);
+                ki_transpose_ref(src, LDS, rows, cols, b, LDD);
+                assert_memory_equal(a, b, sizeof a);
             }
-            ki_transpose_avx512(src, LDS, rows, cols, a, LDD);
-            ki_transpose_ref(src, LDS, rows, cols, b, LDD);
-            assert_memory_equal(a, b, sizeof a);
         }
     }
 #else
@@ -667,7 +673,7 @@ int main(void)
         cmocka_unit_test(test_epilogue_avx2_silu),
         cmocka_unit_test(test_epilogue_avx2_spans),
         cmocka_unit_test(test_epilogue_avx512_same),
-        cmocka_unit_test(test_transpose_avx512), cmocka_unit_test(test_fuse_hook),
+        cmocka_unit_test(test_transpose_simd), cmocka_unit_test(test_fuse_hook),
         cmocka_unit_test(test_residual_fuse),      cmocka_unit_test(test_linear_fuse),
         cmocka_unit_test(test_pool_fuse),          cmocka_unit_test(test_pwdw_fuse),
     };
