@@ -31,6 +31,9 @@ static void run_usage(FILE *f)
         "                     (default: the best this CPU runs, or KINFER_ISA)\n"
         "  --topk K           classes to show for a classifier (default 5)\n"
         "  --labels FILE      class names, one a line\n"
+        "  --scores S         classifier scores: softmax of the outputs, or raw values (default:\n"
+        "                     softmax, or the outputs as they are when the graph ends in\n"
+        "                     softmax; exp of them after log_softmax)\n"
         "  --mean a,b,c       per-channel mean subtracted after scaling (default 0)\n"
         "  --std a,b,c        per-channel divisor (default 1)\n"
         "  --imagenet         --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225\n"
@@ -95,6 +98,11 @@ static int parse_value_opt(const char *a, const char *next, run_opts *o)
         o->task = next;
     } else if (strcmp(a, "--isa") == 0) {
         o->isa = next;
+    } else if (strcmp(a, "--scores") == 0) {
+        if (strcmp(next, "raw") != 0 && strcmp(next, "softmax") != 0) {
+            return 0;
+        }
+        o->scores = next;
     } else if (strcmp(a, "--threads") == 0 && ki_cli_parse_int(next, 1, 1024, &v)) {
         o->threads = (int)v;
     } else if (strcmp(a, "--memory-limit") == 0 && ki_cli_parse_int(next, 1, 1L << 30, &v)) {

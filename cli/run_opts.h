@@ -17,7 +17,8 @@ typedef struct run_opts {
     int n_inputs;
     const char *save_dir, *labels_path, *task, *draw;
     int threads, topk;
-    const char *isa; /* --isa, or NULL */
+    const char *isa;    /* --isa, or NULL */
+    const char *scores; /* --scores raw|softmax, or NULL: from the graph's last operator */
     float conf, iou;
     bool json, letterbox, verbose, have_mean, have_std;
     size_t memory_limit; /* bytes; 0: what the system has available */

@@ -94,9 +94,40 @@ static run_task pick_task(const run_opts *o, const ki_session *s, const ki_model
     return cls ? TASK_CLASSIFY : TASK_RAW;
 }
 
-/* Top-k of one row with softmax probabilities (stable: max subtracted). */
-static void print_row_topk(const run_opts *o, const float *row, int64_t k, const labels *lb,
-                           const char *src, int idx, bool last)
+/* How a classifier's outputs become scores: softmax of logits, as they are (the graph already
+ * ends in softmax, or --scores raw), or exp of log-probabilities (log_softmax). */
+typedef enum score_kind { SCORE_SOFTMAX, SCORE_AS_IS, SCORE_EXP } score_kind;
+
+/* What the operator producing model output 0 says about its values. */
+static score_kind output_scores(const run_opts *o, const ki_model *m)
+{
+    if (o->scores) {
+        return strcmp(o->scores, "raw") == 0 ? SCORE_AS_IS : SCORE_SOFTMAX;
+    }
+    const char *out = ki_model_output_name(m, 0);
+    for (int i = 0; out && i < ki_model_n_ops(m); i++) {
+        const ki_op_desc *d = ki_model_op(m, i);
+        for (int j = 0; j < d->n_outputs; j++) {
+            if (strcmp(d->output_names[j], out) != 0) {
+                continue;
+            }
+            if (strcmp(d->type, "F.softmax") == 0 || strcmp(d->type, "nn.Softmax") == 0 ||
+                strcmp(d->type, "torch.softmax") == 0) {
+                return SCORE_AS_IS;
+            }
+            if (strcmp(d->type, "F.log_softmax") == 0 || strcmp(d->type, "nn.LogSoftmax") == 0 ||
+                strcmp(d->type, "torch.log_softmax") == 0) {
+                return SCORE_EXP;
+            }
+            return SCORE_SOFTMAX;
+        }
+    }
+    return SCORE_SOFTMAX;
+}
+
+/* Top-k of one row with its scores (softmax: stable, the max subtracted). */
+static void print_row_topk(const run_opts *o, score_kind sk, const float *row, int64_t k,
+                           const labels *lb, const char *src, int idx, bool last)
 {
     float mx = row[0];
     for (int64_t j = 1; j < k; j++) {
@@ -129,7 +160,8 @@ static void print_row_topk(const run_opts *o, const float *row, int64_t k, const
         printf("%s:\n", src);
     }
     for (int t = 0; best && t < top; t++) {
-        double p = exp((double)(row[best[t]] - mx)) / sum;
+        double v = row[best[t]];
+        double p = sk == SCORE_AS_IS ? v : sk == SCORE_EXP ? exp(v) : exp(v - mx) / sum;
         const char *name = (lb->names && best[t] < lb->n) ? lb->names[best[t]] : NULL;
         if (o->json) {
             printf("%s{\"class\": %d, \"score\": %.6f, \"logit\": %.6g", t ? ", " : "", best[t], p,
@@ -140,7 +172,12 @@ static void print_row_topk(const run_opts *o, const float *row, int64_t k, const
             }
             printf("}");
         } else {
-            printf("  %d. class %-5d %6.2f%%  %s\n", t + 1, best[t], 100.0 * p, name ? name : "");
+            if (sk == SCORE_AS_IS && o->scores) { /* --scores raw: the values themselves */
+                printf("  %d. class %-5d %10.4g  %s\n", t + 1, best[t], p, name ? name : "");
+            } else {
+                printf("  %d. class %-5d %6.2f%%  %s\n", t + 1, best[t], 100.0 * p,
+                       name ? name : "");
+            }
         }
     }
     if (o->json) {
@@ -285,9 +322,10 @@ ki_status ki_run_print(const run_opts *o, const ki_model *m, const ki_session *s
         ki_tensor t = ki_session_output(s, 0);
         int64_t rows = t.shape.ndim == 2 ? t.shape.d[0] : 1;
         int64_t k = ki_shape_count(&t.shape) / (rows ? rows : 1);
+        const score_kind sk = output_scores(o, m);
         for (int64_t r = 0; r < rows; r++) {
             const char *p = r < src->n ? src->paths[r] : src->paths[0];
-            print_row_topk(o, t.data + r * k, k, lb, p, (int)r, r + 1 == rows);
+            print_row_topk(o, sk, t.data + r * k, k, lb, p, (int)r, r + 1 == rows);
         }
     } else if (task == TASK_DETECT) {
         st = print_detections(o, s, lb, src, err);

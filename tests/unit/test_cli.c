@@ -9,10 +9,13 @@
 /* clang-format on */
 
 #include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+
+#include "../../cli/npy.h"
 
 static char kinfer[600];
 
@@ -82,6 +85,51 @@ static void test_save_dir_round_trip(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A classifier whose graph ends in softmax shows its outputs as the probabilities (PyTorch's own,
+ * tests/data/ops/softmax_head/out0.npy), not a softmax of them; after log_softmax their exp;
+ * --scores softmax applies one anyway, --scores raw shows the values. */
+#define HEAD(n) "tests/data/ops/" n "/model.pnnx.param tests/data/ops/" n "/model.pnnx.bin " \
+                "tests/data/ops/" n "/in0.npy "
+
+static void check_top_score(const char *out, const char *npy, bool take_exp)
+{
+    ki_shape s;
+    float *ref = NULL, best = -1e30f;
+    ki_error err;
+    assert_int_equal(ki_npy_read(npy, &s, &ref, &err), KI_OK);
+    for (int64_t i = 0; i < ki_shape_count(&s); i++) {
+        best = ref[i] > best ? ref[i] : best;
+    }
+    free(ref);
+    const char *p = strstr(out, "\"score\": ");
+    assert_non_null(p);
+    double got = strtod(p + 9, NULL), want = take_exp ? exp(best) : best;
+    if (fabs(got - want) > 2e-6) {
+        fail_msg("%s: top score %.7f, PyTorch's %.7f", npy, got, want);
+    }
+}
+
+static void test_scores(void **state)
+{
+    (void)state;
+    char out[8192];
+    assert_int_equal(run("%s run " HEAD("softmax_head") "--json%s", NULL, out, sizeof out), 0);
+    check_top_score(out, "tests/data/ops/softmax_head/out0.npy", false);
+    assert_int_equal(run("%s run " HEAD("log_softmax_head") "--json%s", NULL, out, sizeof out), 0);
+    check_top_score(out, "tests/data/ops/log_softmax_head/out0.npy", true);
+    assert_int_equal(
+        run("%s run " HEAD("softmax_head") "--json --scores raw%s", NULL, out, sizeof out), 0);
+    check_top_score(out, "tests/data/ops/softmax_head/out0.npy", false);
+    /* a second softmax over probabilities flattens them: the top one must drop */
+    assert_int_equal(
+        run("%s run " HEAD("softmax_head") "--json --scores softmax%s", NULL, out, sizeof out), 0);
+    const char *p = strstr(out, "\"score\": ");
+    assert_non_null(p);
+    assert_true(strtod(p + 9, NULL) < 0.25);
+    assert_int_equal(run("%s run " HEAD("softmax_head") "--scores odd 2>/dev/null%s", NULL, NULL, 0),
+                     2);
+}
+
 static void test_exit_codes(void **state)
 {
     (void)state;
@@ -113,6 +161,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sample_digits),
         cmocka_unit_test(test_save_dir_round_trip),
         cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_scores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
