@@ -65,46 +65,75 @@ static bool parse_shape(const char *s, ki_shape *out)
     return true;
 }
 
+static const char *const bench_opts_all[] = { "--runs",        "--warmup",  "--threads", "--batch",
+                                               "--input-shape", "--isa",     "--profile", "--json",
+                                               "--help",        NULL };
+
+/* Value option opt = val into o: KI_EXIT_OK, or a usage error naming the option, the value and
+ * what it allows. */
+static int bench_value(const char *opt, const char *val, bench_opts *o)
+{
+    long v;
+    int *target = strcmp(opt, "--runs") == 0      ? &o->runs
+                  : strcmp(opt, "--warmup") == 0  ? &o->warmup
+                  : strcmp(opt, "--threads") == 0 ? &o->threads
+                  : strcmp(opt, "--batch") == 0   ? &o->batch
+                                                  : NULL;
+    if (target) {
+        long lo = target == &o->warmup ? 0 : 1, hi = target == &o->threads ? 1024 : 1000000;
+        if (!ki_cli_parse_int(val, lo, hi, &v)) {
+            ki_cli_error("bench: %s '%s': expected an integer from %ld to %ld", opt, val, lo, hi);
+            return KI_EXIT_USAGE;
+        }
+        *target = (int)v;
+    } else if (strcmp(opt, "--isa") == 0) {
+        return ki_cli_set_isa(val, "bench: --isa") ? KI_EXIT_OK : KI_EXIT_USAGE;
+    } else if (o->n_shapes >= BENCH_MAX_INPUTS || !parse_shape(val, &o->shapes[o->n_shapes])) {
+        ki_cli_error("bench: --input-shape '%s': expected dimensions like 1,3,224,224 (one "
+                     "--input-shape per model input, at most %d)",
+                     val, BENCH_MAX_INPUTS);
+        return KI_EXIT_USAGE;
+    } else {
+        o->n_shapes++;
+    }
+    return KI_EXIT_OK;
+}
+
 /* Returns -1 after --help, else an exit code (KI_EXIT_OK to go on). */
 static int parse_args(int argc, char **argv, bench_opts *o)
 {
-    long v;
     int npos = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
-        int *target = NULL;
-        long lo = 1;
+        char name[64];
+        const char *a = argv[i], *eq = ki_cli_split_eq(a, name, sizeof name), *opt = eq ? name : a;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             bench_usage(stdout);
             return -1;
-        } else if (strcmp(a, "--profile") == 0) {
+        } else if (!eq && strcmp(a, "--profile") == 0) {
             o->profile = true;
-            continue;
-        } else if (strcmp(a, "--json") == 0) {
+        } else if (!eq && strcmp(a, "--json") == 0) {
             o->json = true;
-            continue;
-        } else if (next && strcmp(a, "--isa") == 0) {
-            if (!ki_cli_set_isa(next, "bench: --isa")) {
-                return KI_EXIT_USAGE;
+        } else if (strcmp(opt, "--runs") == 0 || strcmp(opt, "--warmup") == 0 ||
+                   strcmp(opt, "--threads") == 0 || strcmp(opt, "--batch") == 0 ||
+                   strcmp(opt, "--isa") == 0 || strcmp(opt, "--input-shape") == 0) {
+            const char *val = eq ? eq : i + 1 < argc ? argv[++i] : NULL;
+            int rc = val ? bench_value(opt, val, o) : KI_EXIT_USAGE;
+            if (!val) {
+                ki_cli_error("bench: %s needs a value", opt);
             }
-            i++;
-            continue;
-        } else if (next && strcmp(a, "--input-shape") == 0 && o->n_shapes < BENCH_MAX_INPUTS &&
-                   parse_shape(next, &o->shapes[o->n_shapes])) {
-            o->n_shapes++, i++;
-            continue;
-        }
-        target = strcmp(a, "--runs") == 0      ? &o->runs
-                 : strcmp(a, "--warmup") == 0  ? &o->warmup
-                 : strcmp(a, "--threads") == 0 ? &o->threads
-                 : strcmp(a, "--batch") == 0   ? &o->batch
-                                               : NULL;
-        lo = target == &o->warmup ? 0 : 1;
-        if (target && next && ki_cli_parse_int(next, lo, 1000000, &v)) {
-            *target = (int)v, i++;
-        } else if (a[0] == '-' || target || npos >= 2) {
-            ki_cli_error("bench: bad option, value or extra argument: '%s%s%s'", a,
-                         next && target ? " " : "", next && target ? next : "");
+            if (rc != KI_EXIT_OK) {
+                return rc;
+            }
+        } else if (a[0] == '-' && a[1] != '\0') {
+            if (eq && (strcmp(opt, "--profile") == 0 || strcmp(opt, "--json") == 0)) {
+                ki_cli_error("bench: %s takes no value", opt);
+            } else {
+                ki_cli_unknown_option("bench", opt, bench_opts_all);
+            }
+            return KI_EXIT_USAGE;
+        } else if (npos >= 2) {
+            ki_cli_error("bench: extra argument '%s' (expected MODEL.pnnx.param [MODEL.pnnx.bin])",
+                         a);
             return KI_EXIT_USAGE;
         } else {
             *(npos++ == 0 ? &o->param : &o->bin) = a;

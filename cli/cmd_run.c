@@ -80,7 +80,35 @@ static int parse_unit(const char *s, float *out)
     return 1;
 }
 
-/* An option with a value: 1 when a and next are valid (next consumed), 0 otherwise. */
+/* The options of `run`: those that take a value, with what they allow (for the messages), then
+ * the flags. */
+static const char *const value_opts[][2] = {
+    { "--save-dir", "a directory" },
+    { "--labels", "a file of class names" },
+    { "--draw", "an image file to write" },
+    { "--task", "classify, detect or raw" },
+    { "--isa", "generic, avx2 or avx512" },
+    { "--scores", "raw or softmax" },
+    { "--threads", "an integer from 1 to 1024" },
+    { "--memory-limit", "megabytes, an integer from 1 to 1073741824" },
+    { "--topk", "an integer from 1 to 1000000" },
+    { "--conf", "a number from 0 to 1" },
+    { "--iou", "a number from 0 to 1" },
+    { "--mean", "one number or three, comma-separated (a,b,c)" },
+    { "--std", "one non-zero number or three, comma-separated (a,b,c)" },
+};
+static const char *const all_opts[] = { "--save-dir", "--labels",  "--draw",    "--task",
+                                        "--isa",      "--scores",  "--threads", "--memory-limit",
+                                        "--topk",     "--conf",    "--iou",     "--mean",
+                                        "--std",      "--json",    "--letterbox", "--verbose",
+                                        "--imagenet", "--help",    NULL };
+
+static bool one_of(const char *v, const char *a, const char *b, const char *c)
+{
+    return strcmp(v, a) == 0 || strcmp(v, b) == 0 || (c && strcmp(v, c) == 0);
+}
+
+/* Option a's value next into o: 1 when valid, 0 when not (the caller names what a allows). */
 static int parse_value_opt(const char *a, const char *next, run_opts *o)
 {
     long v;
@@ -91,41 +119,96 @@ static int parse_value_opt(const char *a, const char *next, run_opts *o)
     } else if (strcmp(a, "--draw") == 0) {
         o->draw = next;
     } else if (strcmp(a, "--task") == 0) {
-        if (strcmp(next, "classify") != 0 && strcmp(next, "detect") != 0 &&
-            strcmp(next, "raw") != 0) {
-            return 0;
-        }
         o->task = next;
+        return one_of(next, "classify", "detect", "raw");
     } else if (strcmp(a, "--isa") == 0) {
         o->isa = next;
     } else if (strcmp(a, "--scores") == 0) {
-        if (strcmp(next, "raw") != 0 && strcmp(next, "softmax") != 0) {
-            return 0;
-        }
         o->scores = next;
-    } else if (strcmp(a, "--threads") == 0 && ki_cli_parse_int(next, 1, 1024, &v)) {
-        o->threads = (int)v;
-    } else if (strcmp(a, "--memory-limit") == 0 && ki_cli_parse_int(next, 1, 1L << 30, &v)) {
-        o->memory_limit = (size_t)v << 20;
-    } else if (strcmp(a, "--topk") == 0 && ki_cli_parse_int(next, 1, 1000000, &v)) {
-        o->topk = (int)v;
+        return one_of(next, "raw", "softmax", NULL);
+    } else if (strcmp(a, "--threads") == 0) {
+        o->threads = ki_cli_parse_int(next, 1, 1024, &v) ? (int)v : 0;
+        return o->threads > 0;
+    } else if (strcmp(a, "--memory-limit") == 0) {
+        o->memory_limit = ki_cli_parse_int(next, 1, 1L << 30, &v) ? (size_t)v << 20 : 0;
+        return o->memory_limit > 0;
+    } else if (strcmp(a, "--topk") == 0) {
+        o->topk = ki_cli_parse_int(next, 1, 1000000, &v) ? (int)v : 0;
+        return o->topk > 0;
     } else if (strcmp(a, "--conf") == 0) {
         return parse_unit(next, &o->conf);
     } else if (strcmp(a, "--iou") == 0) {
         return parse_unit(next, &o->iou);
     } else if (strcmp(a, "--mean") == 0) {
         return parse_floats3(next, o->mean);
-    } else if (strcmp(a, "--std") == 0) {
-        return parse_floats3(next, o->std) && o->std[0] != 0 && o->std[1] != 0 && o->std[2] != 0;
     } else {
-        return 0;
+        return parse_floats3(next, o->std) && o->std[0] != 0 && o->std[1] != 0 && o->std[2] != 0;
     }
     return 1;
 }
 
-static int parse_args(int argc, char **argv, run_opts *o)
+/* What value option a allows, or NULL when a is not one. */
+static const char *value_opt(const char *a)
+{
+    for (size_t i = 0; i < sizeof value_opts / sizeof value_opts[0]; i++) {
+        if (strcmp(a, value_opts[i][0]) == 0) {
+            return value_opts[i][1];
+        }
+    }
+    return NULL;
+}
+
+/* One flag; false when a is not one. */
+static bool parse_flag(const char *a, run_opts *o)
 {
     static const float imean[3] = { 0.485f, 0.456f, 0.406f }, istd[3] = { 0.229f, 0.224f, 0.225f };
+    if (strcmp(a, "--json") == 0) {
+        o->json = true;
+    } else if (strcmp(a, "--letterbox") == 0) {
+        o->letterbox = true;
+    } else if (strcmp(a, "--verbose") == 0) {
+        o->verbose = true;
+    } else if (strcmp(a, "--imagenet") == 0) {
+        memcpy(o->mean, imean, sizeof imean);
+        memcpy(o->std, istd, sizeof istd);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* Option argv[*i] (and its value, --opt value or --opt=value): KI_EXIT_OK, or a usage error
+ * after a message naming the option, the value and what it allows. */
+static int parse_option(int argc, char **argv, int *i, run_opts *o)
+{
+    char name[64];
+    const char *a = argv[*i], *eq = ki_cli_split_eq(a, name, sizeof name);
+    const char *opt = eq ? name : a, *allowed = value_opt(opt);
+    if (!allowed) {
+        if (!eq && parse_flag(opt, o)) {
+            return KI_EXIT_OK;
+        }
+        if (eq && parse_flag(opt, o)) {
+            ki_cli_error("run: %s takes no value", opt);
+        } else {
+            ki_cli_unknown_option("run", opt, all_opts);
+        }
+        return KI_EXIT_USAGE;
+    }
+    const char *val = eq ? eq : *i + 1 < argc ? argv[++*i] : NULL;
+    if (!val) {
+        ki_cli_error("run: %s needs a value: %s", opt, allowed);
+        return KI_EXIT_USAGE;
+    }
+    if (!parse_value_opt(opt, val, o)) {
+        ki_cli_error("run: %s '%s': expected %s", opt, val, allowed);
+        return KI_EXIT_USAGE;
+    }
+    return KI_EXIT_OK;
+}
+
+static int parse_args(int argc, char **argv, run_opts *o)
+{
     int npos = 0;
     o->threads = ki_cli_default_threads();
     o->topk = 5;
@@ -140,25 +223,15 @@ static int parse_args(int argc, char **argv, run_opts *o)
         return KI_EXIT_FAIL;
     }
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+        const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             run_usage(stdout);
             return -1;
-        } else if (strcmp(a, "--json") == 0) {
-            o->json = true;
-        } else if (strcmp(a, "--letterbox") == 0) {
-            o->letterbox = true;
-        } else if (strcmp(a, "--verbose") == 0) {
-            o->verbose = true;
-        } else if (strcmp(a, "--imagenet") == 0) {
-            memcpy(o->mean, imean, sizeof imean);
-            memcpy(o->std, istd, sizeof istd);
-        } else if (next && a[0] == '-' && parse_value_opt(a, next, o)) {
-            i++;
         } else if (a[0] == '-' && a[1] != '\0') {
-            ki_cli_error("run: bad option or value: '%s%s%s'", a, next ? " " : "",
-                         next ? next : "");
-            return KI_EXIT_USAGE;
+            int rc = parse_option(argc, argv, &i, o);
+            if (rc != KI_EXIT_OK) {
+                return rc;
+            }
         } else if (npos == 0) {
             o->param = a, npos++;
         } else if (npos == 1) {

@@ -31,6 +31,13 @@ bool ki_cli_set_isa(const char *s, const char *what);
 bool ki_cli_isa_from_env(void);
 /* "avx2 (CPU: avx512); L1d 48 KiB, L2 2 MiB, L3 260 MiB; 2 cores" for --version and bench. */
 void ki_cli_cpu_str(char *buf, size_t n);
+/* The name in names (NULL-terminated) closest to s by edit distance, or NULL when none is close
+ * (for "did you mean" hints). */
+const char *ki_cli_closest(const char *s, const char *const *names);
+/* Reports an unknown option of command cmd, with the closest of names as a hint. */
+void ki_cli_unknown_option(const char *cmd, const char *opt, const char *const *names);
+/* "--opt=value": copies "--opt" into buf (n bytes) and returns value; NULL when a has no '='. */
+const char *ki_cli_split_eq(const char *a, char *buf, size_t n);
 /* Memory the system can still give us (MemAvailable), in bytes; 0 when unknown. */
 size_t ki_cli_memory_available(void);
 /* Peak resident memory of this process so far, in bytes. */

@@ -1,8 +1,10 @@
 /* image.c - image decoding, channel conversion, bilinear resize, letterbox and normalisation. */
 #include "image.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stb_image.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -76,6 +78,11 @@ ki_status ki_image_load(const char *path, const ki_image_prep *prep, float *dst,
                         ki_image_info *info, ki_error *err)
 {
     int w, h, comp;
+    FILE *f = fopen(path, "rb");
+    if (!f) { /* say why, not stb's "can't fopen" */
+        return KI_FAIL(err, KI_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    fclose(f);
     if (!stbi_info(path, &w, &h, &comp)) {
         return KI_FAIL(err, KI_ERR_FORMAT, "%s: cannot decode image: %s", path,
                        stbi_failure_reason() ? stbi_failure_reason() : "unknown format");

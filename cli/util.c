@@ -116,3 +116,64 @@ void ki_cli_cpu_str(char *buf, size_t n)
              ki_isa_name(ci->isa), l1, l2, l3, ci->caches_read ? "" : " (defaults, not reported)",
              ci->cores);
 }
+
+/* Edit distance of a and b counting a swap of neighbours as one edit (optimal string alignment),
+ * over at most 64 characters of each (longer strings are not options). */
+static int edit_distance(const char *a, const char *b)
+{
+    int d[65][65];
+    size_t na = strlen(a), nb = strlen(b);
+    na = na > 64 ? 64 : na, nb = nb > 64 ? 64 : nb;
+    for (size_t i = 0; i <= na; i++) {
+        for (size_t j = 0; j <= nb; j++) {
+            if (i == 0 || j == 0) {
+                d[i][j] = (int)(i + j);
+                continue;
+            }
+            int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            int v = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v) {
+                v = d[i - 2][j - 2] + 1;
+            }
+            d[i][j] = v;
+        }
+    }
+    return d[na][nb];
+}
+
+const char *ki_cli_closest(const char *s, const char *const *names)
+{
+    const char *best = NULL;
+    int bd = 4; /* further than three edits is no hint */
+    for (int i = 0; s && strlen(s) <= 64 && names[i]; i++) {
+        int d = edit_distance(s, names[i]);
+        if (d < bd || (strstr(names[i], s) && strlen(s) >= 4 && !best)) {
+            bd = d < bd ? d : bd, best = names[i];
+        }
+    }
+    return best;
+}
+
+void ki_cli_unknown_option(const char *cmd, const char *opt, const char *const *names)
+{
+    const char *hint = ki_cli_closest(opt, names);
+    if (hint) {
+        ki_cli_error("%s: unknown option '%s'; did you mean '%s'? (see 'kinfer %s --help')", cmd,
+                     opt, hint, cmd);
+    } else {
+        ki_cli_error("%s: unknown option '%s' (see 'kinfer %s --help')", cmd, opt, cmd);
+    }
+}
+
+const char *ki_cli_split_eq(const char *a, char *buf, size_t n)
+{
+    const char *eq = a[0] == '-' && a[1] == '-' ? strchr(a, '=') : NULL;
+    if (!eq || (size_t)(eq - a) >= n) {
+        return NULL;
+    }
+    memcpy(buf, a, (size_t)(eq - a));
+    buf[eq - a] = '\0';
+    return eq + 1;
+}

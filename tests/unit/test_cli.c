@@ -130,6 +130,37 @@ static void test_scores(void **state)
                      2);
 }
 
+/* Option errors name the option, the value and what it allows, suggest the closest option, and
+ * exit 2; --opt=value works; a missing image says it cannot be opened. */
+static void test_option_messages(void **state)
+{
+    (void)state;
+    static const char *const cases[][3] = {
+        { "run " SAMPLE "samples/digits --threads 0", "--threads '0'", "1 to 1024" },
+        { "run " SAMPLE "samples/digits --conf 2", "--conf '2'", "from 0 to 1" },
+        { "run " SAMPLE "samples/digits --topk 0", "--topk '0'", "1 to 1000000" },
+        { "run " SAMPLE "samples/digits --tpok 3", "unknown option '--tpok'", "'--topk'" },
+        { "run " SAMPLE "samples/digits --json=1", "--json takes no value", "" },
+        { "run " SAMPLE "samples/digits --threads", "--threads needs a value", "" },
+        { "bench samples/mnist_cnn/model.pnnx.param --runs 0", "--runs '0'", "1 to 1000000" },
+        { "bench samples/mnist_cnn/model.pnnx.param --thread 2", "did you mean '--threads'", "" },
+    };
+    char out[4096], cmd[1024];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%%s %s 2>&1%%s", cases[i][0]);
+        assert_int_equal(run(cmd, NULL, out, sizeof out), 2);
+        if (!strstr(out, cases[i][1]) || !strstr(out, cases[i][2])) {
+            fail_msg("'%s' said: %s", cases[i][0], out);
+        }
+    }
+    assert_int_equal(run("%s run " SAMPLE "samples/digits/digit_7.png --topk=1 --threads=1%s", NULL,
+                         out, sizeof out),
+                     0);
+    assert_non_null(strstr(out, "1. class 7"));
+    assert_int_equal(run("%s run " SAMPLE "no-such.png 2>&1%s", NULL, out, sizeof out), 1);
+    assert_non_null(strstr(out, "no-such.png: cannot open: No such file"));
+}
+
 static void test_exit_codes(void **state)
 {
     (void)state;
@@ -162,6 +193,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_save_dir_round_trip),
         cmocka_unit_test(test_exit_codes),
         cmocka_unit_test(test_scores),
+        cmocka_unit_test(test_option_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
