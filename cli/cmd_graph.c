@@ -19,10 +19,22 @@ static void print_operands(FILE *f, const ki_op_desc *d, bool outputs)
     }
 }
 
+/* Whether kinfer runs operators of this type (the graph's own input, output and tuple markers
+ * count as supported: the loader handles them). */
+static bool supported(const char *type)
+{
+    return ki_registry_find(type) || strcmp(type, "pnnx.Input") == 0 ||
+           strcmp(type, "pnnx.Output") == 0 || strcmp(type, "prim::TupleConstruct") == 0 ||
+           strcmp(type, "prim::ListUnpack") == 0;
+}
+
 static void print_op(FILE *f, int i, const ki_op_desc *d)
 {
     char buf[128];
     fprintf(f, "%4d  %-24s %-24s ", i, d->type, d->name);
+    if (!supported(d->type)) {
+        fputs("[unsupported] ", f);
+    }
     print_operands(f, d, false);
     fputs(" -> ", f);
     print_operands(f, d, true);
@@ -49,7 +61,8 @@ static char *dot_text(const ki_model *m, size_t *len)
     int n = ki_model_n_ops(m);
     for (int i = 0; i < n; i++) {
         const ki_op_desc *d = ki_model_op(m, i);
-        fprintf(f, "  op%d [label=\"%s\\n%s\"];\n", i, d->type, d->name);
+        fprintf(f, "  op%d [label=\"%s\\n%s\"%s];\n", i, d->type, d->name,
+                supported(d->type) ? "" : ", color=red, fontcolor=red");
     }
     char sh[128];
     for (int i = 0; i < n; i++) {
@@ -79,8 +92,10 @@ static void dump_usage(FILE *f)
                "\n"
                "Prints the operators in execution order: index, type, name, input operands ->\n"
                "output operands with their annotated shapes, parameters and attribute shapes\n"
-               "(f16 marks half-precision weights). With a .bin, every weight entry is checked.\n"
-               "  --dot FILE   also write the graph in Graphviz format to FILE ('-' for stdout)\n");
+               "(f16 marks half-precision weights), [unsupported] before operators kinfer does not\n"
+               "run. With a .bin, every weight entry is checked.\n"
+               "  --dot FILE   also write the graph in Graphviz format to FILE; with '-' only the\n"
+               "               Graphviz text goes to stdout (unsupported operators in red)\n");
 }
 
 int ki_cli_dump_graph(int argc, char **argv)
@@ -115,15 +130,18 @@ int ki_cli_dump_graph(int argc, char **argv)
         return KI_EXIT_FAIL;
     }
     int n = ki_model_n_ops(m);
-    printf("# %s: %d operators, %d input%s, %d output%s", files[0], n, ki_model_n_inputs(m),
-           ki_model_n_inputs(m) == 1 ? "" : "s", ki_model_n_outputs(m),
-           ki_model_n_outputs(m) == 1 ? "" : "s");
-    if (files[1]) {
-        printf(", %.1f MiB of weights as float32", (double)ki_model_weight_bytes(m) / (1 << 20));
-    }
-    printf("\n");
-    for (int i = 0; i < n; i++) {
-        print_op(stdout, i, ki_model_op(m, i));
+    if (!dot || strcmp(dot, "-") != 0) { /* with --dot - stdout holds only the DOT text */
+        printf("# %s: %d operators, %d input%s, %d output%s", files[0], n, ki_model_n_inputs(m),
+               ki_model_n_inputs(m) == 1 ? "" : "s", ki_model_n_outputs(m),
+               ki_model_n_outputs(m) == 1 ? "" : "s");
+        if (files[1]) {
+            printf(", %.1f MiB of weights as float32",
+                   (double)ki_model_weight_bytes(m) / (1 << 20));
+        }
+        printf("\n");
+        for (int i = 0; i < n; i++) {
+            print_op(stdout, i, ki_model_op(m, i));
+        }
     }
     int rc = KI_EXIT_OK;
     if (dot) {

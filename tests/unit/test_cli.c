@@ -161,6 +161,31 @@ static void test_option_messages(void **state)
     assert_non_null(strstr(out, "no-such.png: cannot open: No such file"));
 }
 
+/* dump-graph --dot - writes only Graphviz text; an operator kinfer does not run is marked. */
+static void test_dump_graph(void **state)
+{
+    (void)state;
+    char out[16384], dir[] = "/tmp/kinfer-graph-XXXXXX", cmd[1024];
+    assert_int_equal(run("%s dump-graph samples/mnist_cnn/model.pnnx.param --dot -%s", NULL, out,
+                         sizeof out),
+                     0);
+    assert_int_equal(strncmp(out, "digraph kinfer {", 16), 0);
+    assert_null(strstr(out, "# samples"));
+    assert_non_null(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd,
+             "printf '7767517\\n3 2\\npnnx.Input in 0 1 0\\nfoo.Bar b 1 1 0 1\\n"
+             "pnnx.Output out 1 0 1\\n' > %s/m.param",
+             dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%%s dump-graph %s/m.param%%s", dir);
+    assert_int_equal(run(cmd, NULL, out, sizeof out), 0);
+    assert_non_null(strstr(out, "foo.Bar"));
+    assert_non_null(strstr(out, "[unsupported]"));
+    assert_null(strstr(strstr(out, "pnnx.Input"), "pnnx.Input                 [unsupported]"));
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_exit_codes(void **state)
 {
     (void)state;
@@ -194,6 +219,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_exit_codes),
         cmocka_unit_test(test_scores),
         cmocka_unit_test(test_option_messages),
+        cmocka_unit_test(test_dump_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
