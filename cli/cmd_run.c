@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -169,6 +170,7 @@ static bool parse_flag(const char *a, run_opts *o)
     } else if (strcmp(a, "--verbose") == 0) {
         o->verbose = true;
     } else if (strcmp(a, "--imagenet") == 0) {
+        o->imagenet = true;
         memcpy(o->mean, imean, sizeof imean);
         memcpy(o->std, istd, sizeof istd);
     } else {
@@ -498,6 +500,110 @@ static ki_status run_session(const run_opts *o, const ki_model *m, const input_b
     return st;
 }
 
+/* mkdir -p of path (all its missing parents too). */
+static int make_dirs(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+                return -1;
+            }
+            *p = '/';
+        }
+    }
+    return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Whether a file can be created in directory dir (a probe file, removed again). */
+static bool dir_writable(const char *dir, char *why, size_t n)
+{
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.kinfer-probe-XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0) {
+        snprintf(why, n, "%s", strerror(errno));
+        return false;
+    }
+    close(fd);
+    unlink(probe);
+    return true;
+}
+
+/* Checks the output options before any work, so a bad one loses nothing: --save-dir is created
+ * (with its parents) and must be writable; --draw's directory must exist and be writable and its
+ * extension be one kinfer writes. A usage error (exit 2) names the option. */
+static int preflight(const run_opts *o)
+{
+    char why[256];
+    if (o->save_dir && make_dirs(o->save_dir) != 0) {
+        ki_cli_error("run: --save-dir %s: cannot create it: %s", o->save_dir, strerror(errno));
+        return KI_EXIT_USAGE;
+    }
+    if (o->save_dir && !dir_writable(o->save_dir, why, sizeof why)) {
+        ki_cli_error("run: --save-dir %s: cannot write there: %s", o->save_dir, why);
+        return KI_EXIT_USAGE;
+    }
+    if (!o->draw) {
+        return KI_EXIT_OK;
+    }
+    static const char *const exts[] = { ".jpg", ".jpeg", ".png", ".bmp", ".tga" };
+    const char *slash = strrchr(o->draw, '/'), *dot = strrchr(o->draw, '.');
+    bool known = false;
+    for (size_t i = 0; dot && (!slash || dot > slash) && i < sizeof exts / sizeof *exts; i++) {
+        known = known || strcasecmp(dot, exts[i]) == 0;
+    }
+    if (!known) {
+        ki_cli_error("run: --draw %s: the file name must end in .jpg, .jpeg, .png, .bmp or .tga",
+                     o->draw);
+        return KI_EXIT_USAGE;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - o->draw) + (slash == o->draw) : 1,
+             slash ? o->draw : ".");
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        ki_cli_error("run: --draw %s: directory %s does not exist", o->draw, dir);
+        return KI_EXIT_USAGE;
+    }
+    if (!dir_writable(dir, why, sizeof why)) {
+        ki_cli_error("run: --draw %s: cannot write in %s: %s", o->draw, dir, why);
+        return KI_EXIT_USAGE;
+    }
+    return KI_EXIT_OK;
+}
+
+/* Checks the options against the model once it is loaded: --imagenet needs a 3-channel input;
+ * a labels file whose count differs from the classes, or --draw on a model that is not a
+ * detector, gets a warning. */
+static int check_against_model(const run_opts *o, const ki_model *m, const labels *lb)
+{
+    ki_shape in = ki_model_input_decl(m, 0), out = ki_model_output_decl(m, 0);
+    if (o->imagenet && in.ndim == 4 && in.d[1] >= 0 && in.d[1] != 3) {
+        ki_cli_error("run: --imagenet: the model's input has %lld channel%s; ImageNet "
+                     "normalisation is for RGB (3 channels)",
+                     (long long)in.d[1], in.d[1] == 1 ? "" : "s");
+        return KI_EXIT_USAGE;
+    }
+    if (lb->names && out.ndim == 2 && out.d[1] > 0 && out.d[1] != lb->n) {
+        fprintf(stderr, "kinfer: warning: --labels %s has %d names but the model has %lld classes\n",
+                o->labels_path, lb->n, (long long)out.d[1]);
+    }
+    if (o->draw && !ki_run_is_detector_shape(&out, true) &&
+        (!o->task || strcmp(o->task, "detect") != 0)) {
+        fprintf(stderr, "kinfer: warning: --draw: %s is not a detector; nothing will be drawn\n",
+                o->param);
+    }
+    return KI_EXIT_OK;
+}
+
 static int run_model(const run_opts *o)
 {
     ki_error err;
@@ -513,6 +619,14 @@ static int run_model(const run_opts *o)
     }
     if (st == KI_OK && o->labels_path) {
         st = ki_labels_load(o->labels_path, &lb, &err);
+    }
+    int usage = st == KI_OK ? check_against_model(o, m, &lb) : KI_EXIT_OK;
+    if (usage != KI_EXIT_OK) {
+        free(ib);
+        free(maps);
+        ki_labels_free(&lb);
+        ki_model_destroy(m);
+        return usage;
     }
     if (st == KI_OK) {
         st = load_inputs(o, m, ib, maps, &images, &err);
@@ -553,6 +667,9 @@ int ki_cli_run(int argc, char **argv)
     int n_owned = 0;
     if (rc == KI_EXIT_OK && o.isa && !ki_cli_set_isa(o.isa, "run: --isa")) {
         rc = KI_EXIT_USAGE;
+    }
+    if (rc == KI_EXIT_OK) {
+        rc = preflight(&o);
     }
     if (rc == KI_EXIT_OK) {
         rc = expand_dirs(&o, &owned, &n_owned);

@@ -20,7 +20,7 @@ typedef struct run_opts {
     const char *isa;    /* --isa, or NULL */
     const char *scores; /* --scores raw|softmax, or NULL: from the graph's last operator */
     float conf, iou;
-    bool json, letterbox, verbose, have_mean, have_std;
+    bool json, letterbox, verbose, have_mean, have_std, imagenet;
     size_t memory_limit; /* bytes; 0: what the system has available */
     float mean[3], std[3];
 } run_opts;

@@ -186,6 +186,42 @@ static void test_dump_graph(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Output options are checked before any work: --save-dir is created with its parents; a --draw
+ * into a missing directory or with an extension kinfer does not write, and --imagenet on a
+ * 1-channel model, are usage errors naming the option; a labels file of the wrong length and
+ * --draw on a classifier are warned about. */
+static void test_preflight(void **state)
+{
+    (void)state;
+    char out[8192], dir[] = "/tmp/kinfer-pre-XXXXXX", cmd[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd,
+             "%%s run " SAMPLE "samples/digits/digit_2.png --save-dir %s/x/y/z 2>&1%%s", dir);
+    assert_int_equal(run(cmd, NULL, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "test -s %s/x/y/z/out0.npy", dir);
+    assert_int_equal(system(cmd), 0);
+    static const char *const bad[][2] = {
+        { "--draw /no/such/dir/boxes.jpg", "--draw /no/such/dir/boxes.jpg: directory" },
+        { "--draw boxes.webp", "must end in .jpg" },
+        { "--imagenet", "--imagenet: the model's input has 1 channel" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%%s run " SAMPLE "samples/digits/digit_2.png %s 2>&1%%s",
+                 bad[i][0]);
+        assert_int_equal(run(cmd, NULL, out, sizeof out), 2);
+        if (!strstr(out, bad[i][1])) {
+            fail_msg("'%s' said: %s", bad[i][0], out);
+        }
+    }
+    assert_int_equal(run("%s run " SAMPLE "samples/digits/digit_2.png --labels "
+                         "samples/imagenet.names 2>&1%s",
+                         NULL, out, sizeof out),
+                     0);
+    assert_non_null(strstr(out, "has 1000 names but the model has 10 classes"));
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_exit_codes(void **state)
 {
     (void)state;
@@ -220,6 +256,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_scores),
         cmocka_unit_test(test_option_messages),
         cmocka_unit_test(test_dump_graph),
+        cmocka_unit_test(test_preflight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
