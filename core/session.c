@@ -429,10 +429,14 @@ ki_status ki_session_run(ki_session *s, ki_error *err)
         if (s->profiling) {
             s->step_time[k] = omp_get_wtime() - t0;
         }
-        if (st != KI_OK) {
-            ki_error_prefix(err, "%s:%d: op '%s' (%s)", m->g->path, nd->desc.line, nd->desc.name,
-                            nd->desc.type);
-            return st;
+        if (st != KI_OK) { /* forward() has checked nothing the user gave: say which op */
+            char in0[96] = "()";
+            if (nd->desc.n_inputs > 0) {
+                ki_shape_str(&s->tin[s->tin_at[k]].shape, in0, sizeof in0);
+            }
+            return KI_FAIL(err, st, "%s:%d: op '%s' (%s): failed at run time on input %s (%s)",
+                           m->g->path, nd->desc.line, nd->desc.name, nd->desc.type, in0,
+                           ki_status_name(st));
         }
     }
     return KI_OK;
