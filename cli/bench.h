@@ -15,6 +15,18 @@
  * it names the new file, which the caller unlinks. */
 ki_status ki_bench_write_weights(const ki_model *m, char *path, ki_error *err);
 
+#define BENCH_MAX_INPUTS 16
+
+/* Loads param with bin, or (bin NULL) with generated weights in a temporary file. */
+ki_status ki_bench_load(const char *param, const char *bin, ki_model **m, ki_error *err);
+/* A session's input shapes: given[0..n_given) (one per input) or, with none given, each input's
+ * annotation with '?' read as 1 for the batch and 224 elsewhere; batch > 0 replaces dim 0. */
+ki_status ki_bench_input_shapes(const ki_model *m, const ki_shape *given, int n_given, int batch,
+                                ki_shape *shapes, ki_error *err);
+/* Floating-point operations (2 x multiply-adds) of a convolution, transposed convolution, linear
+ * or matmul step with these tensors' shapes; 0 for other operators. */
+double ki_bench_step_flops(const ki_op_desc *d, const ki_tensor *in, const ki_tensor *out);
+
 /* Uniform floats in [lo, hi) from a 64-bit state (xorshift64*), deterministic for a seed. */
 float ki_bench_rand(unsigned long long *state, float lo, float hi);
 

@@ -65,7 +65,7 @@ static const ki_attr *find_attr(const ki_op_desc *d, const char *key)
 
 /* Multiply-adds x 2 of the compute-heavy operators, from the weight and tensor shapes; 0 for
  * the rest (their time is memory traffic, not arithmetic). */
-static double step_flops(const ki_op_desc *d, const ki_tensor *in, const ki_tensor *out)
+double ki_bench_step_flops(const ki_op_desc *d, const ki_tensor *in, const ki_tensor *out)
 {
     const ki_attr *w = find_attr(d, "weight");
     double per = 0.0, base = 0.0;
@@ -160,7 +160,7 @@ static void one_step(ki_session *s, int k, double sec, bool json, FILE *f)
         ki_shape_str(&in[0].shape, si, sizeof si);
     }
     ki_shape_str(&out[0].shape, so, sizeof so);
-    double fl = step_flops(d, in, out), gf = sec > 0 ? fl / sec * 1e-9 : 0.0;
+    double fl = ki_bench_step_flops(d, in, out), gf = sec > 0 ? fl / sec * 1e-9 : 0.0;
     char kernel[96];
     ki_session_step_kernel(s, k, kernel, sizeof kernel);
     if (json) {

@@ -230,3 +230,50 @@ ki_status ki_bench_write_weights(const ki_model *m, char *path, ki_error *err)
     }
     return st;
 }
+
+ki_status ki_bench_load(const char *param, const char *bin, ki_model **m, ki_error *err)
+{
+    if (bin) {
+        return ki_model_load(param, bin, NULL, m, err);
+    }
+    ki_load_options go = { .graph_only = true };
+    ki_model *g = NULL;
+    ki_status st = ki_model_load(param, NULL, &go, &g, err);
+    char path[] = "/tmp/kinfer-bench-XXXXXX";
+    if (st == KI_OK) {
+        st = ki_bench_write_weights(g, path, err);
+    }
+    ki_model_destroy(g);
+    if (st == KI_OK) {
+        st = ki_model_load(param, path, NULL, m, err);
+        unlink(path); /* the loader has mapped and converted it */
+    }
+    return st;
+}
+
+ki_status ki_bench_input_shapes(const ki_model *m, const ki_shape *given, int n_given, int batch,
+                                ki_shape *shapes, ki_error *err)
+{
+    int n = ki_model_n_inputs(m);
+    if (n > BENCH_MAX_INPUTS || (n_given > 0 && n_given != n)) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "the model has %d inputs; give one --input-shape each",
+                       n);
+    }
+    for (int i = 0; i < n; i++) {
+        ki_shape s = n_given ? given[i] : ki_model_input_decl(m, i);
+        if (s.ndim < 0) {
+            return KI_FAIL(err, KI_ERR_SHAPE, "input %d has no annotation: use --input-shape", i);
+        }
+        for (int k = 0; k < s.ndim; k++) {
+            if (s.d[k] < 0) {
+                s.d[k] = k == 0 ? 1 : 224;
+            }
+        }
+        if (batch > 0 && s.ndim > 0) {
+            s.d[0] = batch;
+        }
+        s.kind = KI_KIND_TENSOR;
+        shapes[i] = s;
+    }
+    return KI_OK;
+}

@@ -12,8 +12,6 @@
 #include "bench.h"
 #include "commands.h"
 
-#define BENCH_MAX_INPUTS 16
-
 typedef struct bench_opts {
     const char *param, *bin;
     int runs, warmup, threads, batch;
@@ -45,26 +43,6 @@ static void bench_usage(FILE *f)
             ki_cli_default_threads());
 }
 
-static bool parse_shape(const char *s, ki_shape *out)
-{
-    int64_t d[KI_MAX_DIMS];
-    int n = 0;
-    char *end;
-    while (*s && n < KI_MAX_DIMS) {
-        long long v = strtoll(s, &end, 10);
-        if (end == s || v < 0 || v > KI_MAX_DIM || (*end != ',' && *end != '\0')) {
-            return false;
-        }
-        d[n++] = v;
-        s = *end == ',' ? end + 1 : end;
-    }
-    if (*s != '\0' || n == 0) {
-        return false;
-    }
-    *out = ki_shape_make(n, d);
-    return true;
-}
-
 static const char *const bench_opts_all[] = { "--runs",        "--warmup",  "--threads", "--batch",
                                                "--input-shape", "--isa",     "--profile", "--json",
                                                "--help",        NULL };
@@ -88,7 +66,7 @@ static int bench_value(const char *opt, const char *val, bench_opts *o)
         *target = (int)v;
     } else if (strcmp(opt, "--isa") == 0) {
         return ki_cli_set_isa(val, "bench: --isa") ? KI_EXIT_OK : KI_EXIT_USAGE;
-    } else if (o->n_shapes >= BENCH_MAX_INPUTS || !parse_shape(val, &o->shapes[o->n_shapes])) {
+    } else if (o->n_shapes >= BENCH_MAX_INPUTS || !ki_cli_parse_shape(val, &o->shapes[o->n_shapes])) {
         ki_cli_error("bench: --input-shape '%s': expected dimensions like 1,3,224,224 (one "
                      "--input-shape per model input, at most %d)",
                      val, BENCH_MAX_INPUTS);
@@ -144,55 +122,6 @@ static int parse_args(int argc, char **argv, bench_opts *o)
         return KI_EXIT_USAGE;
     }
     return KI_EXIT_OK;
-}
-
-/* The session's input shapes: --input-shape, else the annotation with '?' filled in. */
-static ki_status input_shapes(const ki_model *m, const bench_opts *o, ki_shape *shapes,
-                              ki_error *err)
-{
-    int n = ki_model_n_inputs(m);
-    if (n > BENCH_MAX_INPUTS || (o->n_shapes > 0 && o->n_shapes != n)) {
-        return KI_FAIL(err, KI_ERR_SHAPE, "the model has %d inputs; give one --input-shape each",
-                       n);
-    }
-    for (int i = 0; i < n; i++) {
-        ki_shape s = o->n_shapes ? o->shapes[i] : ki_model_input_decl(m, i);
-        if (s.ndim < 0) {
-            return KI_FAIL(err, KI_ERR_SHAPE, "input %d has no annotation: use --input-shape", i);
-        }
-        for (int k = 0; k < s.ndim; k++) {
-            if (s.d[k] < 0) {
-                s.d[k] = k == 0 ? 1 : 224;
-            }
-        }
-        if (o->batch > 0 && s.ndim > 0) {
-            s.d[0] = o->batch;
-        }
-        s.kind = KI_KIND_TENSOR;
-        shapes[i] = s;
-    }
-    return KI_OK;
-}
-
-/* Loads with the given .bin, or with generated weights in a temporary file. */
-static ki_status load_model(const bench_opts *o, ki_model **m, ki_error *err)
-{
-    if (o->bin) {
-        return ki_model_load(o->param, o->bin, NULL, m, err);
-    }
-    ki_load_options go = { .graph_only = true };
-    ki_model *g = NULL;
-    ki_status st = ki_model_load(o->param, NULL, &go, &g, err);
-    char path[] = "/tmp/kinfer-bench-XXXXXX";
-    if (st == KI_OK) {
-        st = ki_bench_write_weights(g, path, err);
-    }
-    ki_model_destroy(g);
-    if (st == KI_OK) {
-        st = ki_model_load(o->param, path, NULL, m, err);
-        unlink(path); /* the loader has mapped and converted it */
-    }
-    return st;
 }
 
 static double now_ms(void)
@@ -251,9 +180,9 @@ static int bench(const bench_opts *o)
     ki_bench_result r = {
         .param = o->param, .threads = o->threads, .runs = o->runs, .warmup = o->warmup
     };
-    ki_status st = load_model(o, &m, &err);
+    ki_status st = ki_bench_load(o->param, o->bin, &m, &err);
     if (st == KI_OK) {
-        st = input_shapes(m, o, shapes, &err);
+        st = ki_bench_input_shapes(m, o->shapes, o->n_shapes, o->batch, shapes, &err);
     }
     ki_session_options so = { o->threads, 0 };
     if (st == KI_OK) {

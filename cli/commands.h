@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../core/kinfer.h"
+
 #define KI_EXIT_OK    0
 #define KI_EXIT_FAIL  1
 #define KI_EXIT_USAGE 2
@@ -15,6 +17,7 @@ int ki_cli_dump_graph(int argc, char **argv);
 int ki_cli_ops(int argc, char **argv);
 int ki_cli_eval_expr(int argc, char **argv);
 int ki_cli_bench(int argc, char **argv);
+int ki_cli_info(int argc, char **argv);
 
 /* Shared helpers (cli/util.c). */
 void ki_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -31,6 +34,8 @@ bool ki_cli_set_isa(const char *s, const char *what);
 bool ki_cli_isa_from_env(void);
 /* "avx2 (CPU: avx512); L1d 48 KiB, L2 2 MiB, L3 260 MiB; 2 cores" for --version and bench. */
 void ki_cli_cpu_str(char *buf, size_t n);
+/* "1,3,224,224" into out; false unless it is 1..KI_MAX_DIMS whole numbers in range. */
+bool ki_cli_parse_shape(const char *s, ki_shape *out);
 /* The name in names (NULL-terminated) closest to s by edit distance, or NULL when none is close
  * (for "did you mean" hints). */
 const char *ki_cli_closest(const char *s, const char *const *names);

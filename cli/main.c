@@ -74,6 +74,8 @@ static void usage(FILE *f)
         "expression\n"
         "  bench MODEL.pnnx.param [MODEL.pnnx.bin]       time forward passes (generated weights "
         "without a .bin)\n"
+        "  info MODEL.pnnx.param [MODEL.pnnx.bin]        describe a model: inputs, outputs, operators,\n"
+        "                                                parameters, GFLOPs, unsupported operators\n"
         "  ops                                           list the supported operator types\n"
         "\n"
         "options:\n"
@@ -119,6 +121,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "bench") == 0) {
         return ki_cli_bench(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "info") == 0) {
+        return ki_cli_info(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "ops") == 0) {
         return ki_cli_ops(argc - 1, argv + 1);

@@ -177,3 +177,24 @@ const char *ki_cli_split_eq(const char *a, char *buf, size_t n)
     buf[eq - a] = '\0';
     return eq + 1;
 }
+
+bool ki_cli_parse_shape(const char *s, ki_shape *out)
+{
+    int64_t d[KI_MAX_DIMS];
+    int n = 0;
+    char *end;
+    while (*s && n < KI_MAX_DIMS) {
+        long long v = strtoll(s, &end, 10);
+        if (end == s || v < 0 || v > KI_MAX_DIM || (*end != ',' && *end != '\0')) {
+            return false;
+        }
+        d[n++] = v;
+        s = *end == ',' ? end + 1 : end;
+    }
+    if (*s != '\0' || n == 0) {
+        return false;
+    }
+    *out = ki_shape_make(n, d);
+    return true;
+}
+

@@ -71,7 +71,5 @@ ki_status ki_param_value_parse(ki_arena *a, const char *text, size_t len, ki_par
 /* Parses "(d0,d1,...)TYPE"; '?' dims become -1 when allow_unknown. */
 ki_status ki_param_shape_parse(const char *text, size_t len, bool allow_unknown, ki_shape *shape,
                                ki_dtype *dtype, ki_error *err);
-size_t ki_dtype_size(ki_dtype t);
-const char *ki_dtype_name(ki_dtype t);
 
 #endif

@@ -64,6 +64,10 @@ typedef enum ki_dtype {
     KI_DT_C128
 } ki_dtype;
 
+/* Bytes of one element of t (0 for KI_DT_NULL); its name as pnnx writes it (f32, i64, ...). */
+size_t ki_dtype_size(ki_dtype t);
+const char *ki_dtype_name(ki_dtype t);
+
 typedef struct ki_attr {
     const char *key;
     ki_shape shape;    /* as declared; a `()` declaration is a rank-0 shape of one element */

@@ -222,6 +222,39 @@ static void test_preflight(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* info: mnist_cnn's counts by hand: 2 convs (1->16 3x3 at 28x28, 16->32 3x3 at 14x14) and 2
+ * linear layers (1568->64, 64->10) are 1,117,056 multiply-adds, 0.002234 GFLOPs; 105,866
+ * parameters; an unknown operator type is listed and makes the exit status 1. */
+static void test_info(void **state)
+{
+    (void)state;
+    char out[8192];
+    assert_int_equal(run("%s info samples/mnist_cnn/model.pnnx.param --json%s", NULL, out,
+                         sizeof out),
+                     0);
+    assert_non_null(strstr(out, "\"parameters\":105866,"));
+    assert_non_null(strstr(out, "\"gflops\":0.0022,"));
+    assert_non_null(strstr(out, "\"nn.Conv2d\":2"));
+    assert_non_null(strstr(out, "\"unsupported\":[]"));
+    assert_non_null(strstr(out, "\"shape\":\"(1,1,28,28)\""));
+    assert_int_equal(run("%s info samples/mnist_cnn/model.pnnx.param%s", NULL, out, sizeof out),
+                     0);
+    assert_non_null(strstr(out, "GFLOPs: 0.002 at the declared shapes"));
+    assert_int_equal(run("%s info samples/mnist_cnn/model.pnnx.param --input-shape 2,1,28,28 "
+                         "--json%s",
+                         NULL, out, sizeof out),
+                     0);
+    assert_non_null(strstr(out, "\"gflops\":0.0045,"));
+    assert_int_equal(run("printf '7767517\\n3 2\\npnnx.Input in 0 1 0\\nfoo.Bar b 1 1 0 1\\n"
+                         "pnnx.Output out 1 0 1\\n' > /tmp/kinfer-info-test.param && %s info "
+                         "/tmp/kinfer-info-test.param%s",
+                         NULL, out, sizeof out),
+                     1);
+    assert_non_null(strstr(out, "foo.Bar"));
+    assert_non_null(strstr(out, "[unsupported]"));
+    remove("/tmp/kinfer-info-test.param");
+}
+
 static void test_exit_codes(void **state)
 {
     (void)state;
@@ -257,6 +290,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_option_messages),
         cmocka_unit_test(test_dump_graph),
         cmocka_unit_test(test_preflight),
+        cmocka_unit_test(test_info),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
