@@ -43,6 +43,9 @@ static void run_usage(FILE *f)
         "                     automatic; an output (N, >=100 boxes, 5+classes) is a detector)\n"
         "  --conf C           detector: keep boxes with objectness x class score >= C (0.25)\n"
         "  --iou T            detector: class-aware NMS IoU threshold (default 0.45)\n"
+        "  --max-det N        detector: at most N boxes per image (default 300); boxes left\n"
+        "                     with no area after clipping to the image are dropped; an\n"
+        "                     80-class detector without --labels gets the COCO names\n"
         "  --draw OUT.jpg     detector: write the image with boxes (.png/.bmp/.tga/JPEG;\n"
         "                     several images give OUT_0.jpg, OUT_1.jpg, ...)\n"
         "  --json             machine-readable results on stdout\n"
@@ -93,6 +96,7 @@ static const char *const value_opts[][2] = {
     { "--threads", "an integer from 1 to 1024" },
     { "--memory-limit", "megabytes, an integer from 1 to 1073741824" },
     { "--topk", "an integer from 1 to 1000000" },
+    { "--max-det", "an integer from 1 to 30000" },
     { "--conf", "a number from 0 to 1" },
     { "--iou", "a number from 0 to 1" },
     { "--mean", "one number or three, comma-separated (a,b,c)" },
@@ -100,7 +104,7 @@ static const char *const value_opts[][2] = {
 };
 static const char *const all_opts[] = { "--save-dir", "--labels",  "--draw",    "--task",
                                         "--isa",      "--scores",  "--threads", "--memory-limit",
-                                        "--topk",     "--conf",    "--iou",     "--mean",
+                                        "--topk",     "--max-det", "--conf",    "--iou",     "--mean",
                                         "--std",      "--json",    "--letterbox", "--verbose",
                                         "--imagenet", "--help",    NULL };
 
@@ -136,6 +140,9 @@ static int parse_value_opt(const char *a, const char *next, run_opts *o)
     } else if (strcmp(a, "--topk") == 0) {
         o->topk = ki_cli_parse_int(next, 1, 1000000, &v) ? (int)v : 0;
         return o->topk > 0;
+    } else if (strcmp(a, "--max-det") == 0) {
+        o->max_det = ki_cli_parse_int(next, 1, KI_DETECT_MAX_NMS, &v) ? (int)v : 0;
+        return o->max_det > 0;
     } else if (strcmp(a, "--conf") == 0) {
         return parse_unit(next, &o->conf);
     } else if (strcmp(a, "--iou") == 0) {
@@ -214,6 +221,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
     int npos = 0;
     o->threads = ki_cli_default_threads();
     o->topk = 5;
+    o->max_det = KI_DETECT_MAX_DET;
     o->conf = 0.25f;
     o->iou = 0.45f;
     for (int i = 0; i < 3; i++) {

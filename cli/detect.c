@@ -92,6 +92,17 @@ void ki_detect_unmap(ki_det *d, int n, const ki_detect_map *map)
     }
 }
 
+int ki_detect_drop_empty(ki_det *d, int n)
+{
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        if (d[i].x2 - d[i].x1 > 0.0f && d[i].y2 - d[i].y1 > 0.0f) {
+            d[kept++] = d[i];
+        }
+    }
+    return kept;
+}
+
 ki_detect_map ki_detect_map_image(const ki_image_prep *p, const ki_image_info *info)
 {
     ki_detect_map mp = { 0 };

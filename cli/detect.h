@@ -14,7 +14,11 @@
 #include "image.h"
 
 #define KI_DETECT_MAX_NMS 30000 /* candidates kept for NMS, by score (YOLOv5's max_nms) */
-#define KI_DETECT_MAX_DET 300   /* detections kept per image (YOLOv5's max_det) */
+#define KI_DETECT_MAX_DET 300   /* detections kept per image (YOLOv5's max_det), --max-det */
+#define KI_COCO_CLASSES   80
+
+/* The COCO class names (coco_names.c), for 80-class detectors run without --labels. */
+extern const char *const ki_coco_names[KI_COCO_CLASSES];
 
 typedef struct ki_det {
     float x1, y1, x2, y2; /* corners, x2 >= x1 and y2 >= y1 */
@@ -48,6 +52,9 @@ ki_detect_map ki_detect_map_image(const ki_image_prep *p, const ki_image_info *i
 
 /* Maps boxes from network pixels back to the original image and clips them to it. */
 void ki_detect_unmap(ki_det *d, int n, const ki_detect_map *map);
+/* Removes the boxes of zero (or negative, or NaN) width or height, keeping the order; returns
+ * how many remain. */
+int ki_detect_drop_empty(ki_det *d, int n);
 
 /* Line width YOLOv5 uses for an image of this size (at least 2). */
 int ki_detect_line_width(int width, int height);

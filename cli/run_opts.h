@@ -16,7 +16,7 @@ typedef struct run_opts {
     const char **inputs;
     int n_inputs;
     const char *save_dir, *labels_path, *task, *draw;
-    int threads, topk;
+    int threads, topk, max_det;
     const char *isa;    /* --isa, or NULL */
     const char *scores; /* --scores raw|softmax, or NULL: from the graph's last operator */
     float conf, iou;

@@ -270,10 +270,11 @@ static ki_status detect_image(const run_opts *o, const ki_tensor *t, int64_t r, 
     const char *path = r < src->n ? src->paths[r] : src->paths[0];
     int n =
         ki_detect_candidates(t->data + r * boxes * no, boxes, (int)no, o->conf, buf, (int)boxes);
-    n = ki_detect_nms(buf, n, o->iou, KI_DETECT_MAX_DET);
+    n = ki_detect_nms(buf, n, o->iou, o->max_det);
     if (src->maps && r < src->n) {
         ki_detect_unmap(buf, n, &src->maps[r]);
     }
+    n = ki_detect_drop_empty(buf, n); /* clipped to the image, some have no area left */
     print_dets(o, buf, n, lb, path, (int)r, r + 1 == t->shape.d[0]);
     if (!o->draw) {
         return KI_OK;
@@ -300,8 +301,11 @@ static ki_status print_detections(const run_opts *o, const ki_session *s, const 
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
     ki_status st = KI_OK;
+    /* an 80-class detector without --labels: the COCO names it was almost surely trained on */
+    labels coco = { (char **)ki_coco_names, KI_COCO_CLASSES };
+    const labels *use = !lb->names && t.shape.d[2] - 5 == KI_COCO_CLASSES ? &coco : lb;
     for (int64_t r = 0; r < t.shape.d[0] && st == KI_OK; r++) {
-        st = detect_image(o, &t, r, lb, src, buf, err);
+        st = detect_image(o, &t, r, use, src, buf, err);
     }
     free(buf);
     return st;

@@ -9,6 +9,8 @@
 #include <cmocka.h>
 /* clang-format on */
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,6 +168,36 @@ static void test_border(void **state)
     assert_float_equal(d[2].y1, 25, 1e-4);
 }
 
+/* Boxes left without area after clipping go; the others keep their order. */
+static void test_drop_empty(void **state)
+{
+    (void)state;
+    ki_det d[5] = { { 0, 0, 10, 10, 0.9f, 1, 0 },  { 5, 5, 5, 9, 0.8f, 2, 1 },
+                    { 3, 3, 4, 4, 0.7f, 0, 2 },    { 7, 9, 8, 8, 0.6f, 0, 3 },
+                    { 1, 1, NAN, 2, 0.5f, 0, 4 } };
+    assert_int_equal(ki_detect_drop_empty(d, 5), 2);
+    assert_int_equal(d[0].index, 0);
+    assert_int_equal(d[1].index, 2);
+}
+
+/* The bundled names are COCO's 80 in YOLOv5's order (samples/coco.names). */
+static void test_coco_names(void **state)
+{
+    (void)state;
+    assert_string_equal(ki_coco_names[0], "person");
+    assert_string_equal(ki_coco_names[2], "car");
+    assert_string_equal(ki_coco_names[79], "toothbrush");
+    FILE *f = fopen("samples/coco.names", "r");
+    char line[64];
+    for (int i = 0; f && fgets(line, sizeof line, f) && i < KI_COCO_CLASSES; i++) {
+        line[strcspn(line, "\n")] = '\0';
+        assert_string_equal(ki_coco_names[i], line);
+    }
+    if (f) {
+        fclose(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -178,7 +210,8 @@ int main(void)
         cmocka_unit_test(test_threshold_is_strict),
         cmocka_unit_test(test_thousands),
         cmocka_unit_test(test_candidates),
-        cmocka_unit_test(test_border),
+        cmocka_unit_test(test_border), cmocka_unit_test(test_drop_empty),
+        cmocka_unit_test(test_coco_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
