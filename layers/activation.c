@@ -2,11 +2,20 @@
  *
  * Every layer here is one ki_act (activation.h) applied to each element of a tensor of any
  * rank; the module and functional spellings of an activation share all functions. The state is
- * the malloc'd ki_act, read-only after create. */
+ * the malloc'd act_state, read-only after create: the ki_act and the convolution epilogue of this
+ * CPU's level, which runs the vector activations (SiLU, Sigmoid, Hardswish, ...) and the scalar
+ * ones alike. */
 #include "activation.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "conv_common.h"
+
+typedef struct act_state {
+    ki_act act;
+    ki_cv_epilogue_fn epf;
+} act_state;
 
 /* Elements per parallel chunk: large enough that fork/join cost stays small. */
 #define ACT_CHUNK 8192
@@ -129,11 +138,28 @@ static ki_status act_create(const ki_op_desc *op, void **state, ki_error *err)
     if (st != KI_OK) {
         return st;
     }
-    ki_act *p = malloc(sizeof *p);
+    act_state *p = malloc(sizeof *p);
     if (!p) {
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
-    *p = act;
+    p->act = act;
+    /* the kinds the vector epilogues run (conv2d_avx2.c, epilogue_avx512.c); the others (GELU,
+     * ELU, Mish, ...) straight through the scalar loop, without the epilogue's extra pass */
+    switch (act.kind) {
+    case KI_ACT_RELU:
+    case KI_ACT_RELU6:
+    case KI_ACT_HARDTANH:
+    case KI_ACT_LEAKY_RELU:
+    case KI_ACT_HARDSWISH:
+    case KI_ACT_HARDSIGMOID:
+    case KI_ACT_SILU:
+    case KI_ACT_SIGMOID:
+        p->epf = ki_cv_epilogue_for(ki_cpu_isa());
+        break;
+    default:
+        p->epf = NULL;
+        break;
+    }
     *state = p;
     return KI_OK;
 }
@@ -155,7 +181,8 @@ static ki_status act_shape(const void *state, const ki_shape *in, int n_in, ki_s
 static ki_status act_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
                              int n_out, const ki_exec *ex)
 {
-    const ki_act *act = state;
+    const act_state *a = state;
+    const ki_cv_epilogue ep = { NULL, a->act, false };
     const float *src = in[0].data;
     float *dst = out[0].data;
     const int64_t n = ki_shape_count(&in[0].shape);
@@ -166,7 +193,14 @@ static ki_status act_forward(const void *state, const ki_tensor *in, int n_in, k
     for (int64_t c = 0; c < n_chunks; c++) {
         const int64_t lo = c * ACT_CHUNK;
         const int64_t len = n - lo < ACT_CHUNK ? n - lo : ACT_CHUNK;
-        ki_act_apply_n(act, dst + lo, src + lo, len);
+        if (!a->epf) {
+            ki_act_apply_n(&a->act, dst + lo, src + lo, len);
+            continue;
+        }
+        if (dst != src) {
+            memcpy(dst + lo, src + lo, (size_t)len * sizeof *dst);
+        }
+        a->epf(&ep, NULL, 0, dst + lo, (size_t)len);
     }
     return KI_OK;
 }

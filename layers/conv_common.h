@@ -113,6 +113,8 @@ void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, const float *res, int64_t ch,
 /* SiLU and Sigmoid with AVX-512 (the same values as the AVX2 version), others through it. */
 void ki_cv_epilogue_avx512(const ki_cv_epilogue *ep, const float *res, int64_t ch, float *p,
                            size_t n);
+/* The epilogue of level isa (gemm.c), for layers outside the convolution family. */
+ki_cv_epilogue_fn ki_cv_epilogue_for(ki_isa isa);
 
 /* The fuse() hook of conv-like layers: absorbs `next` when it is a scalar activation cheap and
  * common enough to be worth it, and no activation was absorbed before. */

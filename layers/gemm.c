@@ -47,6 +47,13 @@ void ki_cv_epilogue_ref(const ki_cv_epilogue *ep, const float *res, int64_t ch, 
     ki_cv_epilogue_plane_res(ep, res, ch, p, n);
 }
 
+ki_cv_epilogue_fn ki_cv_epilogue_for(ki_isa isa)
+{
+    return isa >= KI_ISA_AVX512 ? KI_X86(ki_cv_epilogue_avx512)
+           : isa >= KI_ISA_AVX2 ? KI_X86(ki_cv_epilogue_avx2)
+                                : ki_cv_epilogue_ref;
+}
+
 ki_gemm_ukernel ki_gemm_ukernel_for(ki_isa isa)
 {
     if (isa > ki_cpu_get()->isa) {
