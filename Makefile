@@ -23,7 +23,7 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-run demo deps clean asan help format lint fuzz cross-test
+.PHONY: all test test-run demo deps clean asan help format lint fuzz cross-test install install-test
 all: kinfer
 
 kinfer: $(BUILD)/kinfer
@@ -35,6 +35,10 @@ $(BUILD)/kinfer: $(BUILD)/cli/main.o $(BUILD)/libkinfer_cli.a $(BUILD)/libkinfer
 $(BUILD)/libkinfer.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+# The shared library: the same objects (built -fPIC), OpenBLAS and OpenMP as its dependencies.
+$(BUILD)/libkinfer.so: $(LIB_OBJ)
+	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libkinfer.so.0 -o $@ $^ -lopenblas -lm -fopenmp
 
 $(BUILD)/libkinfer_cli.a: $(CLI_OBJ)
 	@rm -f $@
@@ -61,7 +65,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libkinfer_cli.a $(BUILD)/libkinfer.a
 test: deps
 	@$(MAKE) --no-print-directory BUILD=$(BUILD) test-run
 
-test-run: $(BUILD)/kinfer $(TEST_BIN)
+# INSTALL_TEST=0 (sanitizer and cross builds): no staged install, whose example the host's plain
+# compiler builds.
+INSTALL_TEST ?= 1
+test-run: $(BUILD)/kinfer $(TEST_BIN) $(BUILD)/libkinfer.so
+	@if [ "$(INSTALL_TEST)" = 1 ]; then sh tests/install_test.sh $(BUILD); fi
 	@BUILD=$(BUILD) sh tests/run_tests.sh $(TEST_BIN)
 
 # The README's first command: install what is missing, build, classify the bundled digits.
@@ -73,16 +81,39 @@ demo: deps
 asan: deps
 	$(MAKE) BUILD=build/asan OPT=-O1 CFLAGS="-O1 -fno-omit-frame-pointer" \
 	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
-	  EXTRA_LDFLAGS="-fsanitize=address,undefined" test-run
+	  EXTRA_LDFLAGS="-fsanitize=address,undefined" INSTALL_TEST=0 test-run
 
 deps:
 	@sh tests/deps.sh
+
+# make install PREFIX=... [DESTDIR=...]: the kinfer command, libkinfer.so / .a, the public header
+# (core/kinfer_public.h as <kinfer.h>, with the three it includes), kinfer.pc and the man page.
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCDIR ?= $(PREFIX)/include/kinfer
+install: $(BUILD)/kinfer $(BUILD)/libkinfer.so $(BUILD)/libkinfer.a
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) \
+	  $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(BUILD)/kinfer $(DESTDIR)$(PREFIX)/bin/kinfer
+	install -m 755 $(BUILD)/libkinfer.so $(DESTDIR)$(LIBDIR)/libkinfer.so.0
+	ln -sf libkinfer.so.0 $(DESTDIR)$(LIBDIR)/libkinfer.so
+	install -m 644 $(BUILD)/libkinfer.a $(DESTDIR)$(LIBDIR)/libkinfer.a
+	install -m 644 core/kinfer_public.h $(DESTDIR)$(INCDIR)/kinfer.h
+	install -m 644 core/status.h core/tensor.h core/cpu.h $(DESTDIR)$(INCDIR)/
+	install -m 644 docs/kinfer.1 $(DESTDIR)$(PREFIX)/share/man/man1/kinfer.1
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|' \
+	  tests/kinfer.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/kinfer.pc
+
+# Installs into a scratch prefix and builds and runs samples/c_api/classify.c against it with
+# pkg-config, as a user would (tests/install_test.sh).
+install-test: $(BUILD)/kinfer $(BUILD)/libkinfer.so $(BUILD)/libkinfer.a
+	@sh tests/install_test.sh $(BUILD)
 
 # The generic build for aarch64 (Debian's cross compiler), its unit tests run under qemu-user
 # through binfmt_misc. tests/cross-deps.sh installs what it needs (root).
 cross-test:
 	@sh tests/cross-deps.sh
-	@$(MAKE) --no-print-directory CC=aarch64-linux-gnu-gcc BUILD=build/aarch64 test-run
+	@$(MAKE) --no-print-directory CC=aarch64-linux-gnu-gcc BUILD=build/aarch64 INSTALL_TEST=0 test-run
 
 format:
 	clang-format -i $(LIB_SRC) $(wildcard core/*.h parser/*.h layers/*.h cli/*.[ch])
@@ -98,6 +129,7 @@ help:
 	@echo "make deps       install missing Debian packages (root) or print the apt-get line"
 	@echo "make fuzz       run every libFuzzer target for FUZZ_SECONDS (default 60) each"
 	@echo "make cross-test build for aarch64 (generic kernels) and run the unit tests under qemu"
+	@echo "make install    PREFIX=/usr/local: kinfer, libkinfer.so/.a, <kinfer.h>, kinfer.pc, man page"
 	@echo "make bench      time the shared networks (kinfer bench beside ONNX Runtime), update docs/performance.md"
 	@echo "make format     clang-format the sources"
 	@echo "BUILD=dir       build directory (default build/release)"

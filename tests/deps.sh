@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs the Debian packages kinfer needs when run as root; otherwise prints the command.
-PKGS="gcc make libopenblas-openmp-dev libcmocka-dev libstb-dev python3"
+PKGS="gcc make libopenblas-openmp-dev libcmocka-dev libstb-dev python3 pkg-config"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
