@@ -80,8 +80,8 @@ typedef struct ki_conv2d {
     ki_cv_epilogue ep;
     bool residual; /* fuse() absorbed `add(@0,@1)`: a second input of the output's shape */
     bool pool;     /* fuse() absorbed a 3x3 stride-2 max pool padded by 1 (direct path only) */
-    /* fuse() absorbed the 3x3 depthwise layer after this 1x1 or direct-path one (and that layer's
-     * clamp-type activation): its state (owned), run band by band with this one
+    /* fuse() absorbed the depthwise layer (ki_conv2d_dw3_ok) after this 1x1 or direct-path one (and
+     * that layer's activation): its state (owned), run band by band with this one
      * (ki_conv2d_forward_pwdw) */
     struct ki_conv2d *dwf;
     /* Per run, on forward's copy of the state: that input's data (NULL in the model's state) */
@@ -91,7 +91,7 @@ typedef struct ki_conv2d {
     ki_gemm_ukernel uk;    /* GEMM micro-kernel */
     ki_cv_epilogue_fn epf; /* epilogue of the GEMM and depthwise paths */
     bool dw_avx2;          /* depthwise planes through the AVX2 kernel */
-    /* the 3x3 depthwise kernels of this CPU's level (ki_conv2d_dw3_*; NULL below AVX2): whole
+    /* the 3x3 / 5x5 depthwise kernels of this CPU's level (ki_conv2d_dw3_*; NULL below AVX2): whole
      * planes in place, and a band of rows (the 1x1 + depthwise fusion) */
     void (*dw3_planes)(const struct ki_conv2d *c, const struct ki_conv2d_geom *g, const float *in,
                        int64_t p0, int64_t p1, float *restrict out);
@@ -329,18 +329,19 @@ static inline bool ki_conv2d_pack3s2_ok(const ki_conv2d *c)
 void ki_conv2d_pack3s2_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
                               int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst);
 
-/* The 3x3 depthwise kernels, straight from the unpadded planes. ki_conv2d_dw3_ok (conv2d_pwdw.c):
- * whether c is a 3x3 depthwise shape they take (stride 1 or 2, dilation 1, zero padding, a
- * clamp-type activation: none, ReLU, ReLU6, Hardtanh). _planes: the planes p0 <= p < p1
- * (batch-major: channel p % in_ch) read from the unpadded input in, the epilogue (bias, the
- * residual c->res when set, the activation) applied at the store to out. _band: output rows
- * [y0, y1) of channels [c0, c1) of one image (out: its output, channel stride oh * ow) from a
- * band of its input: channel ch's rows row0, row0 + 1, ... at band + ch * cstride (row stride
- * g->in.w), which must hold every row inside the plane that those output rows read
- * (ki_conv2d_forward_pwdw). Fewer than four rows go a row at a time. Bias and the clamp are
- * applied at the store; no residual. One algorithm (conv2d_dw3_loops.h) with the vector pieces
- * per level: conv2d_dw_avx512.c (16 lanes), conv2d_dw_avx2.c (8 lanes); c->dw3_planes and
- * c->dw3_band hold the CPU's. */
+/* The 3x3 and 5x5 depthwise kernels, straight from the unpadded planes. ki_conv2d_dw3_ok
+ * (conv2d_pwdw.c): whether c is a depthwise shape they take (3x3 or 5x5, stride 1 or 2, dilation
+ * 1, zero padding, an activation they apply at the store: none, ReLU, ReLU6, Hardtanh, or with the
+ * residual before it LeakyReLU, Hardswish, Hardsigmoid, SiLU, Sigmoid). _planes: the planes
+ * p0 <= p < p1 (batch-major: channel p % in_ch) read from the unpadded input in, the epilogue
+ * (bias, the residual c->res when set, the activation) applied at the store to out. _band: output
+ * rows [y0, y1) of channels [c0, c1) of one image (out: its output, channel stride oh * ow) from a band of
+ * its input: channel ch's rows row0, row0 + 1, ... at band + ch * cstride (row stride g->in.w),
+ * which must hold every row inside the plane that those output rows read (ki_conv2d_forward_pwdw).
+ * Fewer than four rows go a row at a time. Bias and the activation are applied at the store; no
+ * residual. One algorithm (conv2d_dw3_loops.h) with the vector pieces per level:
+ * conv2d_dw_avx512.c (16 lanes), conv2d_dw_avx2.c (8 lanes); c->dw3_planes and c->dw3_band hold
+ * the CPU's. */
 bool ki_conv2d_dw3_ok(const ki_conv2d *c);
 void ki_conv2d_dw3_planes_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                  int64_t p0, int64_t p1, float *restrict out);

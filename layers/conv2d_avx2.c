@@ -9,37 +9,6 @@
 #include "conv2d.h"
 #include "vexp_avx2.h"
 
-/* One vector of the activation, for the kinds of act_vectorised. */
-static inline __attribute__((always_inline)) __m256 act8(const ki_act *a, __m256 v)
-{
-    const __m256 zero = _mm256_setzero_ps(), six = _mm256_set1_ps(6.0f);
-    switch (a->kind) {
-    case KI_ACT_RELU:
-        return _mm256_max_ps(zero, v);
-    case KI_ACT_RELU6:
-        return _mm256_min_ps(six, _mm256_max_ps(zero, v));
-    case KI_ACT_HARDTANH:
-        return _mm256_min_ps(_mm256_set1_ps(a->b), _mm256_max_ps(_mm256_set1_ps(a->a), v));
-    case KI_ACT_LEAKY_RELU:
-        return _mm256_blendv_ps(_mm256_mul_ps(v, _mm256_set1_ps(a->a)), v,
-                                _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
-    case KI_ACT_HARDSWISH: {
-        __m256 t = _mm256_min_ps(six, _mm256_max_ps(zero, _mm256_add_ps(v, _mm256_set1_ps(3.0f))));
-        return _mm256_div_ps(_mm256_mul_ps(v, t), six);
-    }
-    case KI_ACT_HARDSIGMOID: {
-        __m256 t = _mm256_min_ps(six, _mm256_max_ps(zero, _mm256_add_ps(v, _mm256_set1_ps(3.0f))));
-        return _mm256_div_ps(t, six);
-    }
-    case KI_ACT_SILU:
-        return ki_vsilu_avx2(v);
-    case KI_ACT_SIGMOID:
-        return ki_vsigmoid_avx2(v);
-    default:
-        return v;
-    }
-}
-
 static bool act_vectorised(ki_act_kind k)
 {
     return k == KI_ACT_NONE || k == KI_ACT_RELU || k == KI_ACT_RELU6 || k == KI_ACT_HARDTANH ||
@@ -79,7 +48,7 @@ void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, const float *res, int64_t ch,
         EPI_LOOP(_mm256_max_ps(_mm256_setzero_ps(), v));
         break;
     default:
-        EPI_LOOP(act8(&act, v));
+        EPI_LOOP(ki_vact_avx2(&act, v));
         break;
     }
     if (i < n) {
@@ -357,7 +326,7 @@ static void store_rows(const dw_out *d, const __m256 acc[4], int rows, int64_t y
         if (ep) {
             v = _mm256_add_ps(v, bv);
             v = d->res ? _mm256_add_ps(v, load_cols(d->res + at, d->ow - ox)) : v;
-            v = act8(&ep->act, v);
+            v = ki_vact_avx2(&ep->act, v);
         }
         store_cols(d->o + at, v, d->ow - ox);
     }

@@ -1,18 +1,20 @@
-/* conv2d_dw3_loops.h - the loops of the 3x3 depthwise kernels (conv2d_dw_avx512.c,
- * conv2d_dw_avx2.c) that do not depend on the vector width: bands of output rows, column blocks
- * across them, blocks of rows down them (the tail a block of the last rows), the prefetches of
- * the next plane, and the two entries (whole planes; a band of rows from a buffer). Each ISA file
- * defines, before including this header, its vector pieces:
+/* conv2d_dw3_loops.h - the loops of the 3x3 and 5x5 depthwise kernels (conv2d_dw_avx512.c,
+ * conv2d_dw_avx2.c) that do not depend on the vector width or the kernel size: bands of output
+ * rows, column blocks across them, blocks of rows down them (the tail a block of the last rows),
+ * the prefetches of the next plane, and the two entries (whole planes; a band of rows from a
+ * buffer). Each ISA file defines, before including this header, its vector pieces:
  *   DW_LANES             columns a block covers (16 or 8);
  *   DW_ROWS_S2           rows of a stride-2 block when the rows allow (8 or 4; stride 1: 4);
  *   dw_plane             the plane's state: x, res, o, h, w, ow, row0, pf_in, pf_out and the
- *                        weights, bias and clamp bounds in vectors;
+ *                        weights, bias, clamp bounds and activation;
  *   dw_cols, dw_mask     a column block's load masks, a block's store mask;
- *   cols_at(ox, s, pl, w), out_mask(n) (lanes below n),
- *   block(d, y0, first, iy0, ox, k, sm, s, rows, checked): the vector block (see block_at),
+ *   cols_at(ox, s, kk, pl, w), out_mask(n) (lanes below n),
+ *   block(d, y0, first, iy0, ox, k, sm, s, kk, rows, checked): the vector block (see block_at)
+ *                        of a kk x kk kernel (3 or 5),
  *   plane_init(d, c, g, row0), plane_channel(d, c, ch): the plane's setup, a channel's weights.
- * Everything here is static inline and always inlined into the ISA file's entries, so s, rows and
- * checked are constants in each block. Thread-safe: each call writes only its own planes' rows. */
+ * Everything here is static inline and always inlined into the ISA file's entries, so s, kk,
+ * rows and checked are constants in each block. Thread-safe: each call writes only its own
+ * planes' rows. */
 #ifndef KI_CONV2D_DW3_LOOPS_H
 #define KI_CONV2D_DW3_LOOPS_H
 
@@ -37,16 +39,16 @@ static inline int64_t band_share(int64_t floats, int64_t yb, int64_t ye, int64_t
  * block that reaches past the plane's top or bottom checks its rows. */
 static inline __attribute__((always_inline)) int64_t block_at(const dw_plane *d, const ki_conv2d *c,
                                                               const dw_cols *k, dw_mask sm, int s,
-                                                              int rows, int64_t oy, int64_t y1,
-                                                              int64_t ox)
+                                                              int kk, int rows, int64_t oy,
+                                                              int64_t y1, int64_t ox)
 {
     const int64_t yf = y1 - oy >= rows ? oy : y1 - rows;
     const int first = (int)(oy - yf);
     const int64_t iy0 = yf * s - c->pt;
-    if (iy0 >= 0 && iy0 + (rows - 1) * s + 3 <= d->h) {
-        block(d, yf, first, iy0, ox, k, sm, s, rows, false);
+    if (iy0 >= 0 && iy0 + (rows - 1) * s + kk <= d->h) {
+        block(d, yf, first, iy0, ox, k, sm, s, kk, rows, false);
     } else {
-        block(d, yf, first, iy0, ox, k, sm, s, rows, true);
+        block(d, yf, first, iy0, ox, k, sm, s, kk, rows, true);
     }
     return yf + rows;
 }
@@ -56,8 +58,8 @@ static inline __attribute__((always_inline)) int64_t block_at(const dw_plane *d,
  * DW_ROWS_S2 when there are as many: AVX-512, one thread, eight rows 16-25 % faster there, 10-20 %
  * slower at stride 1 on 14x14 / 28x28 planes). Only blocks that reach past the plane's top or
  * bottom check their rows. Fewer than four rows go a row at a time. */
-static inline __attribute__((always_inline)) void plane(const dw_plane *d, const ki_conv2d *c,
-                                                        int64_t y0, int64_t y1, int64_t oh, int s)
+static inline __attribute__((always_inline)) void
+plane(const dw_plane *d, const ki_conv2d *c, int64_t y0, int64_t y1, int64_t oh, int s, int kk)
 {
     const int64_t ow = d->ow, band = ow > 32 ? 8 : DW_BAND;
     for (int64_t yb = y0; yb < y1; yb += band) {
@@ -76,10 +78,10 @@ static inline __attribute__((always_inline)) void plane(const dw_plane *d, const
         }
         for (int64_t ox = 0; ox < ow; ox += DW_LANES) {
             const dw_mask sm = out_mask(ow - ox);
-            const dw_cols k = cols_at(ox, s, c->pl, d->w);
+            const dw_cols k = cols_at(ox, s, kk, c->pl, d->w);
             if (y1 - y0 < 4) {
                 for (int64_t oy = y0; oy < y1; oy++) {
-                    block(d, oy, 0, oy * s - c->pt, ox, &k, sm, s, 1, true);
+                    block(d, oy, 0, oy * s - c->pt, ox, &k, sm, s, kk, 1, true);
                 }
                 continue;
             }
@@ -88,12 +90,28 @@ static inline __attribute__((always_inline)) void plane(const dw_plane *d, const
                  * new rows (nothing is written twice, so an output that shares the residual's
                  * buffer is safe) */
                 if (s == 2 && DW_ROWS_S2 == 8 && y1 - y0 >= 8) {
-                    oy = block_at(d, c, &k, sm, s, DW_ROWS_S2, oy, y1, ox);
+                    oy = block_at(d, c, &k, sm, s, kk, DW_ROWS_S2, oy, y1, ox);
                 } else {
-                    oy = block_at(d, c, &k, sm, s, 4, oy, y1, ox);
+                    oy = block_at(d, c, &k, sm, s, kk, 4, oy, y1, ox);
                 }
             }
         }
+    }
+}
+
+/* Output rows [y0, y1) of d's plane, with the stride and kernel size of c constants in each copy
+ * (ki_conv2d_dw3_ok: 3x3 or 5x5, stride 1 or 2). */
+static inline __attribute__((always_inline)) void plane_of(const dw_plane *d, const ki_conv2d *c,
+                                                           int64_t y0, int64_t y1, int64_t oh)
+{
+    if (c->kh == 5 && c->sw == 2) {
+        plane(d, c, y0, y1, oh, 2, 5);
+    } else if (c->kh == 5) {
+        plane(d, c, y0, y1, oh, 1, 5);
+    } else if (c->sw == 2) {
+        plane(d, c, y0, y1, oh, 2, 3);
+    } else {
+        plane(d, c, y0, y1, oh, 1, 3);
     }
 }
 
@@ -104,7 +122,6 @@ static inline __attribute__((always_inline)) void dw3_planes(const ki_conv2d *c,
                                                              int64_t p1, float *restrict out)
 {
     const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
-    const int s = c->sw == 2 ? 2 : 1;
     const bool big_out = g->in.n * c->in_ch * ohw >= ki_cv_prefetch_out_min();
     dw_plane d;
     plane_init(&d, c, g, 0);
@@ -114,11 +131,7 @@ static inline __attribute__((always_inline)) void dw3_planes(const ki_conv2d *c,
         d.res = c->res ? c->res + p * ohw : NULL;
         d.pf_in = p + 1 < p1 ? d.x + hw : NULL;
         d.pf_out = p + 1 < p1 && big_out ? d.o + ohw : NULL;
-        if (s == 1) { /* the stride a constant in each call */
-            plane(&d, c, 0, g->oh, g->oh, 1);
-        } else {
-            plane(&d, c, 0, g->oh, g->oh, 2);
-        }
+        plane_of(&d, c, 0, g->oh, g->oh);
     }
 }
 
@@ -128,7 +141,6 @@ dw3_band(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band, int64_t
          int64_t cstride, int64_t c0, int64_t c1, int64_t y0, int64_t y1, float *restrict out)
 {
     const int64_t ohw = g->oh * g->ow, n = (y1 - y0) * g->ow;
-    const int s = c->sw == 2 ? 2 : 1;
     const bool big_out = g->in.n * c->in_ch * ohw >= ki_cv_prefetch_out_min();
     dw_plane d;
     plane_init(&d, c, g, row0);
@@ -138,11 +150,7 @@ dw3_band(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band, int64_t
         if (big_out && ch + 1 < c1) { /* the next channel's rows of this band */
             ki_cv_prefetch_out(d.o + ohw + y0 * g->ow, n);
         }
-        if (s == 1) {
-            plane(&d, c, y0, y1, g->oh, 1);
-        } else {
-            plane(&d, c, y0, y1, g->oh, 2);
-        }
+        plane_of(&d, c, y0, y1, g->oh);
     }
 }
 

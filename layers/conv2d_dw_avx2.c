@@ -1,22 +1,24 @@
-/* conv2d_dw_avx2.c - the 3x3 stride-1 and stride-2 depthwise planes with AVX2+FMA, straight from
- * the unpadded planes: the AVX-512 kernel (conv2d_dw_avx512.c) with eight-lane vectors, its loops
- * over bands and blocks shared (conv2d_dw3_loops.h). Blocks of four output rows by eight columns:
- * the nine weights, four accumulators and the taps of one input row fill the sixteen registers.
- * Each input row is loaded once for the output rows it feeds. Stride 1: three loads, at columns
- * b, b + 1, b + 2 (AVX2 has no lane shift across the 128-bit halves that would be cheaper than
- * a load). Stride 2: columns b .. b + 15 and b + 2 .. b + 17, their even and odd floats taken
- * by in-lane shuffles, which leave the eight outputs in the order 0 1 4 5 2 3 6 7; the
- * accumulators keep that order and one 64-bit permute puts each output row right at the store.
- * The padding is never copied: a column block whose loads reach outside the row loads through
- * _mm256_maskload_ps, masked to the columns inside it (masked-off lanes read as zero and are not
- * accessed), and a row above or below the plane is a zero vector. The taps of each output row are
- * summed in the order ky, kx, then the bias, the residual and the clamp, the row's tail stored
- * through _mm256_maskstore_ps. Compiled with -mavx2 -mfma; called only when the CPU has them
- * (ki_conv2d_set_isa). */
+/* conv2d_dw_avx2.c - the 3x3 and 5x5, stride-1 and stride-2 depthwise planes with AVX2+FMA,
+ * straight from the unpadded planes: the AVX-512 kernel (conv2d_dw_avx512.c) with eight-lane
+ * vectors, its loops over bands and blocks shared (conv2d_dw3_loops.h). Blocks of four output rows
+ * by eight columns: a 3x3 kernel's nine weights, four accumulators and the taps of one input row
+ * fill the sixteen registers (a 5x5 kernel's weights are broadcast from memory). Each input row is
+ * loaded once for the output rows it feeds. Stride 1: a load per tap, at columns b + kx (AVX2 has
+ * no lane shift across the 128-bit halves that would be cheaper than a load). Stride 2:
+ * columns b + 2t .. b + 2t + 15 for 2t < kk, their even and odd floats taken by in-lane shuffles,
+ * which leave the eight outputs in the order 0 1 4 5 2 3 6 7; the accumulators keep that order and
+ * one 64-bit permute puts each output row right at the store. The padding is never copied: a column
+ * block whose loads reach outside the row loads through _mm256_maskload_ps, masked to the columns
+ * inside it (masked-off lanes read as zero and are not accessed), and a row above or below the
+ * plane is a zero vector. The taps of each output row are summed in the order ky, kx, then the
+ * bias, the residual, the clamp and any other activation (ki_vact_avx2, the epilogue's formulas),
+ * the row's tail stored through _mm256_maskstore_ps. Compiled with -mavx2 -mfma; called only when
+ * the CPU has them (ki_conv2d_set_isa). */
 #include <immintrin.h>
 
 #include "conv2d.h"
 #include "conv_common.h"
+#include "vexp_avx2.h"
 
 #define DW_LANES   8
 #define DW_ROWS_S2 4
@@ -48,32 +50,33 @@ static inline dw_mask out_mask(int64_t n)
 }
 
 /* Where a column block reads: the tap vectors of an input row are columns b + kx + s * j, j < 8.
- * Stride 1 loads at b, b + 1, b + 2; stride 2 at b, b + 8 (the kx = 0 and 1 taps) and b + 2,
- * b + 10 (kx = 2). When every loaded column lies inside the row (full) the loads are plain;
- * otherwise each is masked to the row (m0 .. m3, in that order). */
+ * Stride 1 loads at b + kx (kx < kk); stride 2 at b + 2t, b + 2t + 8 (the taps kx = 2t and
+ * 2t + 1) for t <= kk / 2. When every loaded column lies inside the row (full) the loads are
+ * plain; otherwise each is masked to the row (m[], in that order). */
 typedef struct dw_cols {
     int64_t b;
     bool full;
-    __m256i m0, m1, m2, m3;
+    __m256i m[6];
 } dw_cols;
 
-static inline dw_cols cols_at(int64_t ox, int s, int64_t pl, int64_t w)
+static inline dw_cols cols_at(int64_t ox, int s, int kk, int64_t pl, int64_t w)
 {
     dw_cols k;
     k.b = ox * s - pl;
-    k.full = k.b >= 0 && k.b + (s == 1 ? 10 : 18) <= w;
-    if (k.full) { /* most blocks: no masks to make */
-        return k;
+    k.full = k.b >= 0 && k.b + (s == 1 ? kk + 7 : kk + 15) <= w;
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; i++) { /* most blocks (full) make no masks */
+        k.m[i] = k.full || i >= (s == 1 ? kk : kk + 1)
+                     ? _mm256_setzero_si256()
+                     : lanes_in(k.b + (s == 1 ? i : i / 2 * 2 + i % 2 * 8), w);
     }
-    k.m0 = lanes_in(k.b, w);
-    k.m1 = lanes_in(k.b + (s == 1 ? 1 : 8), w);
-    k.m2 = lanes_in(k.b + 2, w);
-    k.m3 = lanes_in(k.b + 10, w);
     return k;
 }
 
 /* What a plane's blocks share (as in the AVX-512 kernel): the plane, its output and residual, the
- * nine weights (k0 .. k8, row by row), the bias and the clamp bounds, broadcast once per plane.
+ * weights (a 3x3 kernel's nine as k0 .. k8, row by row, broadcast once per plane; a 5x5 kernel's
+ * 25 broadcast from memory at each product, as the sixteen registers would not hold them), the
+ * bias, the clamp bounds and the activation after the clamp (act; vact when it is not a clamp).
  * Named vectors: GCC keeps an array of __m256 in memory. */
 typedef struct dw_plane {
     const float *x, *res;
@@ -81,12 +84,18 @@ typedef struct dw_plane {
     int64_t h, w, ow;
     int64_t row0; /* the input row x holds first (0 for a whole plane, a band's first row) */
     const float *pf_in, *pf_out; /* the next plane's input and output to ask for, or NULL */
+    const float *wk;             /* the channel's kk * kk weights */
     __m256 k0, k1, k2, k3, k4, k5, k6, k7, k8, vb, lo, hi;
+    ki_act act;
+    bool vact;
 } dw_plane;
 
-/* Weight i (3 * ky + kx); i is a constant at each use. */
-static inline __attribute__((always_inline)) __m256 wt(const dw_plane *d, int i)
+/* Weight i (kk * ky + kx); i and kk are constants at each use. */
+static inline __attribute__((always_inline)) __m256 wt(const dw_plane *d, int kk, int i)
 {
+    if (kk != 3) {
+        return _mm256_broadcast_ss(d->wk + i);
+    }
     switch (i) {
     case 0:
         return d->k0;
@@ -114,43 +123,52 @@ static inline __attribute__((always_inline)) __m256 load_at(const float *p, __m2
     return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
 }
 
-/* The three tap vectors of input row iy for the column block k (see dw_cols). When checked, a
- * row above or below the plane is three zero vectors (never loaded). */
+/* The kk tap vectors v[0..kk) of input row iy for the column block k (see dw_cols). When checked,
+ * a row above or below the plane is zero vectors (never loaded). */
 static inline __attribute__((always_inline)) void row_taps(const dw_plane *d, int64_t iy,
-                                                           const dw_cols *k, int s, bool checked,
-                                                           bool full, __m256 *v0, __m256 *v1,
-                                                           __m256 *v2)
+                                                           const dw_cols *k, int s, int kk,
+                                                           bool checked, bool full, __m256 v[5])
 {
     if (checked && (iy < 0 || iy >= d->h)) {
-        *v0 = *v1 = *v2 = _mm256_setzero_ps();
+#pragma GCC unroll 6
+        for (int i = 0; i < kk; i++) {
+            v[i] = _mm256_setzero_ps();
+        }
         return;
     }
     const float *p = d->x + (iy - d->row0) * d->w + k->b;
     if (s == 1) {
-        *v0 = load_at(p, k->m0, full);
-        *v1 = load_at(p + 1, k->m1, full);
-        *v2 = load_at(p + 2, k->m2, full);
+#pragma GCC unroll 6
+        for (int i = 0; i < kk; i++) {
+            v[i] = load_at(p + i, k->m[i], full);
+        }
         return;
     }
     /* per 128-bit half, shuffle 0x88 takes floats 0 and 2 of each operand, 0xDD floats 1 and 3:
-     * columns b + {0, 2, 8, 10 | 4, 6, 12, 14} (+ 1 for the odd ones) */
-    const __m256 lo = load_at(p, k->m0, full), hi = load_at(p + 8, k->m1, full);
-    *v0 = _mm256_shuffle_ps(lo, hi, 0x88);
-    *v1 = _mm256_shuffle_ps(lo, hi, 0xDD);
-    const __m256 lo2 = load_at(p + 2, k->m2, full), hi2 = load_at(p + 10, k->m3, full);
-    *v2 = _mm256_shuffle_ps(lo2, hi2, 0x88);
+     * columns b + 2t + {0, 2, 8, 10 | 4, 6, 12, 14} (+ 1 for the odd ones) */
+#pragma GCC unroll 6
+    for (int t = 0; 2 * t < kk; t++) {
+        const __m256 lo = load_at(p + 2 * t, k->m[2 * t], full),
+                     hi = load_at(p + 2 * t + 8, k->m[2 * t + 1], full);
+        v[2 * t] = _mm256_shuffle_ps(lo, hi, 0x88);
+        if (2 * t + 1 < kk) {
+            v[2 * t + 1] = _mm256_shuffle_ps(lo, hi, 0xDD);
+        }
+    }
 }
 
-/* a + the taps of weight row ky (0 <= ky < 3, else a unchanged), in the order kx. */
-static inline __attribute__((always_inline)) __m256 taps(const dw_plane *d, int ky, __m256 v0,
-                                                         __m256 v1, __m256 v2, __m256 a)
+/* a + the taps of weight row ky (0 <= ky < kk, else a unchanged), in the order kx. */
+static inline __attribute__((always_inline)) __m256 taps(const dw_plane *d, int kk, int ky,
+                                                         const __m256 v[5], __m256 a)
 {
-    if (ky < 0 || ky > 2) {
+    if (ky < 0 || ky >= kk) {
         return a;
     }
-    a = _mm256_fmadd_ps(wt(d, 3 * ky), v0, a);
-    a = _mm256_fmadd_ps(wt(d, 3 * ky + 1), v1, a);
-    return _mm256_fmadd_ps(wt(d, 3 * ky + 2), v2, a);
+#pragma GCC unroll 6
+    for (int kx = 0; kx < kk; kx++) {
+        a = _mm256_fmadd_ps(wt(d, kk, kk * ky + kx), v[kx], a);
+    }
+    return a;
 }
 
 /* Stores output row y of the block at ox from its sums a (bias, residual, clamp; at stride 2
@@ -169,6 +187,9 @@ static inline __attribute__((always_inline)) void store_row(const dw_plane *d, i
     }
     /* max(lo, v) returns a NaN v (second operand), as the scalar form keeps it */
     v = _mm256_min_ps(d->hi, _mm256_max_ps(d->lo, v));
+    if (d->vact) { /* the activation when it is not a clamp, as the epilogue computes it */
+        v = ki_vact_avx2(&d->act, v);
+    }
     if (sm.all) {
         _mm256_storeu_ps(d->o + at, v);
     } else {
@@ -177,23 +198,24 @@ static inline __attribute__((always_inline)) void store_row(const dw_plane *d, i
 }
 
 /* Output rows y0 + first .. y0 + rows - 1 (rows 1 or 4) of the column block at ox, from input rows
- * iy0 .. iy0 + (rows - 1) * s + 2, each loaded once for the output rows it feeds (row r takes
- * input row i with ky = i - r * s). s, rows, checked and full are constants in each copy. */
+ * iy0 .. iy0 + (rows - 1) * s + kk - 1, each loaded once for the output rows it feeds (row r
+ * takes input row i with ky = i - r * s). s, kk, rows, checked and full are constants in each
+ * copy. */
 static inline __attribute__((always_inline)) void block_v(const dw_plane *d, int64_t y0, int first,
                                                           int64_t iy0, int64_t ox, const dw_cols *k,
-                                                          dw_mask sm, int s, int rows, bool checked,
-                                                          bool full)
+                                                          dw_mask sm, int s, int kk, int rows,
+                                                          bool checked, bool full)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-#pragma GCC unroll 9
-    for (int i = 0; i < (rows - 1) * s + 3; i++) {
-        __m256 v0, v1, v2;
-        row_taps(d, iy0 + i, k, s, checked, full, &v0, &v1, &v2);
-        a0 = taps(d, i, v0, v1, v2, a0);
+#pragma GCC unroll 11
+    for (int i = 0; i < (rows - 1) * s + kk; i++) {
+        __m256 v[5];
+        row_taps(d, iy0 + i, k, s, kk, checked, full, v);
+        a0 = taps(d, kk, i, v, a0);
         if (rows > 1) {
-            a1 = taps(d, i - s, v0, v1, v2, a1);
-            a2 = taps(d, i - 2 * s, v0, v1, v2, a2);
-            a3 = taps(d, i - 3 * s, v0, v1, v2, a3);
+            a1 = taps(d, kk, i - s, v, a1);
+            a2 = taps(d, kk, i - 2 * s, v, a2);
+            a3 = taps(d, kk, i - 3 * s, v, a3);
         }
     }
     if (first <= 0) {
@@ -213,12 +235,13 @@ static inline __attribute__((always_inline)) void block_v(const dw_plane *d, int
 /* The block of the shared loops (conv2d_dw3_loops.h): plain or masked loads, by its columns. */
 static inline __attribute__((always_inline)) void block(const dw_plane *d, int64_t y0, int first,
                                                         int64_t iy0, int64_t ox, const dw_cols *k,
-                                                        dw_mask sm, int s, int rows, bool checked)
+                                                        dw_mask sm, int s, int kk, int rows,
+                                                        bool checked)
 {
     if (k->full) {
-        block_v(d, y0, first, iy0, ox, k, sm, s, rows, checked, true);
+        block_v(d, y0, first, iy0, ox, k, sm, s, kk, rows, checked, true);
     } else {
-        block_v(d, y0, first, iy0, ox, k, sm, s, rows, checked, false);
+        block_v(d, y0, first, iy0, ox, k, sm, s, kk, rows, checked, false);
     }
 }
 
@@ -228,21 +251,24 @@ static inline __attribute__((always_inline)) void plane_init(dw_plane *d, const 
                                                              const ki_conv2d_geom *g, int64_t row0)
 {
     ki_gemm_fin f;
-    ki_gemm_fin_of(&c->ep, 0, NULL, &f);
+    d->vact = !ki_gemm_fin_of(&c->ep, 0, NULL, &f); /* then lo, hi are -inf, inf */
+    d->act = c->ep.act;
     d->h = g->in.h, d->w = g->in.w, d->ow = g->ow, d->row0 = row0;
     d->lo = _mm256_set1_ps(f.lo), d->hi = _mm256_set1_ps(f.hi);
     d->res = NULL, d->pf_in = d->pf_out = NULL;
 }
 
-/* Channel ch's nine weights and bias, broadcast into d. */
+/* Channel ch's weights (a 3x3 kernel's broadcast) and bias into d. */
 static inline __attribute__((always_inline)) void plane_channel(dw_plane *d, const ki_conv2d *c,
                                                                 int64_t ch)
 {
-    const float *w = c->weight + ch * 9;
+    const float *w = c->weight + ch * c->kh * c->kw;
+    d->wk = w;
+    d->vb = _mm256_set1_ps(c->ep.bias ? c->ep.bias[ch] : 0.0f);
+    /* (a 5x5 kernel's first nine too: unused, but GCC cannot tell) */
     d->k0 = _mm256_set1_ps(w[0]), d->k1 = _mm256_set1_ps(w[1]), d->k2 = _mm256_set1_ps(w[2]);
     d->k3 = _mm256_set1_ps(w[3]), d->k4 = _mm256_set1_ps(w[4]), d->k5 = _mm256_set1_ps(w[5]);
     d->k6 = _mm256_set1_ps(w[6]), d->k7 = _mm256_set1_ps(w[7]), d->k8 = _mm256_set1_ps(w[8]);
-    d->vb = _mm256_set1_ps(c->ep.bias ? c->ep.bias[ch] : 0.0f);
 }
 
 /* the loops over bands and blocks, shared with the AVX-512 kernel, over the pieces above */

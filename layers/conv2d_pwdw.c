@@ -1,12 +1,11 @@
-/* conv2d_pwdw.c - a 1x1 convolution and the 3x3 depthwise convolution after it (mobilenet's
- * inverted residual blocks: the expansion, its activation, the depthwise layer), a band of rows
- * at a time; the same for a stem on the direct path and the depthwise layer after it. On its own
- * the expansion writes its whole output (mobilenet_v2's 16 -> 96 at 112 x 112: 4.8 MB) to L3 or
- * memory and the depthwise layer reads it straight back; here each thread computes the
- * expansion's rows that a band of the depthwise layer's output rows reads into its slice of the
- * workspace (a few hundred KB, in L2), runs the depthwise kernel on them there, and keeps the
- * band's last rows for the next band (they are its first). The expanded tensor never exists
- * whole.
+/* conv2d_pwdw.c - a 1x1 convolution and the 3x3 or 5x5 depthwise convolution after it (mobilenet's
+ * inverted residual blocks: the expansion, its activation, the depthwise layer), a band of rows at
+ * a time; the same for a stem on the direct path and the depthwise layer after it. On its own the
+ * expansion writes its whole output (mobilenet_v2's 16 -> 96 at 112 x 112: 4.8 MB) to L3 or memory
+ * and the depthwise layer reads it straight back; here each thread computes the expansion's rows
+ * that a band of the depthwise layer's output rows reads into its slice of the workspace (a few
+ * hundred KB, in L2), runs the depthwise kernel on them there, and keeps the band's last rows for
+ * the next band (they are its first). The expanded tensor never exists whole.
  *
  * The first layer runs the same GEMM tiles (or direct-path rows) as on its own (the same
  * operations per value) and the depthwise kernel the same blocks, so the results equal the two
@@ -18,12 +17,22 @@
 
 #include "conv2d.h"
 
-bool ki_conv2d_dw3_ok(const ki_conv2d *c)
+/* Whether the kernels apply epilogue ep at the store: a clamp (ki_gemm_fin_of), or one of the
+ * activations of their vector epilogue (ki_vact_avx2 / ki_vact_avx512) after bias + residual. */
+static bool dw3_act_ok(const ki_cv_epilogue *ep)
 {
     ki_gemm_fin f;
-    const int64_t s = c->sw;
-    return c->kh == 3 && c->kw == 3 && c->sh == s && (s == 1 || s == 2) && c->dh == 1 &&
-           c->dw == 1 && c->pad_mode == KI_CONV_PAD_ZEROS && ki_gemm_fin_of(&c->ep, 0, NULL, &f);
+    const ki_act_kind k = ep->act.kind;
+    return ki_gemm_fin_of(ep, 0, NULL, &f) ||
+           (!ep->res_after && (k == KI_ACT_LEAKY_RELU || k == KI_ACT_HARDSWISH ||
+                               k == KI_ACT_HARDSIGMOID || k == KI_ACT_SILU || k == KI_ACT_SIGMOID));
+}
+
+bool ki_conv2d_dw3_ok(const ki_conv2d *c)
+{
+    const int64_t s = c->sw, k = c->kh;
+    return (k == 3 || k == 5) && c->kw == k && c->sh == s && (s == 1 || s == 2) && c->dh == 1 &&
+           c->dw == 1 && c->pad_mode == KI_CONV_PAD_ZEROS && dw3_act_ok(&c->ep);
 }
 
 /* Bytes a band's expanded rows may take: with the band's input and output it stays in L2. */
@@ -41,10 +50,10 @@ typedef struct pwdw_plan {
     size_t buf_bytes, total; /* the band buffer, and with the packed partial panel after it */
 } pwdw_plan;
 
-/* Input rows that `rows` output rows of the 3x3 layer d read, at most h. */
+/* Input rows that `rows` output rows of the depthwise layer d read, at most h. */
 static int64_t rows_read(const ki_conv2d *d, int64_t rows, int64_t h)
 {
-    int64_t n = (rows - 1) * d->sh + 3;
+    int64_t n = (rows - 1) * d->sh + d->kh;
     return n < h ? n : h;
 }
 
@@ -164,7 +173,7 @@ static void rows_of_image(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_
         /* the depthwise layer in k pieces of channels, each asking for one input plane's rows
          * of the next band (a 1x1 layer's k planes are k read streams, more than the
          * prefetchers follow) */
-        const int64_t next = (y0 + len * (j + 2) / nb - 1) * d->sh - d->pt + 3;
+        const int64_t next = (y0 + len * (j + 2) / nb - 1) * d->sh - d->pt + d->kh;
         const int64_t nhi = next > h ? h : next;
         for (int64_t i = 0; i < k; i++) {
             if (pw && j + 1 < nb && nhi > have1) {

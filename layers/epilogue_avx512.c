@@ -1,24 +1,13 @@
 /* epilogue_avx512.c - the convolution epilogue (bias, residual, activation) for SiLU and Sigmoid
  * with AVX-512: sixteen lanes a step and the row's tail through masked loads and stores. The
- * operations are those of the AVX2 version lane by lane (the same reduction and polynomial,
- * KI_VEXP_POLY; 2^n applied by one vscalefps, which rounds once as the AVX2 version's two exact
- * power-of-two products do), so both give the same bits. Half the instructions of the AVX2
- * loop: SiLU after every convolution is about 7 % of yolov5s. Other activations go to
- * ki_cv_epilogue_avx2. Compiled with -mavx512f; chosen only when the CPU has it
- * (ki_conv2d_set_isa). */
+ * operations are those of the AVX2 version lane by lane (vexp_avx512.h), so both give the same
+ * bits. Half the instructions of the AVX2 loop: SiLU after every convolution is about 7 % of
+ * yolov5s. Other activations go to ki_cv_epilogue_avx2. Compiled with -mavx512f; chosen only when
+ * the CPU has it (ki_conv2d_set_isa). */
 #include <immintrin.h>
 
 #include "conv_common.h"
-#include "vexp_avx2.h"
-
-/* as ki_vexp_avx2: the shared reduction and polynomial, then the scaling by 2^n */
-static inline __attribute__((always_inline)) __m512 vexp16(__m512 x)
-{
-    __m512 n, r;
-    KI_VEXP_REDUCE(_mm512_min_ps, _mm512_max_ps, _mm512_mul_ps, _mm512_roundscale_ps,
-                   _mm512_fnmadd_ps, _mm512_set1_ps, x, n, r);
-    return _mm512_scalef_ps(KI_VEXP_POLY(_mm512_fmadd_ps, _mm512_set1_ps, r), n);
-}
+#include "vexp_avx512.h"
 
 /* v + bias (+ the residual) through SiLU (silu true) or Sigmoid, lanes m of p; the residual is
  * added after the activation instead when after is true. */
@@ -28,7 +17,7 @@ static inline __attribute__((always_inline)) void step16(float *p, const float *
     const __m512 one = _mm512_set1_ps(1.0f);
     __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), bv);
     v = res && !after ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res)) : v;
-    __m512 d = _mm512_add_ps(one, vexp16(_mm512_sub_ps(_mm512_setzero_ps(), v)));
+    __m512 d = _mm512_add_ps(one, ki_vexp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), v)));
     v = _mm512_div_ps(silu ? v : one, d);
     v = res && after ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res)) : v;
     _mm512_mask_storeu_ps(p, m, v);

@@ -1,5 +1,6 @@
-/* vexp_avx2.h - exp(x) of eight floats with AVX2+FMA, for the sigmoid-based activations of the
- * *_avx2.c files (include it only from those; static inline functions only).
+/* vexp_avx2.h - exp(x) of eight floats with AVX2+FMA, and the activations on eight floats
+ * (ki_vact_avx2), for the *_avx2.c files (include it only from those and vexp_avx512.h; static
+ * inline functions only).
  *
  * x = n*ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact reduction), e^r by its degree-7
  * Taylor polynomial (truncation below 0.1 ulp), then scaled by 2^n in two steps so results in
@@ -9,6 +10,8 @@
 #define KI_VEXP_AVX2_H
 
 #include <immintrin.h>
+
+#include "activation.h"
 
 /* e^r for |r| <= ln2/2 by the degree-7 Taylor polynomial in Horner form, for a vector type whose
  * fused multiply-add is FMA(a, b, c) = a*b + c and broadcast SET1 (shared by the AVX2 and
@@ -63,6 +66,40 @@ static inline __attribute__((always_inline)) __m256 ki_vsilu_avx2(__m256 x)
 {
     __m256 e = ki_vexp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
     return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+/* One vector of activation a, for the kinds conv2d_avx2.c's epilogue vectorises (ReLU, ReLU6,
+ * Hardtanh, LeakyReLU, Hardswish, Hardsigmoid, SiLU, Sigmoid); any other kind returns v. The
+ * formulas are activation.h's operation for operation (max(0, v) keeps a NaN v, its second
+ * operand), except SiLU's and Sigmoid's exp. */
+static inline __attribute__((always_inline)) __m256 ki_vact_avx2(const ki_act *a, __m256 v)
+{
+    const __m256 zero = _mm256_setzero_ps(), six = _mm256_set1_ps(6.0f);
+    switch (a->kind) {
+    case KI_ACT_RELU:
+        return _mm256_max_ps(zero, v);
+    case KI_ACT_RELU6:
+        return _mm256_min_ps(six, _mm256_max_ps(zero, v));
+    case KI_ACT_HARDTANH:
+        return _mm256_min_ps(_mm256_set1_ps(a->b), _mm256_max_ps(_mm256_set1_ps(a->a), v));
+    case KI_ACT_LEAKY_RELU:
+        return _mm256_blendv_ps(_mm256_mul_ps(v, _mm256_set1_ps(a->a)), v,
+                                _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
+    case KI_ACT_HARDSWISH: {
+        __m256 t = _mm256_min_ps(six, _mm256_max_ps(zero, _mm256_add_ps(v, _mm256_set1_ps(3.0f))));
+        return _mm256_div_ps(_mm256_mul_ps(v, t), six);
+    }
+    case KI_ACT_HARDSIGMOID: {
+        __m256 t = _mm256_min_ps(six, _mm256_max_ps(zero, _mm256_add_ps(v, _mm256_set1_ps(3.0f))));
+        return _mm256_div_ps(t, six);
+    }
+    case KI_ACT_SILU:
+        return ki_vsilu_avx2(v);
+    case KI_ACT_SIGMOID:
+        return ki_vsigmoid_avx2(v);
+    default:
+        return v;
+    }
 }
 
 #endif

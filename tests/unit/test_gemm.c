@@ -559,28 +559,28 @@ static void test_pool_fuse(void **unused)
 }
 
 /* A 3x3 depthwise layer over ch channels, stride st, padding 1, its input declared as decl. */
-static void dw_conv(top *t, int64_t ch, int64_t st, const float *w, const float *b,
+static void dw_conv(top *t, int64_t ch, int64_t st, int64_t k, const float *w, const float *b,
                     const ki_shape *decl)
 {
-    top_conv_like(t, "nn.Conv2d", ch, ch, 3, 3, ch, w, b);
+    top_conv_like(t, "nn.Conv2d", ch, ch, k, k, ch, w, b);
     top_ints2(t, "stride", st, st);
-    top_ints2(t, "padding", 1, 1);
+    top_ints2(t, "padding", k / 2, k / 2);
     t->d.input_decl = decl;
 }
 
 /* With AVX2 or AVX-512 (each level the CPU has, ki_cpu_set_isa), a 1x1 layer or a stem on the
- * direct path takes the 3x3 depthwise layer after it
- * (and that layer's ReLU6) when the param file declares the data between them at
- * KI_PWDW_MIN_BYTES or more: the fused layer equals the first + ReLU6, then depthwise + ReLU6,
- * bit for bit, whatever the size (several bands per
- * thread whose rows carry over, a thread's last band shorter than four rows, planes of fewer
- * than four rows, odd widths, batch 2), at strides 1 and 2, on 1-3 threads. Refused: data
- * declared smaller or not at all, a depthwise layer over other channels, a SiLU after it (its
- * kernel applies clamps only), a residual add. */
+ * direct path takes the 3x3 or 5x5 depthwise layer after it (and that layer's activation: ReLU6
+ * after a 3x3 one, SiLU after a 5x5 one) when the param file declares the data between them at
+ * KI_PWDW_MIN_BYTES or more: the fused layer equals the first + ReLU6, then depthwise + its
+ * activation, bit for bit, whatever the size (several bands per thread whose rows carry over, a
+ * thread's last band shorter than four rows, planes of fewer than four rows, odd widths, batch
+ * 2), at strides 1 and 2, on 1-3 threads. Refused: data declared smaller or not at all, a
+ * depthwise layer over other channels, a GELU after it (its kernels do not apply it), a residual
+ * add. */
 static void pwdw_fuse_at_level(void)
 {
     enum { IC = 24, CH = 40 };
-    static float w1[CH * IC], b1[CH], w2[CH * 9], b2[CH], ws[CH * 3 * 9], x[IC * 80 * 400];
+    static float w1[CH * IC], b1[CH], w2[CH * 25], b2[CH], ws[CH * 3 * 9], x[IC * 80 * 400];
     static const int64_t sizes[][4] = { { 1, IC, 40, 200 }, { 2, IC, 30, 34 }, { 1, IC, 3, 9 },
                                         { 1, IC, 17, 16 },  { 2, IC, 1, 5 },   { 1, IC, 61, 37 },
                                         { 1, IC, 14, 14 },  { 1, IC, 80, 400 } };
@@ -589,33 +589,34 @@ static void pwdw_fuse_at_level(void)
     trng_fill(&s, w2, sizeof w2 / 4), trng_fill(&s, b2, CH), trng_fill(&s, ws, sizeof ws / 4);
     const int64_t big[4] = { 1, CH, 200, 200 }, small[4] = { 1, CH, 20, 20 };
     const ki_shape decl = ki_shape_make(4, big), decl_small = ki_shape_make(4, small);
-    top pw, stem, r1, r2, silu, dw, other;
+    top pw, stem, r1, r2, silu, gelu, dw, other;
     top_conv_like(&pw, "nn.Conv2d", IC, CH, 1, 1, 1, w1, b1);
     stem_conv(&stem, 3, CH, 3, ws, b1); /* 3 -> 40 channels, 3x3 stride 2: the direct path */
     top_init(&r1, "nn.ReLU6", 1, 1);
     top_init(&r2, "nn.ReLU6", 1, 1);
     top_init(&silu, "nn.SiLU", 1, 1);
+    top_init(&gelu, "nn.GELU", 1, 1);
     const bool fuses = ki_cpu_isa() >= KI_ISA_AVX2; /* a depthwise band kernel */
-    for (int64_t q = 0; q < 4; q++) {
-        const int64_t st = q % 2 + 1, ic = q < 2 ? IC : 3;
-        const top *first = q < 2 ? &pw : &stem;
+    for (int64_t q = 0; q < 8; q++) {
+        const int64_t st = q % 2 + 1, ic = q % 4 < 2 ? IC : 3, k = q < 4 ? 3 : 5;
+        const top *first = q % 4 < 2 ? &pw : &stem, *act2 = q < 4 ? &r2 : &silu;
         const ki_layer_ops *ops;
         void *plain, *pdw, *fused, *t;
         ki_error err = { 0 };
         /* the refusals */
         assert_int_equal(top_create(first, &ops, &t, &err), KI_OK);
-        dw_conv(&dw, CH, st, w2, b2, &decl_small);
+        dw_conv(&dw, CH, st, k, w2, b2, &decl_small);
         assert_false(ops->fuse(t, &dw.d, 0));
-        dw_conv(&dw, CH, st, w2, b2, NULL);
+        dw_conv(&dw, CH, st, k, w2, b2, NULL);
         assert_false(ops->fuse(t, &dw.d, 0));
         top_conv_like(&other, "nn.Conv2d", CH / 2, CH / 2, 3, 3, CH / 2, w2, b2);
         other.d.input_decl = &decl;
         assert_false(ops->fuse(t, &other.d, 0));
-        dw_conv(&dw, CH, st, w2, b2, &decl);
+        dw_conv(&dw, CH, st, k, w2, b2, &decl);
         assert_true(ops->fuse(t, &r1.d, 0));
         assert_int_equal(ops->fuse(t, &dw.d, 0), fuses);
         if (fuses) {
-            assert_false(ops->fuse(t, &silu.d, 0));
+            assert_false(ops->fuse(t, &gelu.d, 0));
         }
         ops->destroy(t);
         /* the fused layer against the two */
@@ -623,7 +624,7 @@ static void pwdw_fuse_at_level(void)
         assert_int_equal(top_create(&dw, &ops, &pdw, &err), KI_OK);
         assert_int_equal(top_create(first, &ops, &fused, &err), KI_OK);
         assert_true(ops->fuse(plain, &r1.d, 0));
-        assert_true(ops->fuse(pdw, &r2.d, 0));
+        assert_true(ops->fuse(pdw, &act2->d, 0));
         assert_true(ops->fuse(fused, &r1.d, 0));
         if (!fuses) {
             assert_false(ops->fuse(fused, &dw.d, 0));
@@ -631,7 +632,7 @@ static void pwdw_fuse_at_level(void)
             continue;
         }
         assert_true(ops->fuse(fused, &dw.d, 0));
-        assert_true(ops->fuse(fused, &r2.d, 0));
+        assert_true(ops->fuse(fused, &act2->d, 0));
         assert_false(ops->fuse(fused, &r2.d, 0)); /* one activation */
         for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
             const int64_t dims[4] = { sizes[z][0], ic, sizes[z][2], sizes[z][3] };

@@ -1,0 +1,64 @@
+/* vexp_avx512.h - exp(x) of sixteen floats with AVX-512 and the activations built on it, for the
+ * *_avx512.c files (include it only from those; static inline functions only). The operations
+ * are those of vexp_avx2.h lane by lane (the same reduction and polynomial, KI_VEXP_POLY; 2^n
+ * applied by one vscalefps, which rounds once as the AVX2 version's two exact power-of-two
+ * products do), so both levels give the same bits; the other activations are activation.h's
+ * formulas operation for operation, as conv2d_avx2.c's. */
+#ifndef KI_VEXP_AVX512_H
+#define KI_VEXP_AVX512_H
+
+#include <immintrin.h>
+
+#include "activation.h"
+#include "vexp_avx2.h"
+
+static inline __attribute__((always_inline)) __m512 ki_vexp_avx512(__m512 x)
+{
+    __m512 n, r;
+    KI_VEXP_REDUCE(_mm512_min_ps, _mm512_max_ps, _mm512_mul_ps, _mm512_roundscale_ps,
+                   _mm512_fnmadd_ps, _mm512_set1_ps, x, n, r);
+    return _mm512_scalef_ps(KI_VEXP_POLY(_mm512_fmadd_ps, _mm512_set1_ps, r), n);
+}
+
+/* num / (1 + exp(-x)): SiLU with num = x, Sigmoid with num = 1 (as ki_vsilu_avx2 and
+ * ki_vsigmoid_avx2). */
+static inline __attribute__((always_inline)) __m512 ki_vsig_div_avx512(__m512 num, __m512 x)
+{
+    const __m512 e = ki_vexp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    return _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+/* One vector of activation a, for the kinds conv2d_avx2.c's epilogue vectorises (ReLU, ReLU6,
+ * Hardtanh, LeakyReLU, Hardswish, Hardsigmoid, SiLU, Sigmoid); any other kind returns v.
+ * max(0, v) and min(6, .) return a NaN v (second operand), as the scalar comparisons keep it. */
+static inline __attribute__((always_inline)) __m512 ki_vact_avx512(const ki_act *a, __m512 v)
+{
+    const __m512 zero = _mm512_setzero_ps(), six = _mm512_set1_ps(6.0f);
+    switch (a->kind) {
+    case KI_ACT_RELU:
+        return _mm512_max_ps(zero, v);
+    case KI_ACT_RELU6:
+        return _mm512_min_ps(six, _mm512_max_ps(zero, v));
+    case KI_ACT_HARDTANH:
+        return _mm512_min_ps(_mm512_set1_ps(a->b), _mm512_max_ps(_mm512_set1_ps(a->a), v));
+    case KI_ACT_LEAKY_RELU:
+        return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_NGT_UQ), v,
+                                  _mm512_set1_ps(a->a));
+    case KI_ACT_HARDSWISH: {
+        __m512 t = _mm512_min_ps(six, _mm512_max_ps(zero, _mm512_add_ps(v, _mm512_set1_ps(3.0f))));
+        return _mm512_div_ps(_mm512_mul_ps(v, t), six);
+    }
+    case KI_ACT_HARDSIGMOID: {
+        __m512 t = _mm512_min_ps(six, _mm512_max_ps(zero, _mm512_add_ps(v, _mm512_set1_ps(3.0f))));
+        return _mm512_div_ps(t, six);
+    }
+    case KI_ACT_SILU:
+        return ki_vsig_div_avx512(v, v);
+    case KI_ACT_SIGMOID:
+        return ki_vsig_div_avx512(_mm512_set1_ps(1.0f), v);
+    default:
+        return v;
+    }
+}
+
+#endif
