@@ -168,8 +168,8 @@ static void one_step(ki_session *s, int k, double sec, bool json, FILE *f)
         json_str(f, d->name);
         fputs(",\"type\":", f);
         json_str(f, d->type);
-        fprintf(f, ",\"in\":\"%s\",\"out\":\"%s\",\"ms\":%.4f,\"gflops\":%.2f,\"kernel\":", si,
-                so, sec * 1e3, gf);
+        fprintf(f, ",\"in\":\"%s\",\"out\":\"%s\",\"ms\":%.4f,\"gflops\":%.2f,\"kernel\":", si, so,
+                sec * 1e3, gf);
         json_str(f, kernel);
         fputc('}', f);
         return;

@@ -43,9 +43,9 @@ static void bench_usage(FILE *f)
             ki_cli_default_threads());
 }
 
-static const char *const bench_opts_all[] = { "--runs",        "--warmup",  "--threads", "--batch",
-                                               "--input-shape", "--isa",     "--profile", "--json",
-                                               "--help",        NULL };
+static const char *const bench_opts_all[] = { "--runs",        "--warmup", "--threads", "--batch",
+                                              "--input-shape", "--isa",    "--profile", "--json",
+                                              "--help",        NULL };
 
 /* Value option opt = val into o: KI_EXIT_OK, or a usage error naming the option, the value and
  * what it allows. */
@@ -66,7 +66,8 @@ static int bench_value(const char *opt, const char *val, bench_opts *o)
         *target = (int)v;
     } else if (strcmp(opt, "--isa") == 0) {
         return ki_cli_set_isa(val, "bench: --isa") ? KI_EXIT_OK : KI_EXIT_USAGE;
-    } else if (o->n_shapes >= BENCH_MAX_INPUTS || !ki_cli_parse_shape(val, &o->shapes[o->n_shapes])) {
+    } else if (o->n_shapes >= BENCH_MAX_INPUTS ||
+               !ki_cli_parse_shape(val, &o->shapes[o->n_shapes])) {
         ki_cli_error("bench: --input-shape '%s': expected dimensions like 1,3,224,224 (one "
                      "--input-shape per model input, at most %d)",
                      val, BENCH_MAX_INPUTS);

@@ -88,14 +88,15 @@ static char *dot_text(const ki_model *m, size_t *len)
 
 static void dump_usage(FILE *f)
 {
-    fprintf(f, "usage: kinfer dump-graph MODEL.pnnx.param [MODEL.pnnx.bin] [--dot FILE]\n"
-               "\n"
-               "Prints the operators in execution order: index, type, name, input operands ->\n"
-               "output operands with their annotated shapes, parameters and attribute shapes\n"
-               "(f16 marks half-precision weights), [unsupported] before operators kinfer does not\n"
-               "run. With a .bin, every weight entry is checked.\n"
-               "  --dot FILE   also write the graph in Graphviz format to FILE; with '-' only the\n"
-               "               Graphviz text goes to stdout (unsupported operators in red)\n");
+    fprintf(f,
+            "usage: kinfer dump-graph MODEL.pnnx.param [MODEL.pnnx.bin] [--dot FILE]\n"
+            "\n"
+            "Prints the operators in execution order: index, type, name, input operands ->\n"
+            "output operands with their annotated shapes, parameters and attribute shapes\n"
+            "(f16 marks half-precision weights), [unsupported] before operators kinfer does not\n"
+            "run. With a .bin, every weight entry is checked.\n"
+            "  --dot FILE   also write the graph in Graphviz format to FILE; with '-' only the\n"
+            "               Graphviz text goes to stdout (unsupported operators in red)\n");
 }
 
 int ki_cli_dump_graph(int argc, char **argv)

@@ -29,24 +29,25 @@ typedef struct info {
     int n_types, n_ops, n_unsupported;
     int64_t params;
     size_t weight_bytes;
-    double flops;       /* -1 when unknown */
+    double flops;         /* -1 when unknown */
     const char *flops_at; /* "declared shapes" or "--input-shape" */
 } info;
 
 static void info_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: kinfer info MODEL.pnnx.param [MODEL.pnnx.bin] [options]\n"
-            "\n"
-            "Describes a model without running it: inputs and outputs (shapes, types), operators\n"
-            "by type, parameters and weight bytes, GFLOPs (multiply-adds x 2 of convolutions,\n"
-            "linear layers and matmuls) at the declared input size, and the operators kinfer\n"
-            "cannot run; exit status 1 when there are any.\n"
-            "\n"
-            "options:\n"
-            "  --input-shape S    e.g. 1,3,320,320, once per input: count GFLOPs at this size\n"
-            "                     (the model is then loaded; without a .bin, with generated weights)\n"
-            "  --json             machine-readable output\n");
+    fprintf(
+        f,
+        "usage: kinfer info MODEL.pnnx.param [MODEL.pnnx.bin] [options]\n"
+        "\n"
+        "Describes a model without running it: inputs and outputs (shapes, types), operators\n"
+        "by type, parameters and weight bytes, GFLOPs (multiply-adds x 2 of convolutions,\n"
+        "linear layers and matmuls) at the declared input size, and the operators kinfer\n"
+        "cannot run; exit status 1 when there are any.\n"
+        "\n"
+        "options:\n"
+        "  --input-shape S    e.g. 1,3,320,320, once per input: count GFLOPs at this size\n"
+        "                     (the model is then loaded; without a .bin, with generated weights)\n"
+        "  --json             machine-readable output\n");
 }
 
 /* Whether kinfer runs type (the graph's own markers included). */

@@ -102,11 +102,11 @@ static const char *const value_opts[][2] = {
     { "--mean", "one number or three, comma-separated (a,b,c)" },
     { "--std", "one non-zero number or three, comma-separated (a,b,c)" },
 };
-static const char *const all_opts[] = { "--save-dir", "--labels",  "--draw",    "--task",
-                                        "--isa",      "--scores",  "--threads", "--memory-limit",
-                                        "--topk",     "--max-det", "--conf",    "--iou",     "--mean",
-                                        "--std",      "--json",    "--letterbox", "--verbose",
-                                        "--imagenet", "--help",    NULL };
+static const char *const all_opts[] = { "--save-dir", "--labels",   "--draw",    "--task",
+                                        "--isa",      "--scores",   "--threads", "--memory-limit",
+                                        "--topk",     "--max-det",  "--conf",    "--iou",
+                                        "--mean",     "--std",      "--json",    "--letterbox",
+                                        "--verbose",  "--imagenet", "--help",    NULL };
 
 static bool one_of(const char *v, const char *a, const char *b, const char *c)
 {
@@ -601,7 +601,8 @@ static int check_against_model(const run_opts *o, const ki_model *m, const label
         return KI_EXIT_USAGE;
     }
     if (lb->names && out.ndim == 2 && out.d[1] > 0 && out.d[1] != lb->n) {
-        fprintf(stderr, "kinfer: warning: --labels %s has %d names but the model has %lld classes\n",
+        fprintf(stderr,
+                "kinfer: warning: --labels %s has %d names but the model has %lld classes\n",
                 o->labels_path, lb->n, (long long)out.d[1]);
     }
     if (o->draw && !ki_run_is_detector_shape(&out, true) &&

@@ -197,4 +197,3 @@ bool ki_cli_parse_shape(const char *s, ki_shape *out)
     *out = ki_shape_make(n, d);
     return true;
 }
-

@@ -99,7 +99,8 @@ static void detect(ki_cpu_info *ci)
 {
     memset(ci, 0, sizeof *ci);
     ci->isa = detect_isa();
-#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE) &&                           \
+    defined(_SC_LEVEL3_CACHE_SIZE)
     long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE),
          l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
     ci->l1d = l1 > 0 ? (size_t)l1 : 0;
@@ -138,7 +139,8 @@ ki_status ki_cpu_set_isa(ki_isa isa, ki_error *err)
 {
     ki_isa have = ki_cpu_get()->isa;
     if ((int)isa < KI_ISA_GENERIC || (int)isa >= KI_ISA_COUNT) {
-        return KI_FAIL(err, KI_ERR_UNSUPPORTED, "instruction-set level %d does not exist", (int)isa);
+        return KI_FAIL(err, KI_ERR_UNSUPPORTED, "instruction-set level %d does not exist",
+                       (int)isa);
     }
     if (isa > have) {
         return KI_FAIL(err, KI_ERR_UNSUPPORTED, "this CPU does not run %s; it runs %s%s",
@@ -169,8 +171,10 @@ bool ki_isa_parse(const char *s, ki_isa *out)
     static const struct {
         const char *name;
         ki_isa isa;
-    } names[] = { { "generic", KI_ISA_GENERIC }, { "ref", KI_ISA_GENERIC },
-                  { "avx2", KI_ISA_AVX2 },       { "avx512", KI_ISA_AVX512 } };
+    } names[] = { { "generic", KI_ISA_GENERIC },
+                  { "ref", KI_ISA_GENERIC },
+                  { "avx2", KI_ISA_AVX2 },
+                  { "avx512", KI_ISA_AVX512 } };
     for (size_t i = 0; s && i < sizeof names / sizeof names[0]; i++) {
         if (strcmp(s, names[i].name) == 0) {
             *out = names[i].isa;

@@ -32,11 +32,11 @@ typedef enum ki_isa {
 #define KI_ISA_COUNT 3
 
 typedef struct ki_cpu_info {
-    ki_isa isa;    /* the highest level this CPU (and its OS) runs */
-    size_t l1d;    /* bytes of one core's L1 data cache */
-    size_t l2;     /* bytes of one core's L2 cache */
-    size_t l3;     /* bytes of the L3 cache (shared), 0 when there is none */
-    int cores;     /* logical CPUs online */
+    ki_isa isa;       /* the highest level this CPU (and its OS) runs */
+    size_t l1d;       /* bytes of one core's L1 data cache */
+    size_t l2;        /* bytes of one core's L2 cache */
+    size_t l3;        /* bytes of the L3 cache (shared), 0 when there is none */
+    int cores;        /* logical CPUs online */
     bool caches_read; /* false: the sizes above are defaults, the system did not report them */
 } ki_cpu_info;
 

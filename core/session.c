@@ -24,7 +24,7 @@ struct ki_session {
     double *step_time; /* per step, seconds of the last profiled run */
 };
 
-#define ALIGN 64
+#define ALIGN              64
 #define KI_MAX_STEP_INPUTS 16 /* inputs of a step whose kernel ki_session_step_kernel names */
 
 static size_t round_up(size_t n)

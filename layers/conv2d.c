@@ -330,8 +330,9 @@ size_t ki_conv2d_workspace_for(const ki_conv2d *c, const ki_conv2d_geom *g, ki_c
         return 0;
     }
     /* item by item: each thread its own group of up to KI_CONV2D_ITEM_GROUP panels */
-    bool item = ki_conv2d_gemm_by_item(c, g, (int)nt), priv = item || ki_conv2d_gemm_private(np, (int)nt);
-    int64_t cols = item ? (np < KI_CONV2D_ITEM_GROUP ? np : KI_CONV2D_ITEM_GROUP) * KI_GEMM_NR
+    bool item = ki_conv2d_gemm_by_item(c, g, (int)nt),
+         priv = item || ki_conv2d_gemm_private(np, (int)nt);
+    int64_t cols = item   ? (np < KI_CONV2D_ITEM_GROUP ? np : KI_CONV2D_ITEM_GROUP) * KI_GEMM_NR
                    : priv ? ki_conv2d_gemm_group(np, (int)nt) * KI_GEMM_NR
                           : ohw;
     if (!ki_gemm_packed_floats(k, cols, &packed) ||
@@ -549,8 +550,8 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
     }
     if (is_pool3s2(next)) {
         /* on the direct path (resnet's stem), whose rows it pools from L2 */
-        c->pool = slot == 0 && !c->residual && c->weight && c->direct &&
-                  ki_conv2d_direct_shape_ok(c);
+        c->pool =
+            slot == 0 && !c->residual && c->weight && c->direct && ki_conv2d_direct_shape_ok(c);
         return c->pool;
     }
     if (next->n_inputs == 2) {

@@ -66,9 +66,8 @@ typedef struct ki_conv2d_direct_dst {
 } ki_conv2d_direct_dst;
 /* The direct path's micro-kernel (see ki_conv2d_direct_*): output row oy of every output channel
  * from the image x (in_ch planes of g->in.h x g->in.w) and the packed weights wp. */
-typedef void (*ki_conv2d_direct_row_fn)(const struct ki_conv2d *c,
-                                        const struct ki_conv2d_geom *g, const float *x,
-                                        const float *wp, int64_t oy,
+typedef void (*ki_conv2d_direct_row_fn)(const struct ki_conv2d *c, const struct ki_conv2d_geom *g,
+                                        const float *x, const float *wp, int64_t oy,
                                         const ki_conv2d_direct_dst *d);
 
 typedef struct ki_conv2d {
@@ -98,7 +97,7 @@ typedef struct ki_conv2d {
     void (*dw3_band)(const struct ki_conv2d *c, const struct ki_conv2d_geom *g, const float *band,
                      int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0, int64_t y1,
                      float *restrict out);
-    bool direct;           /* the direct path pays on this CPU (an AVX2 or AVX-512 row kernel) */
+    bool direct; /* the direct path pays on this CPU (an AVX2 or AVX-512 row kernel) */
     ki_conv2d_direct_row_fn direct_row; /* its row kernel (the plain C one below AVX2) */
     ki_pool_max_s2_fn direct_pool;      /* the plane kernel of its fused max pool (c->pool) */
     /* d[i] = src[2i] for i < n, reading src[0 .. 2n-1] (im2col of stride-2 convolutions) */
@@ -271,7 +270,7 @@ static inline uint32_t ki_lane_mask16(int64_t b, int64_t w)
  * mobilenet_v2's 3x3 stem 0.37 -> 0.12 ms. */
 #define KI_DIRECT_MAX_IN 4
 #define KI_DIRECT_MAX_K  8
-#define KI_DIRECT_OC    16 /* output channels a block of the packed weights */
+#define KI_DIRECT_OC     16 /* output channels a block of the packed weights */
 bool ki_conv2d_direct_shape_ok(const ki_conv2d *c);
 size_t ki_conv2d_direct_workspace(const ki_conv2d *c);
 void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
@@ -335,13 +334,13 @@ void ki_conv2d_pack3s2_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const
  * residual before it LeakyReLU, Hardswish, Hardsigmoid, SiLU, Sigmoid). _planes: the planes
  * p0 <= p < p1 (batch-major: channel p % in_ch) read from the unpadded input in, the epilogue
  * (bias, the residual c->res when set, the activation) applied at the store to out. _band: output
- * rows [y0, y1) of channels [c0, c1) of one image (out: its output, channel stride oh * ow) from a band of
- * its input: channel ch's rows row0, row0 + 1, ... at band + ch * cstride (row stride g->in.w),
- * which must hold every row inside the plane that those output rows read (ki_conv2d_forward_pwdw).
- * Fewer than four rows go a row at a time. Bias and the activation are applied at the store; no
- * residual. One algorithm (conv2d_dw3_loops.h) with the vector pieces per level:
- * conv2d_dw_avx512.c (16 lanes), conv2d_dw_avx2.c (8 lanes); c->dw3_planes and c->dw3_band hold
- * the CPU's. */
+ * rows [y0, y1) of channels [c0, c1) of one image (out: its output, channel stride oh * ow) from a
+ * band of its input: channel ch's rows row0, row0 + 1, ... at band + ch * cstride (row stride
+ * g->in.w), which must hold every row inside the plane that those output rows read
+ * (ki_conv2d_forward_pwdw). Fewer than four rows go a row at a time. Bias and the activation are
+ * applied at the store; no residual. One algorithm (conv2d_dw3_loops.h) with the vector pieces per
+ * level: conv2d_dw_avx512.c (16 lanes), conv2d_dw_avx2.c (8 lanes); c->dw3_planes and c->dw3_band
+ * hold the CPU's. */
 bool ki_conv2d_dw3_ok(const ki_conv2d *c);
 void ki_conv2d_dw3_planes_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                  int64_t p0, int64_t p1, float *restrict out);
@@ -454,7 +453,8 @@ bool ki_conv2d_want_half(const ki_conv2d *c);
 int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, bool *ov, bool *wh);
 bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op);
 bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next);
-/* The path and kernels this layer runs for input shape in, e.g. "winograd F(4x4) avx2", into buf. */
+/* The path and kernels this layer runs for input shape in, e.g. "winograd F(4x4) avx2", into buf.
+ */
 void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_t n);
 
 /* ---- nn.ConvTranspose2d ---- */

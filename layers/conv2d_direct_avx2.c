@@ -1,11 +1,11 @@
 /* conv2d_direct_avx2.c - the AVX2 row kernel of the direct path (conv2d_direct.c). A row goes in
- * chunks of up to CHUNK output columns: the input rows a chunk reads are first copied to the stack, zero-padded
- * past either end and, at stride 2, split into their even and odd columns, so that every kernel
- * tap reads its columns as plain consecutive vectors. The chunk is then computed in blocks of four
- * output channels by three vectors of eight columns: per tap three loads and four broadcasts feed
- * twelve named accumulators (the sixteen ymm registers hold them, the three inputs and a
- * broadcast; a broadcast per FMA, as with eight channels by one vector, would leave the loads,
- * not the FMAs, the limit). Taps are summed in the order (input channel, ky, kx), as the
+ * chunks of up to CHUNK output columns: the input rows a chunk reads are first copied to the stack,
+ * zero-padded past either end and, at stride 2, split into their even and odd columns, so that
+ * every kernel tap reads its columns as plain consecutive vectors. The chunk is then computed in
+ * blocks of four output channels by three vectors of eight columns: per tap three loads and four
+ * broadcasts feed twelve named accumulators (the sixteen ymm registers hold them, the three inputs
+ * and a broadcast; a broadcast per FMA, as with eight channels by one vector, would leave the
+ * loads, not the FMAs, the limit). Taps are summed in the order (input channel, ky, kx), as the
  * reference does. Compiled with -mavx2 -mfma; chosen only when the CPU has them
  * (ki_conv2d_set_isa). */
 #include <immintrin.h>
@@ -20,7 +20,6 @@
 /* Floats of one staged input row: at stride 2 its even columns, then from PAR its odd ones. */
 #define PAR      (CHUNK + KI_DIRECT_MAX_K)
 #define TAP_ROWS (KI_DIRECT_MAX_IN * KI_DIRECT_MAX_K)
-
 
 /* The input row r (w columns) from column b as the taps of a chunk read it (n staged columns,
  * per parity at stride 2): d[j] = r[b + j], or at stride 2 d[j] = r[b + 2j] and

@@ -169,8 +169,8 @@ static void pack_panel(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
 /* Panels [p, end) of one (image, group) on this thread alone, grp at a time packed into b (or
  * read in place, ga->bin, but for a partial last panel). */
 static void gemm_panel_run(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col,
-                           const float *x, const ki_gemm_args *ga, float *b, int64_t p,
-                           int64_t end, int64_t grp)
+                           const float *x, const ki_gemm_args *ga, float *b, int64_t p, int64_t end,
+                           int64_t grp)
 {
     for (int64_t p0 = p; p0 < end; p0 += grp) {
         int64_t cnt = end - p0 < grp ? end - p0 : grp;
@@ -222,11 +222,21 @@ static ki_gemm_args gemm_item_args(const ki_conv2d *c, const ki_conv2d_geom *g, 
     int64_t cig = c->in_ch / c->groups, cog = c->out_ch / c->groups, n = it / c->groups,
             gi = it % c->groups;
     int64_t k = cig * c->kh * c->kw, hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
-    ki_gemm_args ga = { cog,       ohw,    k,       c->weight + gi * cog * k,
-                        k,         NULL,   out + (n * c->out_ch + gi * cog) * ohw,
-                        ohw,       &c->ep, c->epf,  gi * cog,
-                        c->uk,     c->res ? c->res + (n * c->out_ch + gi * cog) * ohw : NULL,
-                        NULL,      0 };
+    ki_gemm_args ga = { cog,
+                        ohw,
+                        k,
+                        c->weight + gi * cog * k,
+                        k,
+                        NULL,
+                        out + (n * c->out_ch + gi * cog) * ohw,
+                        ohw,
+                        &c->ep,
+                        c->epf,
+                        gi * cog,
+                        c->uk,
+                        c->res ? c->res + (n * c->out_ch + gi * cog) * ohw : NULL,
+                        NULL,
+                        0 };
     *x = in + (n * c->in_ch + gi * cig) * hw;
     if (!use_col && cog <= 3 * KI_GEMM_MR) { /* see ki_conv2d_forward_gemm */
         ga.bin = *x, ga.ldb = hw;
@@ -244,8 +254,8 @@ static void gemm_items(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
     for (int64_t it = 0; it < g->in.n * c->groups; it++) {
         const float *x;
         ki_gemm_args ga = gemm_item_args(c, g, use_col, in, out, it, &x);
-        float *b = (float *)((char *)ex->workspace +
-                             (size_t)omp_get_thread_num() * ex->ws_per_thread);
+        float *b =
+            (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
         ga.bp = b;
         gemm_panel_run(c, g, use_col, x, &ga, b, 0, np, KI_CONV2D_ITEM_GROUP);
     }
@@ -351,7 +361,7 @@ void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
     bool direct = ki_conv2d_dw_in_place(c);
     bool padded = !direct && ki_conv2d_dw_padded(c, g, &floats);
     bool simd = !direct && !padded && c->dw_avx2 && g->in.w <= INT32_MAX / 2 && ow_fits_i32(g, c);
-    (void)simd; /* read only where the x86 kernels are built */
+    (void)simd;   /* read only where the x86 kernels are built */
     if (direct) { /* each thread its share of the planes in one call; epilogue at the store */
 #pragma omp parallel num_threads(ex->n_threads)
         {

@@ -266,16 +266,16 @@ ki_conv2d_path ki_conv2d_pick(const ki_conv2d *c, const ki_conv2d_geom *g)
 /* Whether c may run band by band with next, an nn.Conv2d (ki_conv2d_forward_pwdw): c is a 1x1
  * layer that runs the GEMM on its original weights or a layer on the direct path (a stem), with
  * nothing fused but its activation, the depthwise band kernel runs on this CPU, and the param
- * file declares next's input (c's output) at ki_conv2d_pwdw_min_bytes() or more: smaller ones stay in L2
- * between the layers anyway. */
+ * file declares next's input (c's output) at ki_conv2d_pwdw_min_bytes() or more: smaller ones stay
+ * in L2 between the layers anyway. */
 bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next)
 {
     const ki_shape *d = declared_input(next);
     int64_t bytes = sizeof(float);
     const bool pw = ki_conv2d_is_pointwise(c) && !c->ov_a && !c->ov_h;
     const bool direct = c->direct && ki_conv2d_direct_shape_ok(c);
-    if (strcmp(next->type, "nn.Conv2d") != 0 || !c->dw3_band || !(pw || direct) ||
-        c->groups != 1 || !c->weight || c->residual || c->wino_u || c->wino_h || !d) {
+    if (strcmp(next->type, "nn.Conv2d") != 0 || !c->dw3_band || !(pw || direct) || c->groups != 1 ||
+        !c->weight || c->residual || c->wino_u || c->wino_h || !d) {
         return false;
     }
     for (int i = d->ndim - 3; i < d->ndim; i++) {
@@ -286,16 +286,14 @@ bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next)
     return bytes >= ki_conv2d_pwdw_min_bytes();
 }
 
-
 void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_t n)
 {
-    static const char *const names[] = { [KI_CONV2D_REF] = "reference",
-                                         [KI_CONV2D_GEMM] = "im2col+gemm",
-                                         [KI_CONV2D_GEMM1] = "1x1 gemm",
-                                         [KI_CONV2D_DW] = "depthwise",
-                                         [KI_CONV2D_WINO] = "winograd",
-                                         [KI_CONV2D_OV] = "small-output",
-                                         [KI_CONV2D_DIRECT] = "direct" };
+    static const char *const names[] = {
+        [KI_CONV2D_REF] = "reference",  [KI_CONV2D_GEMM] = "im2col+gemm",
+        [KI_CONV2D_GEMM1] = "1x1 gemm", [KI_CONV2D_DW] = "depthwise",
+        [KI_CONV2D_WINO] = "winograd",  [KI_CONV2D_OV] = "small-output",
+        [KI_CONV2D_DIRECT] = "direct"
+    };
     ki_conv2d_geom g;
     if (ki_conv2d_geom_make(c, in, &g, NULL) != KI_OK) {
         snprintf(buf, n, "?");
@@ -305,8 +303,8 @@ void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_
     if (c->pool) {
         snprintf(buf, n, "direct+maxpool %s", isa);
     } else if (c->dwf) {
-        snprintf(buf, n, "%s+depthwise bands %s", c->weight && ki_conv2d_is_pointwise(c) ? "1x1" : "direct",
-                 isa);
+        snprintf(buf, n, "%s+depthwise bands %s",
+                 c->weight && ki_conv2d_is_pointwise(c) ? "1x1" : "direct", isa);
     } else {
         ki_conv2d_path p = ki_conv2d_pick(c, &g);
         if (p == KI_CONV2D_WINO) {

@@ -13,7 +13,7 @@
 
 typedef struct pool2d {
     bool is_max, ceil_mode, count_include_pad, return_indices;
-    bool avx2;   /* the max row kernel runs with AVX2 */
+    bool avx2;             /* the max row kernel runs with AVX2 */
     ki_pool_max_s2_fn s2k; /* the stride-2 plane kernel for this CPU level, or NULL */
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
     int64_t divisor; /* divisor_override, 0 when None */
@@ -91,8 +91,8 @@ static ki_status pool_create(const ki_op_desc *op, bool is_max, void **state, ki
     p->is_max = is_max;
     p->avx2 = ki_cpu_isa() >= KI_ISA_AVX2;
     p->s2k = ki_cpu_isa() >= KI_ISA_AVX512 ? KI_X86(ki_pool_max_s2_avx512)
-             : ki_cpu_isa() >= KI_ISA_AVX2  ? KI_X86(ki_pool_max_s2_avx2)
-                                            : NULL;
+             : ki_cpu_isa() >= KI_ISA_AVX2 ? KI_X86(ki_pool_max_s2_avx2)
+                                           : NULL;
     ki_status st = parse_windows(op, p, err);
     if (st == KI_OK) {
         st = parse_flags(op, p, err);
