@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -20,13 +21,19 @@ static void run_usage(FILE *f)
         "usage: kinfer run MODEL.pnnx.param MODEL.pnnx.bin INPUT... [options]\n"
         "\n"
         "INPUT is a .npy tensor or an image (PNG, JPEG, BMP, GIF, ...), one per model input in\n"
-        "file order. For a single-input model, several images or a directory of images form one\n"
-        "batch. Images are converted to the input's channel count, resized (bilinear) to its HxW,\n"
+        "file order. A single-input model takes any number of images or directories of images,\n"
+        "run in batches of --batch; each batch's results are printed as soon as it is done, and\n"
+        "the last line on stderr sums up the run (inputs, seconds, images/s, batch latency).\n"
+        "Images are converted to the input's channel count, resized (bilinear) to its HxW,\n"
         "scaled to [0,1] and normalised with --mean/--std.\n"
         "\n"
         "options:\n"
+        "  --batch N          images per run (default 1)\n"
+        "  --input-shape S    N,C,H,W for a model whose H or W is '?' (default: 640 for a\n"
+        "                     detector, else 224)\n"
         "  --save-dir DIR     write each output as DIR/out0.npy, out1.npy, ... (float32), and the\n"
-        "                     inputs as the model saw them as DIR/in0.npy, ...\n"
+        "                     inputs as the model saw them as DIR/in0.npy, ...; with several\n"
+        "                     batches DIR/out0_b0.npy, out0_b1.npy, ... (batch 0, 1, ...)\n"
         "  --threads N        threads to use (default: all cores, here %d)\n"
         "  --isa LEVEL        cap the kernels' instruction set: generic, avx2, avx512\n"
         "                     (default: the best this CPU runs, or KINFER_ISA)\n"
@@ -48,7 +55,8 @@ static void run_usage(FILE *f)
         "                     80-class detector without --labels gets the COCO names\n"
         "  --draw OUT.jpg     detector: write the image with boxes (.png/.bmp/.tga/JPEG;\n"
         "                     several images give OUT_0.jpg, OUT_1.jpg, ...)\n"
-        "  --json             machine-readable results on stdout\n"
+        "  --json             machine-readable results on stdout (one JSON document)\n"
+        "  --jsonl            one JSON object per input and line, as each batch finishes\n"
         "  --memory-limit MB  fail before planning more tensor memory than this\n"
         "                     (default: the memory the system has available)\n"
         "  --verbose          report weights, planned tensor memory and peak resident memory\n",
@@ -97,6 +105,8 @@ static const char *const value_opts[][2] = {
     { "--memory-limit", "megabytes, an integer from 1 to 1073741824" },
     { "--topk", "an integer from 1 to 1000000" },
     { "--max-det", "an integer from 1 to 30000" },
+    { "--batch", "an integer from 1 to 4096" },
+    { "--input-shape", "dimensions N,C,H,W such as 1,3,224,224" },
     { "--conf", "a number from 0 to 1" },
     { "--iou", "a number from 0 to 1" },
     { "--mean", "one number or three, comma-separated (a,b,c)" },
@@ -140,6 +150,11 @@ static int parse_value_opt(const char *a, const char *next, run_opts *o)
     } else if (strcmp(a, "--topk") == 0) {
         o->topk = ki_cli_parse_int(next, 1, 1000000, &v) ? (int)v : 0;
         return o->topk > 0;
+    } else if (strcmp(a, "--batch") == 0) {
+        o->batch = ki_cli_parse_int(next, 1, 4096, &v) ? (int)v : 0;
+        return o->batch > 0;
+    } else if (strcmp(a, "--input-shape") == 0) {
+        return ki_cli_parse_shape(next, &o->input_shape) && o->input_shape.ndim == 4;
     } else if (strcmp(a, "--max-det") == 0) {
         o->max_det = ki_cli_parse_int(next, 1, KI_DETECT_MAX_NMS, &v) ? (int)v : 0;
         return o->max_det > 0;
@@ -172,6 +187,8 @@ static bool parse_flag(const char *a, run_opts *o)
     static const float imean[3] = { 0.485f, 0.456f, 0.406f }, istd[3] = { 0.229f, 0.224f, 0.225f };
     if (strcmp(a, "--json") == 0) {
         o->json = true;
+    } else if (strcmp(a, "--jsonl") == 0) {
+        o->jsonl = true;
     } else if (strcmp(a, "--letterbox") == 0) {
         o->letterbox = true;
     } else if (strcmp(a, "--verbose") == 0) {
@@ -222,6 +239,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
     o->threads = ki_cli_default_threads();
     o->topk = 5;
     o->max_det = KI_DETECT_MAX_DET;
+    o->batch = 1;
     o->conf = 0.25f;
     o->iou = 0.45f;
     for (int i = 0; i < 3; i++) {
@@ -341,32 +359,21 @@ static bool wants_detect(const run_opts *o, const ki_model *m)
     return ki_run_is_detector_shape(&d, true);
 }
 
-/* The network size for images: the declared H and W, or for dynamic inputs a detector's
- * KI_RUN_DETECT_SIZE or else the first image's own size. */
-static ki_status image_size(const run_opts *o, ki_image_prep *p, const ki_shape *decl, bool detect,
-                            ki_error *err)
-{
-    if (decl->d[2] >= 0 && decl->d[3] >= 0) {
-        return KI_OK;
-    }
-    ki_image_prep probe = *p;
-    probe.height = probe.width = 1;
-    float one[3];
-    ki_image_info info;
-    ki_status st = ki_image_load(o->inputs[0], &probe, one, &info, err);
-    if (st != KI_OK) {
-        return st;
-    }
-    p->height = decl->d[2] >= 0 ? (int)decl->d[2] : detect ? KI_RUN_DETECT_SIZE : info.orig_h;
-    p->width = decl->d[3] >= 0 ? (int)decl->d[3] : detect ? KI_RUN_DETECT_SIZE : info.orig_w;
-    return KI_OK;
-}
-
-static ki_status image_batch(const run_opts *o, const ki_model *m, input_buf *ib,
-                             ki_detect_map *maps, ki_error *err)
+/* How images become the model's input: the declared C, H and W; a '?' side from --input-shape,
+ * else a detector's KI_RUN_DETECT_SIZE or 224 (the same for every image of the run). */
+static ki_status image_prep(const run_opts *o, const ki_model *m, ki_image_prep *p, ki_error *err)
 {
     ki_shape decl = ki_model_input_decl(m, 0);
     char buf[128];
+    if (o->input_shape.ndim > 0) {
+        if (o->input_shape.ndim != 4 || (decl.ndim == 4 && decl.d[1] >= 0 &&
+                                         o->input_shape.d[1] != decl.d[1])) {
+            return KI_FAIL(err, KI_ERR_SHAPE, "--input-shape %s does not fit input 0 %s",
+                           ki_shape_str(&o->input_shape, buf, sizeof buf),
+                           ki_shape_str(&decl, buf + 64, 64));
+        }
+        decl = o->input_shape;
+    }
     if (decl.ndim != 4 || decl.d[1] < 0) {
         return KI_FAIL(err, KI_ERR_SHAPE,
                        "input 0 has shape %s: images need an (N,C,H,W) input with a known C; give "
@@ -374,52 +381,33 @@ static ki_status image_batch(const run_opts *o, const ki_model *m, input_buf *ib
                        decl.ndim < 0 ? "(unannotated)" : ki_shape_str(&decl, buf, sizeof buf));
     }
     bool detect = wants_detect(o, m);
-    ki_image_prep p = { (int)decl.d[1],         (int)decl.d[2], (int)decl.d[3],
-                        o->letterbox || detect, { 0 },          { 0 } };
-    memcpy(p.mean, o->mean, sizeof p.mean);
-    memcpy(p.std, o->std, sizeof p.std);
-    ki_status st = image_size(o, &p, &decl, detect, err);
-    int64_t d[4] = { o->n_inputs, p.channels, p.height, p.width };
-    ib->shape = ki_shape_make(4, d);
-    st = st == KI_OK ? ki_shape_check(&ib->shape, err) : st;
-    if (st != KI_OK) {
-        return st;
-    }
-    size_t per = (size_t)p.channels * (size_t)p.height * (size_t)p.width;
-    ib->data = malloc(per * (size_t)o->n_inputs * sizeof(float));
-    if (!ib->data) {
-        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory for %d images", o->n_inputs);
-    }
-    bool progress = isatty(2) && o->n_inputs >= 16;
-    for (int i = 0; i < o->n_inputs; i++) {
-        ki_image_info info;
-        st = ki_image_load(o->inputs[i], &p, ib->data + per * (size_t)i, &info, err);
-        if (st != KI_OK) {
-            return st;
-        }
-        maps[i] = ki_detect_map_image(&p, &info);
-        if (progress && (i % 16 == 15 || i + 1 == o->n_inputs)) {
-            fprintf(stderr, "\rkinfer: decoded %d/%d images", i + 1, o->n_inputs);
-        }
-    }
-    if (progress) {
-        fputc('\n', stderr);
-    }
-    return KI_OK;
+    int side = detect ? KI_RUN_DETECT_SIZE : 224;
+    *p = (ki_image_prep){ (int)decl.d[1],
+                          decl.d[2] >= 0 ? (int)decl.d[2] : side,
+                          decl.d[3] >= 0 ? (int)decl.d[3] : side,
+                          o->letterbox || detect,
+                          { 0 },
+                          { 0 } };
+    memcpy(p->mean, o->mean, sizeof p->mean);
+    memcpy(p->std, o->std, sizeof p->std);
+    int64_t d[4] = { o->batch, p->channels, p->height, p->width };
+    ki_shape one = ki_shape_make(4, d);
+    return ki_shape_check(&one, err);
 }
 
-static ki_status load_inputs(const run_opts *o, const ki_model *m, input_buf *ib,
-                             ki_detect_map *maps, bool *images, ki_error *err)
+static bool all_images(const run_opts *o, const ki_model *m)
+{
+    bool all = ki_model_n_inputs(m) == 1;
+    for (int i = 0; all && i < o->n_inputs; i++) {
+        all = !strstr(o->inputs[i], ".npy");
+    }
+    return all;
+}
+
+/* One .npy per model input. */
+static ki_status load_npys(const run_opts *o, const ki_model *m, input_buf *ib, ki_error *err)
 {
     int need = ki_model_n_inputs(m);
-    bool all_images = true;
-    for (int i = 0; i < o->n_inputs; i++) {
-        all_images = all_images && !strstr(o->inputs[i], ".npy");
-    }
-    *images = need == 1 && all_images;
-    if (*images) {
-        return image_batch(o, m, &ib[0], maps, err);
-    }
     if (o->n_inputs != need) {
         return KI_FAIL(err, KI_ERR_SHAPE, "the model has %d input%s, %d given", need,
                        need == 1 ? "" : "s", o->n_inputs);
@@ -438,14 +426,24 @@ static ki_status load_inputs(const run_opts *o, const ki_model *m, input_buf *ib
     return KI_OK;
 }
 
-static ki_status save_outputs(const run_opts *o, const ki_model *m, const ki_session *s,
+/* DIR/outI.npy and DIR/inI.npy, or with several batches DIR/outI_bB.npy (batch B). */
+static void save_path(const run_opts *o, bool is_out, int i, int b, char *path, size_t len)
+{
+    if (b < 0) {
+        snprintf(path, len, "%s/%s%d.npy", o->save_dir, is_out ? "out" : "in", i);
+    } else {
+        snprintf(path, len, "%s/%s%d_b%d.npy", o->save_dir, is_out ? "out" : "in", i, b);
+    }
+}
+
+static ki_status save_outputs(const run_opts *o, const ki_model *m, const ki_session *s, int b,
                               ki_error *err)
 {
     if (mkdir(o->save_dir, 0777) != 0 && errno != EEXIST) {
         return KI_FAIL(err, KI_ERR_IO, "%s: cannot create directory: %s", o->save_dir,
                        strerror(errno));
     }
-    size_t len = strlen(o->save_dir) + 32;
+    size_t len = strlen(o->save_dir) + 48;
     char *path = malloc(len);
     if (!path) {
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
@@ -453,58 +451,196 @@ static ki_status save_outputs(const run_opts *o, const ki_model *m, const ki_ses
     ki_status st = KI_OK;
     for (int i = 0; i < ki_model_n_outputs(m) && st == KI_OK; i++) {
         ki_tensor t = ki_session_output(s, i);
-        snprintf(path, len, "%s/out%d.npy", o->save_dir, i);
+        save_path(o, true, i, b, path, len);
         st = ki_npy_write(path, &t.shape, t.data, err);
     }
     /* the inputs as the model saw them (after image preprocessing), to re-run or compare */
     for (int i = 0; i < ki_model_n_inputs(m) && st == KI_OK; i++) {
         ki_tensor t = ki_session_input(s, i);
-        snprintf(path, len, "%s/in%d.npy", o->save_dir, i);
+        save_path(o, false, i, b, path, len);
         st = ki_npy_write(path, &t.shape, t.data, err);
     }
     /* all or nothing: a failed write removes what this run already wrote */
     for (int i = 0; st != KI_OK && i < ki_model_n_outputs(m) + ki_model_n_inputs(m); i++) {
         bool is_out = i < ki_model_n_outputs(m);
-        snprintf(path, len, "%s/%s%d.npy", o->save_dir, is_out ? "out" : "in",
-                 is_out ? i : i - ki_model_n_outputs(m));
+        save_path(o, is_out, is_out ? i : i - ki_model_n_outputs(m), b, path, len);
         remove(path);
     }
     free(path);
     return st;
 }
 
-/* Plans a session for the loaded inputs, copies them in and runs it. */
-static ki_status run_session(const run_opts *o, const ki_model *m, const input_buf *ib,
-                             ki_session **out, ki_error *err)
+/* A session for these input shapes: *s itself when it was planned for them, else a new one. */
+static ki_status session_for(const run_opts *o, const ki_model *m, const ki_shape *shapes,
+                             ki_session **s, ki_error *err)
 {
     int n_in = ki_model_n_inputs(m);
-    ki_shape *shapes = calloc((size_t)n_in + 1, sizeof *shapes);
-    if (!shapes) {
-        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    bool same = *s != NULL;
+    for (int i = 0; same && i < n_in; i++) {
+        ki_tensor t = ki_session_input(*s, i);
+        same = ki_shape_equal(&t.shape, &shapes[i]);
     }
-    for (int i = 0; i < n_in; i++) {
-        shapes[i] = ib[i].shape;
+    if (same) {
+        return KI_OK;
     }
+    ki_session_destroy(*s);
+    *s = NULL;
     ki_session_options so = { o->threads,
                               o->memory_limit ? o->memory_limit : ki_cli_memory_available() };
-    ki_status st = ki_session_create(m, shapes, n_in, &so, out, err);
-    free(shapes);
-    for (int i = 0; st == KI_OK && i < n_in; i++) {
-        ki_tensor t = ki_session_input(*out, i);
-        memcpy(t.data, ib[i].data, (size_t)ki_shape_count(&t.shape) * sizeof(float));
-    }
+    ki_status st = ki_session_create(m, shapes, n_in, &so, s, err);
     if (st == KI_OK && o->verbose) {
         fprintf(stderr, "kinfer: %.1f MiB of weights, %.1f MiB of planned tensor memory\n",
                 (double)ki_model_weight_bytes(m) / (1 << 20),
-                (double)ki_session_planned_bytes(*out) / (1 << 20));
+                (double)ki_session_planned_bytes(*s) / (1 << 20));
+    }
+    return st;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The closing stderr line of every successful run: inputs, seconds, images/s, mean and p95
+ * latency of a batch (lat[0..n), sorted here). */
+static void print_summary(int inputs, double secs, double *lat, int n)
+{
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        sum += lat[i];
+    }
+    qsort(lat, (size_t)n, sizeof *lat, cmp_dbl);
+    double p95 = n ? lat[(n * 95 + 99) / 100 - 1] : 0;
+    fprintf(stderr,
+            "kinfer: %d input%s in %.2f s, %.1f images/s, per batch mean %.1f ms, p95 %.1f ms\n",
+            inputs, inputs == 1 ? "" : "s", secs, secs > 0 ? inputs / secs : 0.0,
+            n ? sum / n * 1e3 : 0.0, p95 * 1e3);
+}
+
+/* .npy inputs, one per model input: one run. */
+static ki_status run_npys(const run_opts *o, const ki_model *m, const labels *lb, ki_error *err)
+{
+    int n_in = ki_model_n_inputs(m);
+    input_buf *ib = calloc((size_t)n_in + 1, sizeof *ib);
+    ki_shape *shapes = calloc((size_t)n_in + 1, sizeof *shapes);
+    ki_session *s = NULL;
+    double t0 = now_s();
+    ki_status st = ib && shapes ? load_npys(o, m, ib, err) : KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    if (st == KI_OK && o->draw) {
+        st = KI_FAIL(err, KI_ERR_UNSUPPORTED, "--draw needs image inputs");
+    }
+    for (int i = 0; st == KI_OK && i < n_in; i++) {
+        shapes[i] = ib[i].shape;
     }
     if (st == KI_OK) {
-        st = ki_session_run(*out, err);
+        st = session_for(o, m, shapes, &s, err);
     }
-    if (st == KI_OK && o->verbose) {
-        fprintf(stderr, "kinfer: peak resident memory %.1f MiB\n",
-                (double)ki_cli_peak_rss() / (1 << 20));
+    for (int i = 0; st == KI_OK && i < n_in; i++) {
+        ki_tensor t = ki_session_input(s, i);
+        memcpy(t.data, ib[i].data, (size_t)ki_shape_count(&t.shape) * sizeof(float));
     }
+    st = st == KI_OK ? ki_session_run(s, err) : st;
+    if (st == KI_OK && o->save_dir) {
+        st = save_outputs(o, m, s, -1, err);
+    }
+    if (st == KI_OK) {
+        ki_tensor y = ki_session_output(s, 0);
+        int rows = y.shape.ndim >= 1 && y.shape.d[0] < INT32_MAX ? (int)y.shape.d[0] : 1;
+        run_sources src = { o->inputs, o->n_inputs, NULL, 0, rows, true };
+        ki_run_print_begin(o, m, s);
+        st = ki_run_print(o, m, s, lb, &src, err);
+        ki_run_print_end(o);
+    }
+    if (st == KI_OK) {
+        double dt = now_s() - t0;
+        print_summary(o->n_inputs, dt, &dt, 1);
+    }
+    for (int i = 0; ib && i < n_in; i++) {
+        free(ib[i].data);
+    }
+    free(ib);
+    free(shapes);
+    ki_session_destroy(s);
+    return st;
+}
+
+/* Progress on a terminal: done/total, images/s, time left. */
+static void print_progress(int done, int total, double secs)
+{
+    double rate = secs > 0 ? done / secs : 0;
+    fprintf(stderr, "\rkinfer: %d/%d images, %.1f images/s, %.0f s left   ", done, total, rate,
+            rate > 0 ? (total - done) / rate : 0.0);
+}
+
+/* Images in batches of o->batch: each batch decoded, run and printed (and saved) before the next,
+ * so memory is bounded by one batch and results appear as they are ready. */
+static ki_status run_images(const run_opts *o, const ki_model *m, const labels *lb, ki_error *err)
+{
+    ki_image_prep p;
+    ki_status st = image_prep(o, m, &p, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    const int bs = o->batch, nb = (o->n_inputs + bs - 1) / bs;
+    const size_t per = (size_t)p.channels * (size_t)p.height * (size_t)p.width;
+    float *buf = malloc(per * (size_t)bs * sizeof *buf);
+    ki_detect_map *maps = calloc((size_t)bs, sizeof *maps);
+    double *lat = calloc((size_t)nb, sizeof *lat), t_start = now_s();
+    ki_session *s = NULL;
+    const bool progress = isatty(2) && nb > 1;
+    st = buf && maps && lat ? KI_OK : KI_FAIL(err, KI_ERR_NOMEM, "out of memory for a batch");
+    for (int b = 0; st == KI_OK && b < nb; b++) {
+        const int first = b * bs, n = o->n_inputs - first < bs ? o->n_inputs - first : bs;
+        double t0 = now_s();
+        for (int i = 0; st == KI_OK && i < n; i++) {
+            ki_image_info info;
+            st = ki_image_load(o->inputs[first + i], &p, buf + per * (size_t)i, &info, err);
+            maps[i] = ki_detect_map_image(&p, &info);
+        }
+        int64_t d[4] = { n, p.channels, p.height, p.width };
+        ki_shape shape = ki_shape_make(4, d);
+        st = st == KI_OK ? session_for(o, m, &shape, &s, err) : st;
+        if (st == KI_OK) {
+            memcpy(ki_session_input(s, 0).data, buf, per * (size_t)n * sizeof *buf);
+            st = ki_session_run(s, err);
+        }
+        if (st == KI_OK && b == 0) {
+            ki_run_print_begin(o, m, s);
+        }
+        run_sources src = { o->inputs + first, n, maps, first, o->n_inputs, b + 1 == nb };
+        st = st == KI_OK ? ki_run_print(o, m, s, lb, &src, err) : st;
+        if (st == KI_OK && o->save_dir) {
+            st = save_outputs(o, m, s, nb > 1 ? b : -1, err);
+        }
+        fflush(stdout);
+        lat[b] = now_s() - t0;
+        if (progress) {
+            print_progress(first + n, o->n_inputs, now_s() - t_start);
+        }
+    }
+    if (progress) {
+        fputc('\n', stderr);
+    }
+    if (st == KI_OK) {
+        ki_run_print_end(o);
+        if (o->verbose) {
+            fprintf(stderr, "kinfer: peak resident memory %.1f MiB\n",
+                    (double)ki_cli_peak_rss() / (1 << 20));
+        }
+        print_summary(o->n_inputs, now_s() - t_start, lat, nb);
+    }
+    free(buf);
+    free(maps);
+    free(lat);
+    ki_session_destroy(s);
     return st;
 }
 
@@ -617,54 +753,21 @@ static int run_model(const run_opts *o)
 {
     ki_error err;
     ki_model *m = NULL;
-    ki_session *s = NULL;
     labels lb = { NULL, 0 };
-    bool images = false;
-    input_buf *ib = calloc((size_t)o->n_inputs + 1, sizeof *ib);
-    ki_detect_map *maps = calloc((size_t)o->n_inputs + 1, sizeof *maps);
-    ki_status st = ib && maps ? KI_OK : KI_FAIL(&err, KI_ERR_NOMEM, "out of memory");
-    if (st == KI_OK) {
-        st = ki_model_load(o->param, o->bin, NULL, &m, &err);
-    }
+    ki_status st = ki_model_load(o->param, o->bin, NULL, &m, &err);
     if (st == KI_OK && o->labels_path) {
         st = ki_labels_load(o->labels_path, &lb, &err);
     }
     int usage = st == KI_OK ? check_against_model(o, m, &lb) : KI_EXIT_OK;
-    if (usage != KI_EXIT_OK) {
-        free(ib);
-        free(maps);
-        ki_labels_free(&lb);
-        ki_model_destroy(m);
-        return usage;
-    }
-    if (st == KI_OK) {
-        st = load_inputs(o, m, ib, maps, &images, &err);
-    }
-    if (st == KI_OK && o->draw && !images) {
-        st = KI_FAIL(&err, KI_ERR_UNSUPPORTED, "--draw needs image inputs");
-    }
-    if (st == KI_OK) {
-        st = run_session(o, m, ib, &s, &err);
-    }
-    if (st == KI_OK && o->save_dir) {
-        st = save_outputs(o, m, s, &err);
-    }
-    if (st == KI_OK) {
-        run_sources src = { o->inputs, o->n_inputs, images ? maps : NULL };
-        st = ki_run_print(o, m, s, &lb, &src, &err);
+    if (st == KI_OK && usage == KI_EXIT_OK) {
+        st = all_images(o, m) ? run_images(o, m, &lb, &err) : run_npys(o, m, &lb, &err);
     }
     if (st != KI_OK) {
         ki_cli_error("%s", err.msg);
     }
-    for (int i = 0; ib && i < o->n_inputs; i++) {
-        free(ib[i].data);
-    }
-    free(ib);
-    free(maps);
     ki_labels_free(&lb);
-    ki_session_destroy(s);
     ki_model_destroy(m);
-    return st == KI_OK ? KI_EXIT_OK : KI_EXIT_FAIL;
+    return usage != KI_EXIT_OK ? usage : st == KI_OK ? KI_EXIT_OK : KI_EXIT_FAIL;
 }
 
 int ki_cli_run(int argc, char **argv)

@@ -20,7 +20,9 @@ typedef struct run_opts {
     const char *isa;    /* --isa, or NULL */
     const char *scores; /* --scores raw|softmax, or NULL: from the graph's last operator */
     float conf, iou;
-    bool json, letterbox, verbose, have_mean, have_std, imagenet;
+    bool json, jsonl, letterbox, verbose, have_mean, have_std, imagenet;
+    int batch;            /* images per run (--batch) */
+    ki_shape input_shape; /* --input-shape, or ndim 0 */
     size_t memory_limit; /* bytes; 0: what the system has available */
     float mean[3], std[3];
 } run_opts;
@@ -30,22 +32,29 @@ typedef struct labels {
     int n;
 } labels;
 
-/* What the inputs were: maps[i] takes image i's network pixels back to its own pixels; maps is
- * NULL when the inputs were .npy files. */
+/* What the inputs of one batch were: paths[0..n), maps[i] takes image i's network pixels back to
+ * its own pixels (NULL when the inputs were .npy files); the batch's first input is input `first`
+ * of the `total` of the whole run. */
 typedef struct run_sources {
     const char *const *paths;
     int n;
     const ki_detect_map *maps;
+    int first, total;
+    bool last_batch;
 } run_sources;
 
 /* True when s looks like detector output: (N, boxes, 5 + classes) with 5 + classes >= 6 and at
  * least 100 boxes; an unknown (-1) box count passes when allow_unknown. */
 bool ki_run_is_detector_shape(const ki_shape *s, bool allow_unknown);
 
-/* Prints results (top-k for classifiers, detections for detectors, statistics otherwise), text
- * or JSON, and draws detections when o->draw is set. Fails only when drawing fails. */
+/* Prints one batch's results (top-k for classifiers, detections for detectors, statistics
+ * otherwise) as text, JSON (--json: one document for the whole run, between ki_run_print_begin and
+ * ki_run_print_end) or JSON lines (--jsonl: an object per input), and draws detections when
+ * o->draw is set. Fails only when drawing fails. */
+void ki_run_print_begin(const run_opts *o, const ki_model *m, const ki_session *s);
 ki_status ki_run_print(const run_opts *o, const ki_model *m, const ki_session *s, const labels *lb,
                        const run_sources *src, ki_error *err);
+void ki_run_print_end(const run_opts *o);
 ki_status ki_labels_load(const char *path, labels *lb, ki_error *err);
 void ki_labels_free(labels *lb);
 

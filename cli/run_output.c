@@ -152,8 +152,8 @@ static void print_row_topk(const run_opts *o, score_kind sk, const float *row, i
         }
         best[t] = (int)b;
     }
-    if (o->json) {
-        printf("    {\"input\": ");
+    if (o->json || o->jsonl) {
+        printf("%s{\"input\": ", o->jsonl ? "" : "    ");
         json_string(src);
         printf(", \"index\": %d, \"top\": [", idx);
     } else {
@@ -163,7 +163,7 @@ static void print_row_topk(const run_opts *o, score_kind sk, const float *row, i
         double v = row[best[t]];
         double p = sk == SCORE_AS_IS ? v : sk == SCORE_EXP ? exp(v) : exp(v - mx) / sum;
         const char *name = (lb->names && best[t] < lb->n) ? lb->names[best[t]] : NULL;
-        if (o->json) {
+        if (o->json || o->jsonl) {
             printf("%s{\"class\": %d, \"score\": %.6f, \"logit\": %.6g", t ? ", " : "", best[t], p,
                    row[best[t]]);
             if (name) {
@@ -180,13 +180,13 @@ static void print_row_topk(const run_opts *o, score_kind sk, const float *row, i
             }
         }
     }
-    if (o->json) {
-        printf("]}%s\n", last ? "" : ",");
+    if (o->json || o->jsonl) {
+        printf("]}%s\n", last || o->jsonl ? "" : ",");
     }
     free(best);
 }
 
-static void print_stats(const run_opts *o, const ki_model *m, const ki_session *s)
+static void print_stats(const run_opts *o, const ki_model *m, const ki_session *s, bool last)
 {
     char buf[128];
     for (int i = 0; i < ki_model_n_outputs(m); i++) {
@@ -199,15 +199,15 @@ static void print_stats(const run_opts *o, const ki_model *m, const ki_session *
             sum += t.data[j];
         }
         double mean = n ? sum / (double)n : 0;
-        if (o->json) {
-            printf("    {\"output\": %d, \"name\": ", i);
+        if (o->json || o->jsonl) {
+            printf("%s{\"output\": %d, \"name\": ", o->jsonl ? "" : "    ", i);
             json_string(ki_model_output_name(m, i));
             printf(", \"shape\": [");
             for (int d = 0; d < t.shape.ndim; d++) {
                 printf("%s%lld", d ? ", " : "", (long long)t.shape.d[d]);
             }
             printf("], \"min\": %.6g, \"max\": %.6g, \"mean\": %.6g}%s\n", mn, mx, mean,
-                   i + 1 < ki_model_n_outputs(m) ? "," : "");
+                   o->jsonl || (last && i + 1 == ki_model_n_outputs(m)) ? "" : ",");
         } else {
             printf("out%d  %-10s shape %-20s min %-12.6g max %-12.6g mean %.6g\n", i,
                    ki_model_output_name(m, i), ki_shape_str(&t.shape, buf, sizeof buf), mn, mx,
@@ -232,8 +232,9 @@ static void draw_path(const char *draw, int idx, int n, char *buf, size_t size)
 static void print_dets(const run_opts *o, const ki_det *d, int n, const labels *lb, const char *src,
                        int idx, bool last)
 {
-    if (o->json) {
-        printf("    {\"input\": ");
+    const bool js = o->json || o->jsonl;
+    if (js) {
+        printf("%s{\"input\": ", o->jsonl ? "" : "    ");
         json_string(src);
         printf(", \"index\": %d, \"detections\": [", idx);
     } else {
@@ -241,8 +242,9 @@ static void print_dets(const run_opts *o, const ki_det *d, int n, const labels *
     }
     for (int i = 0; i < n; i++) {
         const char *name = lb->names && d[i].cls < lb->n ? lb->names[d[i].cls] : NULL;
-        if (o->json) {
-            printf("%s\n      {\"class\": %d, ", i ? "," : "", d[i].cls);
+        if (js) {
+            printf("%s%s{\"class\": %d, ", i ? "," : "", o->jsonl ? (i ? " " : "") : "\n      ",
+                   d[i].cls);
             if (name) {
                 printf("\"label\": ");
                 json_string(name);
@@ -257,8 +259,8 @@ static void print_dets(const run_opts *o, const ki_det *d, int n, const labels *
                    (double)d[i].x1, (double)d[i].y1, (double)d[i].x2, (double)d[i].y2);
         }
     }
-    if (o->json) {
-        printf("%s]}%s\n", n ? "\n    " : "", last ? "" : ",");
+    if (js) {
+        printf("%s]}%s\n", n && !o->jsonl ? "\n    " : "", last || o->jsonl ? "" : ",");
     }
 }
 
@@ -268,6 +270,7 @@ static ki_status detect_image(const run_opts *o, const ki_tensor *t, int64_t r, 
 {
     const int64_t boxes = t->shape.d[1], no = t->shape.d[2];
     const char *path = r < src->n ? src->paths[r] : src->paths[0];
+    const int idx = src->first + (int)r;
     int n =
         ki_detect_candidates(t->data + r * boxes * no, boxes, (int)no, o->conf, buf, (int)boxes);
     n = ki_detect_nms(buf, n, o->iou, o->max_det);
@@ -275,7 +278,7 @@ static ki_status detect_image(const run_opts *o, const ki_tensor *t, int64_t r, 
         ki_detect_unmap(buf, n, &src->maps[r]);
     }
     n = ki_detect_drop_empty(buf, n); /* clipped to the image, some have no area left */
-    print_dets(o, buf, n, lb, path, (int)r, r + 1 == t->shape.d[0]);
+    print_dets(o, buf, n, lb, path, idx, idx + 1 >= src->total);
     if (!o->draw) {
         return KI_OK;
     }
@@ -283,7 +286,7 @@ static ki_status detect_image(const run_opts *o, const ki_tensor *t, int64_t r, 
         return KI_FAIL(err, KI_ERR_UNSUPPORTED, "--draw needs image inputs");
     }
     char out[4096];
-    draw_path(o->draw, (int)r, (int)t->shape.d[0], out, sizeof out);
+    draw_path(o->draw, idx, src->total, out, sizeof out);
     return ki_detect_draw_file(path, out, buf, n, (const char *const *)lb->names, lb->n, err);
 }
 
@@ -311,17 +314,29 @@ static ki_status print_detections(const run_opts *o, const ki_session *s, const 
     return st;
 }
 
+void ki_run_print_begin(const run_opts *o, const ki_model *m, const ki_session *s)
+{
+    static const char *const names[] = { "raw", "classify", "detect" };
+    if (o->json && !o->jsonl) {
+        printf("{\n  \"model\": ");
+        json_string(o->param);
+        printf(",\n  \"task\": \"%s\",\n  \"results\": [\n", names[pick_task(o, s, m)]);
+    }
+}
+
+void ki_run_print_end(const run_opts *o)
+{
+    if (o->json && !o->jsonl) {
+        printf("  ]\n}\n");
+    }
+    fflush(stdout);
+}
+
 ki_status ki_run_print(const run_opts *o, const ki_model *m, const ki_session *s, const labels *lb,
                        const run_sources *src, ki_error *err)
 {
-    static const char *const names[] = { "raw", "classify", "detect" };
     run_task task = pick_task(o, s, m);
     ki_status st = KI_OK;
-    if (o->json) {
-        printf("{\n  \"model\": ");
-        json_string(o->param);
-        printf(",\n  \"task\": \"%s\",\n  \"results\": [\n", names[task]);
-    }
     if (task == TASK_CLASSIFY) {
         ki_tensor t = ki_session_output(s, 0);
         int64_t rows = t.shape.ndim == 2 ? t.shape.d[0] : 1;
@@ -329,15 +344,13 @@ ki_status ki_run_print(const run_opts *o, const ki_model *m, const ki_session *s
         const score_kind sk = output_scores(o, m);
         for (int64_t r = 0; r < rows; r++) {
             const char *p = r < src->n ? src->paths[r] : src->paths[0];
-            print_row_topk(o, sk, t.data + r * k, k, lb, p, (int)r, r + 1 == rows);
+            const int idx = src->first + (int)r;
+            print_row_topk(o, sk, t.data + r * k, k, lb, p, idx, idx + 1 >= src->total);
         }
     } else if (task == TASK_DETECT) {
         st = print_detections(o, s, lb, src, err);
     } else {
-        print_stats(o, m, s);
-    }
-    if (o->json) {
-        printf("  ]\n}\n");
+        print_stats(o, m, s, src->last_batch);
     }
     return st;
 }

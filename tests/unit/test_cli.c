@@ -255,6 +255,46 @@ static void test_info(void **state)
     remove("/tmp/kinfer-info-test.param");
 }
 
+/* Streaming: ten digits in batches of 3 give ten JSON lines in input order, every digit
+ * recognised; --json stays one document; --save-dir names each batch's files; the last stderr
+ * line is the summary. */
+static void test_streaming(void **state)
+{
+    (void)state;
+    char out[16384], want[128], dir[] = "/tmp/kinfer-stream-XXXXXX", cmd[1024];
+    assert_int_equal(run("%s run " SAMPLE "samples/digits --batch 3 --topk 1 --jsonl 2>/dev/null%s",
+                         NULL, out, sizeof out),
+                     0);
+    int lines = 0;
+    for (const char *p = out; (p = strchr(p, '\n')) != NULL; p++) {
+        lines++;
+    }
+    assert_int_equal(lines, 10);
+    for (int d = 0; d < 10; d++) {
+        snprintf(want, sizeof want, "digit_%d.png\", \"index\": %d, \"top\": [{\"class\": %d,", d,
+                 d, d);
+        assert_non_null(strstr(out, want));
+    }
+    assert_int_equal(
+        run("%s run " SAMPLE "samples/digits --batch 4 --json 2>/dev/null%s", NULL, out, sizeof out),
+        0);
+    assert_int_equal(out[0], '{');
+    assert_non_null(strstr(out, "\"index\": 9"));
+    assert_null(strstr(out, "}]},\n  ]"));         /* no comma after the last result */
+    assert_non_null(strstr(out, "]}\n  ]\n}\n")); /* closed once, at the end */
+    assert_non_null(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd,
+             "%%s run " SAMPLE "samples/digits --batch 4 --save-dir %s 2>&1 >/dev/null%%s", dir);
+    assert_int_equal(run(cmd, NULL, out, sizeof out), 0);
+    assert_non_null(strstr(out, "kinfer: 10 inputs in "));
+    assert_non_null(strstr(out, "images/s, per batch mean"));
+    snprintf(cmd, sizeof cmd, "test -s %s/out0_b0.npy && test -s %s/out0_b2.npy && test ! -e "
+             "%s/out0_b3.npy && test -s %s/in0_b1.npy", dir, dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_exit_codes(void **state)
 {
     (void)state;
@@ -291,6 +331,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_dump_graph),
         cmocka_unit_test(test_preflight),
         cmocka_unit_test(test_info),
+        cmocka_unit_test(test_streaming),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
