@@ -280,64 +280,145 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Expands a directory argument into its image files, sorted by name. */
-static int expand_dirs(run_opts *o, char ***owned, int *n_owned)
+/* The growing list of input paths; owned[] are the ones allocated here. */
+typedef struct path_list {
+    const char **p;
+    int n, cap;
+    char **owned;
+    int n_owned, cap_owned;
+    int skipped; /* files in directories that are not images */
+} path_list;
+
+static bool list_add(path_list *l, const char *path, bool copy)
 {
-    const char **out = NULL;
-    int n = 0;
-    for (int i = 0; i < o->n_inputs; i++) {
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        const char **t = realloc(l->p, (size_t)cap * sizeof *t);
+        if (!t) {
+            return false;
+        }
+        l->p = t, l->cap = cap;
+    }
+    if (!copy) {
+        l->p[l->n++] = path;
+        return true;
+    }
+    if (l->n_owned == l->cap_owned) {
+        int cap = l->cap_owned ? 2 * l->cap_owned : 64;
+        char **t = realloc(l->owned, (size_t)cap * sizeof *t);
+        if (!t) {
+            return false;
+        }
+        l->owned = t, l->cap_owned = cap;
+    }
+    char *c = strdup(path);
+    if (!c) {
+        return false;
+    }
+    l->owned[l->n_owned++] = c;
+    l->p[l->n++] = c;
+    return true;
+}
+
+/* A directory's images, its subdirectories' too, in sorted order at every level. */
+static int add_dir(path_list *l, const char *dir, int depth)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        ki_cli_error("%s: cannot open directory: %s", dir, strerror(errno));
+        return KI_EXIT_FAIL;
+    }
+    path_list names = { 0 };
+    struct dirent *e;
+    int rc = KI_EXIT_OK;
+    while (rc == KI_EXIT_OK && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] != '.') {
+            char full[4096];
+            snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+            rc = list_add(&names, full, true) ? KI_EXIT_OK : KI_EXIT_FAIL;
+        }
+    }
+    closedir(d);
+    qsort(names.p, (size_t)names.n, sizeof *names.p, cmp_str);
+    for (int i = 0; rc == KI_EXIT_OK && i < names.n; i++) {
         struct stat sb;
-        if (stat(o->inputs[i], &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-            const char **t = realloc(out, (size_t)(n + 1) * sizeof *t);
-            if (!t) {
-                free(out);
-                return KI_EXIT_FAIL;
-            }
-            out = t;
-            out[n++] = o->inputs[i];
-            continue;
+        if (stat(names.p[i], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            rc = depth < 32 ? add_dir(l, names.p[i], depth + 1) : KI_EXIT_OK;
+        } else if (ki_image_is_image_path(names.p[i])) {
+            rc = list_add(l, names.p[i], true) ? KI_EXIT_OK : KI_EXIT_FAIL;
+        } else {
+            l->skipped++;
         }
-        DIR *d = opendir(o->inputs[i]);
-        if (!d) {
-            ki_cli_error("%s: cannot open directory: %s", o->inputs[i], strerror(errno));
-            free(out);
-            return KI_EXIT_FAIL;
-        }
-        int first = n;
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (!ki_image_is_image_path(e->d_name)) {
-                continue;
-            }
-            size_t len = strlen(o->inputs[i]) + strlen(e->d_name) + 2;
-            char *p = malloc(len);
-            const char **t = realloc(out, (size_t)(n + 1) * sizeof *t);
-            char **ow = realloc(*owned, (size_t)(*n_owned + 1) * sizeof *ow);
-            if (ow) {
-                *owned = ow;
-            }
-            if (!p || !t || !ow) {
-                free(p);
-                free(t ? (void *)t : (void *)out);
-                closedir(d);
-                return KI_EXIT_FAIL;
-            }
-            snprintf(p, len, "%s/%s", o->inputs[i], e->d_name);
-            out = t;
-            out[n++] = p;
-            (*owned)[(*n_owned)++] = p;
-        }
-        closedir(d);
-        qsort(out + first, (size_t)(n - first), sizeof *out, cmp_str);
-        if (n == first) {
-            ki_cli_error("%s: no images in this directory", o->inputs[i]);
-            free(out);
+    }
+    for (int i = 0; i < names.n_owned; i++) {
+        free(names.owned[i]);
+    }
+    free(names.owned);
+    free(names.p);
+    return rc;
+}
+
+/* One path a line from f (a list file or stdin); blank lines are skipped. */
+static int add_lines(path_list *l, FILE *f)
+{
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] && !list_add(l, line, true)) {
             return KI_EXIT_FAIL;
         }
     }
+    return KI_EXIT_OK;
+}
+
+/* Expands the input arguments: a directory into its images (recursively, sorted), @FILE into the
+ * paths it lists one a line, - into the paths read from standard input. */
+static int expand_dirs(run_opts *o, char ***owned, int *n_owned)
+{
+    path_list l = { 0 };
+    int rc = KI_EXIT_OK;
+    for (int i = 0; rc == KI_EXIT_OK && i < o->n_inputs; i++) {
+        const char *a = o->inputs[i];
+        struct stat sb;
+        int before = l.n;
+        if (strcmp(a, "-") == 0) {
+            rc = add_lines(&l, stdin);
+        } else if (a[0] == '@') {
+            FILE *f = fopen(a + 1, "r");
+            if (!f) {
+                ki_cli_error("%s: cannot open the list: %s", a + 1, strerror(errno));
+                rc = KI_EXIT_FAIL;
+                break;
+            }
+            rc = add_lines(&l, f);
+            fclose(f);
+        } else if (stat(a, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            rc = add_dir(&l, a, 0);
+            if (rc == KI_EXIT_OK && l.n == before) {
+                ki_cli_error("%s: no images in this directory", a);
+                rc = KI_EXIT_FAIL;
+            }
+        } else {
+            rc = list_add(&l, a, false) ? KI_EXIT_OK : KI_EXIT_FAIL;
+        }
+    }
+    if (rc == KI_EXIT_OK && l.n == 0) {
+        ki_cli_error("run: no inputs");
+        rc = KI_EXIT_USAGE;
+    }
+    if (rc == KI_EXIT_OK && l.skipped) {
+        fprintf(stderr, "kinfer: skipped %d file%s in the directories that %s not images kinfer "
+                "reads (.png .jpg .jpeg .bmp .gif .tga .pgm .ppm .pnm .psd .hdr .pic)\n",
+                l.skipped, l.skipped == 1 ? "" : "s", l.skipped == 1 ? "is" : "are");
+    }
+    *owned = l.owned, *n_owned = l.n_owned;
+    if (rc != KI_EXIT_OK) {
+        free(l.p);
+        return rc;
+    }
     free(o->inputs);
-    o->inputs = out;
-    o->n_inputs = n;
+    o->inputs = l.p;
+    o->n_inputs = l.n;
     return KI_EXIT_OK;
 }
 

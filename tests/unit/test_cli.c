@@ -295,6 +295,37 @@ static void test_streaming(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Inputs: directories recursively in sorted order (other files named on stderr as skipped),
+ * @FILE lists, and - for paths on standard input. */
+static void test_inputs(void **state)
+{
+    (void)state;
+    char out[8192], dir[] = "/tmp/kinfer-in-XXXXXX", cmd[2048];
+    assert_non_null(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/a/b && cp samples/digits/digit_4.png %s/a/b/ && cp "
+             "samples/digits/digit_5.png %s/a/ && echo x > %s/notes.txt && "
+             "printf 'samples/digits/digit_6.png\\n\\nsamples/digits/digit_7.png\\n' > %s/l.txt",
+             dir, dir, dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%%s run " SAMPLE "%s --topk 1 --jsonl 2>&1%%s", dir);
+    assert_int_equal(run(cmd, NULL, out, sizeof out), 0);
+    const char *four = strstr(out, "b/digit_4.png\", \"index\": 0, \"top\": [{\"class\": 4,");
+    const char *five = strstr(out, "a/digit_5.png\", \"index\": 1, \"top\": [{\"class\": 5,");
+    assert_true(four && five && four < five);
+    assert_non_null(strstr(out, "skipped 2 files")); /* notes.txt and l.txt */
+    snprintf(cmd, sizeof cmd, "%%s run " SAMPLE "@%s/l.txt --topk 1 --jsonl 2>/dev/null%%s", dir);
+    assert_int_equal(run(cmd, NULL, out, sizeof out), 0);
+    assert_non_null(strstr(out, "digit_6.png\", \"index\": 0, \"top\": [{\"class\": 6,"));
+    assert_non_null(strstr(out, "digit_7.png\", \"index\": 1, \"top\": [{\"class\": 7,"));
+    snprintf(cmd, sizeof cmd, "cat %s/l.txt | %%s run " SAMPLE "- --topk 1 --jsonl 2>/dev/null%%s",
+             dir);
+    assert_int_equal(run(cmd, NULL, out, sizeof out), 0);
+    assert_non_null(strstr(out, "\"index\": 1, \"top\": [{\"class\": 7,"));
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_exit_codes(void **state)
 {
     (void)state;
@@ -332,6 +363,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_preflight),
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_streaming),
+        cmocka_unit_test(test_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
