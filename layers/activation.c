@@ -143,8 +143,8 @@ static ki_status act_create(const ki_op_desc *op, void **state, ki_error *err)
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
     p->act = act;
-    /* the kinds the vector epilogues run (conv2d_avx2.c, epilogue_avx512.c); the others (GELU,
-     * ELU, Mish, ...) straight through the scalar loop, without the epilogue's extra pass */
+    /* the kinds the vector epilogues run (conv2d_avx2.c, epilogue_avx512.c); the others (ELU,
+     * Mish, tanh-GELU, ...) straight through the scalar loop, without the epilogue's extra pass */
     switch (act.kind) {
     case KI_ACT_RELU:
     case KI_ACT_RELU6:
@@ -154,6 +154,7 @@ static ki_status act_create(const ki_op_desc *op, void **state, ki_error *err)
     case KI_ACT_HARDSIGMOID:
     case KI_ACT_SILU:
     case KI_ACT_SIGMOID:
+    case KI_ACT_GELU:
         p->epf = ki_cv_epilogue_for(ki_cpu_isa());
         break;
     default:

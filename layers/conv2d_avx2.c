@@ -2,7 +2,8 @@
  * activations, eight values at a time) and the depthwise kernel for strides 1 and 2. Compiled
  * with -mavx2 -mfma; conv2d.c installs them only when the CPU has both. The formulas are the
  * scalar ones of activation.h, operation for operation (max(0, v) keeps a NaN as torch does),
- * except SiLU and Sigmoid, whose exp is vexp_avx2.h's (within 3e-7 relative of the scalar). */
+ * except SiLU and Sigmoid, whose exp is vexp_avx2.h's (within 3e-7 relative of the scalar), and
+ * GELU, whose erf is vexp_avx2.h's (within ~4e-7 absolute). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -13,7 +14,7 @@ static bool act_vectorised(ki_act_kind k)
 {
     return k == KI_ACT_NONE || k == KI_ACT_RELU || k == KI_ACT_RELU6 || k == KI_ACT_HARDTANH ||
            k == KI_ACT_LEAKY_RELU || k == KI_ACT_HARDSWISH || k == KI_ACT_HARDSIGMOID ||
-           k == KI_ACT_SILU || k == KI_ACT_SIGMOID;
+           k == KI_ACT_SILU || k == KI_ACT_SIGMOID || k == KI_ACT_GELU;
 }
 
 /* The vector loop of ki_cv_epilogue_avx2 for one activation expression ACT(v): the switch on

@@ -225,6 +225,39 @@ static void test_epilogue_avx2_silu(void **unused)
 #endif
 }
 
+/* GELU's vector erf against the scalar erff formula: within 5e-7 absolute (plus 1e-6 relative)
+ * over [-12, 12] and the special values; NaN stays NaN, +inf stays +inf, -inf gives 0 or NaN as
+ * the scalar does (0 * inf). */
+static void test_epilogue_avx2_gelu(void **unused)
+{
+#if KI_HAVE_X86
+    (void)unused;
+    enum { N = 4096 };
+    if (!ki_gemm_ukernel_for(KI_ISA_AVX2)) {
+        skip();
+    }
+    static float x[N], a[N], b[N];
+    static const float special[] = { 0.0f, -0.0f, 1e-30f, -1e-30f, 3.0f, -3.0f, 5.0f, -5.0f,
+                                     30.0f, -30.0f, NAN };
+    const int ns = (int)(sizeof special / sizeof special[0]);
+    for (int i = 0; i < N; i++) {
+        x[i] = i < ns ? special[i] : -12.0f + 24.0f * (float)(i - ns) / (float)(N - ns);
+    }
+    const ki_cv_epilogue ep = { NULL, { KI_ACT_GELU, 0, 0 }, false };
+    memcpy(a, x, sizeof x), memcpy(b, x, sizeof x);
+    ki_cv_epilogue_avx2(&ep, NULL, 0, a, N);
+    ki_cv_epilogue_ref(&ep, NULL, 0, b, N);
+    for (int i = 0; i < N; i++) {
+        if (isnan(b[i]) ? !isnan(a[i]) : fabs((double)a[i] - b[i]) > 5e-7 + 1e-6 * fabs(b[i])) {
+            fail_msg("x=%.9g: %.9g vs %.9g", (double)x[i], (double)a[i], (double)b[i]);
+        }
+    }
+#else
+    (void)unused;
+    skip();
+#endif
+}
+
 /* A value does not depend on the span it is finished in: the drivers split rows by threads, so
  * SiLU over [0, 301) in one call and in pieces cut at odd places must agree bitwise. */
 static void test_epilogue_avx2_spans(void **unused)
@@ -674,7 +707,7 @@ int main(void)
         cmocka_unit_test(test_epilogue_avx2_silu),
         cmocka_unit_test(test_epilogue_avx2_spans),
         cmocka_unit_test(test_epilogue_avx512_same),
-        cmocka_unit_test(test_transpose_simd), cmocka_unit_test(test_fuse_hook),
+        cmocka_unit_test(test_transpose_simd), cmocka_unit_test(test_epilogue_avx2_gelu), cmocka_unit_test(test_fuse_hook),
         cmocka_unit_test(test_residual_fuse),      cmocka_unit_test(test_linear_fuse),
         cmocka_unit_test(test_pool_fuse),          cmocka_unit_test(test_pwdw_fuse),
     };
