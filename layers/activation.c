@@ -7,6 +7,7 @@
  * ones alike. */
 #include "activation.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,7 @@ static const act_name act_names[] = {
     { "F.leaky_relu", KI_ACT_LEAKY_RELU },
     { "nn.Hardtanh", KI_ACT_HARDTANH },
     { "F.hardtanh", KI_ACT_HARDTANH },
+    { "torch.clamp", KI_ACT_HARDTANH }, /* min(max, max(min, x)); a None bound is infinite */
     { "nn.Sigmoid", KI_ACT_SIGMOID },
     { "F.sigmoid", KI_ACT_SIGMOID },
     { "nn.SiLU", KI_ACT_SILU },
@@ -91,6 +93,10 @@ static ki_status read_params(const ki_op_desc *op, ki_act *act, ki_error *err)
     case KI_ACT_LEAKY_RELU:
         return get_float(op, "negative_slope", 0.01, &act->a, err);
     case KI_ACT_HARDTANH:
+        if (strcmp(op->type, "torch.clamp") == 0) {
+            st = get_float(op, "min", -INFINITY, &act->a, err);
+            return st != KI_OK ? st : get_float(op, "max", INFINITY, &act->b, err);
+        }
         st = get_float(op, "min_val", -1.0, &act->a, err);
         return st != KI_OK ? st : get_float(op, "max_val", 1.0, &act->b, err);
     case KI_ACT_ELU:
@@ -226,6 +232,7 @@ ACT_LAYER(ki_layer_nn_leaky_relu, "nn.LeakyReLU");
 ACT_LAYER(ki_layer_f_leaky_relu, "F.leaky_relu");
 ACT_LAYER(ki_layer_nn_hardtanh, "nn.Hardtanh");
 ACT_LAYER(ki_layer_f_hardtanh, "F.hardtanh");
+ACT_LAYER(ki_layer_torch_clamp, "torch.clamp");
 ACT_LAYER(ki_layer_nn_sigmoid, "nn.Sigmoid");
 ACT_LAYER(ki_layer_f_sigmoid, "F.sigmoid");
 ACT_LAYER(ki_layer_nn_silu, "nn.SiLU");
