@@ -36,6 +36,24 @@ static const act_name act_names[] = {
     { "nn.Hardtanh", KI_ACT_HARDTANH },
     { "F.hardtanh", KI_ACT_HARDTANH },
     { "torch.clamp", KI_ACT_HARDTANH }, /* min(max, max(min, x)); a None bound is infinite */
+    { "nn.CELU", KI_ACT_CELU },
+    { "F.celu", KI_ACT_CELU },
+    { "nn.SELU", KI_ACT_SELU },
+    { "F.selu", KI_ACT_SELU },
+    { "nn.Softsign", KI_ACT_SOFTSIGN },
+    { "F.softsign", KI_ACT_SOFTSIGN },
+    { "nn.Tanhshrink", KI_ACT_TANHSHRINK },
+    { "F.tanhshrink", KI_ACT_TANHSHRINK },
+    { "nn.Hardshrink", KI_ACT_HARDSHRINK },
+    { "F.hardshrink", KI_ACT_HARDSHRINK },
+    { "nn.Softshrink", KI_ACT_SOFTSHRINK },
+    { "F.softshrink", KI_ACT_SOFTSHRINK },
+    { "nn.LogSigmoid", KI_ACT_LOGSIGMOID },
+    { "F.logsigmoid", KI_ACT_LOGSIGMOID },
+    { "nn.Threshold", KI_ACT_THRESHOLD },
+    { "F.threshold", KI_ACT_THRESHOLD },
+    { "nn.RReLU", KI_ACT_LEAKY_RELU }, /* at inference: the slope (lower + upper) / 2 */
+    { "F.rrelu", KI_ACT_LEAKY_RELU },
     { "nn.Sigmoid", KI_ACT_SIGMOID },
     { "F.sigmoid", KI_ACT_SIGMOID },
     { "nn.SiLU", KI_ACT_SILU },
@@ -91,7 +109,27 @@ static ki_status read_params(const ki_op_desc *op, ki_act *act, ki_error *err)
     ki_status st = KI_OK;
     switch (act->kind) {
     case KI_ACT_LEAKY_RELU:
+        if (strcmp(op->type, "nn.RReLU") == 0 || strcmp(op->type, "F.rrelu") == 0) {
+            float lo, hi;
+            st = get_float(op, "lower", 1.0 / 8.0, &lo, err);
+            st = st != KI_OK ? st : get_float(op, "upper", 1.0 / 3.0, &hi, err);
+            act->a = (lo + hi) / 2.0f;
+            return st;
+        }
         return get_float(op, "negative_slope", 0.01, &act->a, err);
+    case KI_ACT_CELU:
+        st = get_float(op, "alpha", 1.0, &act->a, err);
+        return st == KI_OK && act->a == 0.0f ? KI_FAIL(err, KI_ERR_FORMAT, "alpha must not be 0")
+                                             : st;
+    case KI_ACT_HARDSHRINK:
+    case KI_ACT_SOFTSHRINK:
+        return get_float(op, "lambd", 0.5, &act->a, err);
+    case KI_ACT_THRESHOLD:
+        st = get_float(op, "threshold", NAN, &act->a, err);
+        st = st != KI_OK ? st : get_float(op, "value", NAN, &act->b, err);
+        return st == KI_OK && (isnan(act->a) || isnan(act->b))
+                   ? KI_FAIL(err, KI_ERR_FORMAT, "threshold and value are required")
+                   : st;
     case KI_ACT_HARDTANH:
         if (strcmp(op->type, "torch.clamp") == 0) {
             st = get_float(op, "min", -INFINITY, &act->a, err);
@@ -233,6 +271,24 @@ ACT_LAYER(ki_layer_f_leaky_relu, "F.leaky_relu");
 ACT_LAYER(ki_layer_nn_hardtanh, "nn.Hardtanh");
 ACT_LAYER(ki_layer_f_hardtanh, "F.hardtanh");
 ACT_LAYER(ki_layer_torch_clamp, "torch.clamp");
+ACT_LAYER(ki_layer_nn_celu, "nn.CELU");
+ACT_LAYER(ki_layer_f_celu, "F.celu");
+ACT_LAYER(ki_layer_nn_selu, "nn.SELU");
+ACT_LAYER(ki_layer_f_selu, "F.selu");
+ACT_LAYER(ki_layer_nn_softsign, "nn.Softsign");
+ACT_LAYER(ki_layer_f_softsign, "F.softsign");
+ACT_LAYER(ki_layer_nn_tanhshrink, "nn.Tanhshrink");
+ACT_LAYER(ki_layer_f_tanhshrink, "F.tanhshrink");
+ACT_LAYER(ki_layer_nn_hardshrink, "nn.Hardshrink");
+ACT_LAYER(ki_layer_f_hardshrink, "F.hardshrink");
+ACT_LAYER(ki_layer_nn_softshrink, "nn.Softshrink");
+ACT_LAYER(ki_layer_f_softshrink, "F.softshrink");
+ACT_LAYER(ki_layer_nn_logsigmoid, "nn.LogSigmoid");
+ACT_LAYER(ki_layer_f_logsigmoid, "F.logsigmoid");
+ACT_LAYER(ki_layer_nn_threshold, "nn.Threshold");
+ACT_LAYER(ki_layer_f_threshold, "F.threshold");
+ACT_LAYER(ki_layer_nn_rrelu, "nn.RReLU");
+ACT_LAYER(ki_layer_f_rrelu, "F.rrelu");
 ACT_LAYER(ki_layer_nn_sigmoid, "nn.Sigmoid");
 ACT_LAYER(ki_layer_f_sigmoid, "F.sigmoid");
 ACT_LAYER(ki_layer_nn_silu, "nn.SiLU");

@@ -29,7 +29,15 @@ typedef enum ki_act_kind {
     KI_ACT_GELU_TANH,   /* approximate='tanh' */
     KI_ACT_ELU,         /* a = alpha */
     KI_ACT_MISH,        /* x * tanh(softplus(x)) */
-    KI_ACT_SOFTPLUS     /* a = beta, b = threshold */
+    KI_ACT_SOFTPLUS,    /* a = beta, b = threshold */
+    KI_ACT_CELU,        /* a = alpha: max(0, x) + min(0, a * (exp(x / a) - 1)) */
+    KI_ACT_SELU,        /* scale * elu(x, alpha), PyTorch's fixed constants */
+    KI_ACT_SOFTSIGN,    /* x / (1 + |x|) */
+    KI_ACT_TANHSHRINK,  /* x - tanh(x) */
+    KI_ACT_HARDSHRINK,  /* a = lambd: x where |x| > a, else 0 */
+    KI_ACT_SOFTSHRINK,  /* a = lambd: x - a above a, x + a below -a, else 0 */
+    KI_ACT_LOGSIGMOID,  /* log(1 / (1 + exp(-x))) */
+    KI_ACT_THRESHOLD    /* a = threshold, b = value: x where x > a, else b */
 } ki_act_kind;
 
 typedef struct ki_act {
@@ -105,6 +113,23 @@ static inline float ki_act_apply(const ki_act *act, float x)
         return x * tanhf(log1pf(expf(x)));
     case KI_ACT_SOFTPLUS:
         return ki_act_softplus(x, act->a, act->b);
+    case KI_ACT_CELU:
+        return x > 0.0f ? x : act->a * expm1f(x / act->a);
+    case KI_ACT_SELU:
+        return 1.0507009873554804934193349852946f *
+               (x > 0.0f ? x : 1.6732632423543772848170429916717f * expm1f(x));
+    case KI_ACT_SOFTSIGN:
+        return x / (1.0f + fabsf(x));
+    case KI_ACT_TANHSHRINK:
+        return x - tanhf(x);
+    case KI_ACT_HARDSHRINK:
+        return x > act->a || x < -act->a ? x : (x != x ? x : 0.0f);
+    case KI_ACT_SOFTSHRINK:
+        return x > act->a ? x - act->a : x < -act->a ? x + act->a : (x != x ? x : 0.0f);
+    case KI_ACT_LOGSIGMOID:
+        return (x < 0.0f ? x : 0.0f) - log1pf(expf(-fabsf(x)));
+    case KI_ACT_THRESHOLD:
+        return x > act->a ? x : (x != x ? x : act->b);
     }
     return x;
 }

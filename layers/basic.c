@@ -64,6 +64,14 @@ SAME_SHAPE_OP(ki_layer_dropout, "nn.Dropout", KI_LAYER_VIEW, copy_forward);
 SAME_SHAPE_OP(ki_layer_dropout2d, "nn.Dropout2d", KI_LAYER_VIEW, copy_forward);
 SAME_SHAPE_OP(ki_layer_f_dropout, "F.dropout", KI_LAYER_VIEW, copy_forward);
 SAME_SHAPE_OP(ki_layer_identity, "nn.Identity", KI_LAYER_VIEW, copy_forward);
+SAME_SHAPE_OP(ki_layer_dropout3d, "nn.Dropout3d", KI_LAYER_VIEW, copy_forward);
+SAME_SHAPE_OP(ki_layer_f_dropout23d, "F.dropout23d", KI_LAYER_VIEW, copy_forward);
+SAME_SHAPE_OP(ki_layer_alpha_dropout, "nn.AlphaDropout", KI_LAYER_VIEW, copy_forward);
+SAME_SHAPE_OP(ki_layer_f_alpha_dropout, "F.alpha_dropout", KI_LAYER_VIEW, copy_forward);
+SAME_SHAPE_OP(ki_layer_f_feature_alpha_dropout, "F.feature_alpha_dropout", KI_LAYER_VIEW,
+              copy_forward);
+SAME_SHAPE_OP(ki_layer_torch_clone, "torch.clone", KI_LAYER_VIEW, copy_forward);
+SAME_SHAPE_OP(ki_layer_torch_positive, "torch.positive", KI_LAYER_VIEW, copy_forward);
 
 /* ---- torch.flatten(input, start_dim, end_dim) ---- */
 typedef struct flatten_state {
