@@ -1,5 +1,5 @@
-/* matmul.c - torch.matmul (1-D, 2-D and batched with broadcast batch dimensions, as PyTorch)
- * and torch.bmm. One cblas_sgemm per batch entry, called outside any parallel region so
+/* matmul.c - torch.matmul (1-D, 2-D and batched with broadcast batch dimensions, as PyTorch),
+ * torch.bmm, and torch.mm / torch.mv (its 2-D x 2-D and 2-D x 1-D cases, checked as such). One cblas_sgemm per batch entry, called outside any parallel region so
  * OpenBLAS threads each product; when the right operand has no batch, the batch folds into
  * the rows of a single product. */
 #include <cblas.h>
@@ -22,9 +22,10 @@ typedef struct mm_geom {
     int64_t m, k, n, nbatch;
 } mm_geom;
 
-static ki_status mm_create_common(const ki_op_desc *op, bool bmm, void **state, ki_error *err)
+/* second: the key of the right operand ($other, $mat2, $vec). */
+static ki_status mm_create_common(const ki_op_desc *op, bool bmm, const char *second,
+                                  void **state, ki_error *err)
 {
-    const char *second = bmm ? "mat2" : "other";
     ki_status st = ki_cv_check_io(op, 2, 1, err);
     if (st != KI_OK) {
         return st;
@@ -44,12 +45,18 @@ static ki_status mm_create_common(const ki_op_desc *op, bool bmm, void **state, 
 
 static ki_status matmul_create(const ki_op_desc *op, void **state, ki_error *err)
 {
-    return mm_create_common(op, false, state, err);
+    return mm_create_common(op, false, "other", state, err);
 }
 
 static ki_status bmm_create(const ki_op_desc *op, void **state, ki_error *err)
 {
-    return mm_create_common(op, true, state, err);
+    return mm_create_common(op, true, "mat2", state, err);
+}
+
+static ki_status mm_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    return mm_create_common(op, false, strcmp(op->type, "torch.mv") == 0 ? "vec" : "mat2", state,
+                            err);
 }
 
 /* Right-aligned broadcast of the batch dims (all but the last two of each padded operand). */
@@ -128,6 +135,21 @@ static ki_status matmul_shape(const void *state, const ki_shape *in, int n_in, k
     return mm_geom_make(mm, &in[mm->ia], &in[mm->ib], &g, out, err);
 }
 
+/* torch.mm: two matrices; torch.mv: a matrix and a vector. */
+static ki_status mm_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
+                          int n_out, ki_error *err)
+{
+    const matmul *mm = state;
+    int want_b = 2;
+    if (n_in == 2 && mm->ib < n_in && in[mm->ib].ndim == 1) {
+        want_b = 1; /* torch.mv */
+    }
+    if (n_in != 2 || in[mm->ia].ndim != 2 || in[mm->ib].ndim != want_b) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "expects a matrix times a matrix (mm) or a vector (mv)");
+    }
+    return matmul_shape(state, in, n_in, out, n_out, err);
+}
+
 static void gemm(const float *a, const float *b, float *c, int64_t m, int64_t k, int64_t n)
 {
     if (k == 0) { /* an empty sum; sgemm may leave c untouched */
@@ -192,6 +214,22 @@ const ki_layer_ops ki_layer_bmm = {
     .type = "torch.bmm",
     .create = bmm_create,
     .shape = matmul_shape,
+    .forward = matmul_forward,
+    .destroy = matmul_destroy,
+};
+
+const ki_layer_ops ki_layer_mm = {
+    .type = "torch.mm",
+    .create = mm_create,
+    .shape = mm_shape,
+    .forward = matmul_forward,
+    .destroy = matmul_destroy,
+};
+
+const ki_layer_ops ki_layer_mv = {
+    .type = "torch.mv",
+    .create = mm_create,
+    .shape = mm_shape,
     .forward = matmul_forward,
     .destroy = matmul_destroy,
 };
