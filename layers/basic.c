@@ -1,5 +1,6 @@
 /* basic.c - the wiring operators (pnnx.Input, pnnx.Output), ReLU, the no-ops Dropout and
  * Identity, and torch.flatten. */
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,51 @@ SAME_SHAPE_OP(ki_layer_f_feature_alpha_dropout, "F.feature_alpha_dropout", KI_LA
               copy_forward);
 SAME_SHAPE_OP(ki_layer_torch_clone, "torch.clone", KI_LAYER_VIEW, copy_forward);
 SAME_SHAPE_OP(ki_layer_torch_positive, "torch.positive", KI_LAYER_VIEW, copy_forward);
+
+/* ---- Tensor.to(dtype): float types keep the values; integer types truncate them toward zero
+ * and bool makes 0 / 1, as PyTorch's conversions (tensors stay float32 in kinfer) ---- */
+typedef enum to_kind { TO_COPY = 0, TO_TRUNC, TO_BOOL } to_kind;
+
+static ki_status to_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    static const char *const ints[] = { "torch.int64", "torch.long",  "torch.int",  "torch.int32",
+                                        "torch.int16", "torch.short", "torch.int8", "torch.uint8" };
+    const char *dt = NULL;
+    ki_status st = ki_op_get_string(op, "dtype", NULL, &dt, err);
+    to_kind *k = st == KI_OK ? malloc(sizeof *k) : NULL;
+    if (st != KI_OK) {
+        return st;
+    }
+    if (!k) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    *k = dt && strcmp(dt, "torch.bool") == 0 ? TO_BOOL : TO_COPY;
+    for (size_t i = 0; dt && i < sizeof ints / sizeof ints[0]; i++) {
+        *k = strcmp(dt, ints[i]) == 0 ? TO_TRUNC : *k;
+    }
+    *state = k;
+    return KI_OK;
+}
+
+static ki_status to_forward(const void *st, const ki_tensor *in, int n_in, ki_tensor *out,
+                            int n_out, const ki_exec *ex)
+{
+    const to_kind k = *(const to_kind *)st;
+    const int64_t n = ki_shape_count(&in[0].shape);
+    (void)n_in, (void)n_out, (void)ex;
+    for (int64_t i = 0; i < n; i++) {
+        const float v = in[0].data[i];
+        out[0].data[i] = k == TO_TRUNC ? truncf(v) : k == TO_BOOL ? (float)(v != 0.0f) : v;
+    }
+    return KI_OK;
+}
+
+const ki_layer_ops ki_layer_tensor_to = { .type = "Tensor.to",
+                                          .flags = KI_LAYER_INPLACE,
+                                          .create = to_create,
+                                          .shape = same_shape,
+                                          .forward = to_forward,
+                                          .destroy = free };
 
 /* ---- torch.flatten(input, start_dim, end_dim) ---- */
 typedef struct flatten_state {

@@ -1,20 +1,29 @@
 /* shape_reduce.c - reductions over a set of dims: torch.sum, torch.mean, torch.prod,
  * torch.amax, torch.amin, and torch.max / torch.min (with a dim they may have a second output,
- * the index of the extreme along that dim, stored as float; without a dim one 0-d output).
+ * the index of the extreme along that dim, stored as float; without a dim one 0-d output);
+ * torch.argmax / torch.argmin (the index alone; without a dim, of the flattened tensor);
+ * torch.logsumexp, torch.var and torch.std (correction, or unbiased, default 1), torch.norm
+ * (p = 2 / 'fro', 1 or inf).
  *
  * Each output element is reduced by one thread in a fixed order, so results do not depend on
  * the thread count. Sums and products accumulate in double. */
 #include <math.h>
+#include <string.h>
 
 #include "shape_common.h"
 
-enum reduce_kind { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN };
+/* The extremes (R_MAX, R_MIN) come after the folds that accumulate in double. */
+enum reduce_kind { R_SUM, R_MEAN, R_PROD, R_LSE, R_VAR, R_NORM, R_MAX, R_MIN };
 
 typedef struct reduce_state {
     enum reduce_kind kind;
     int n; /* dims given; -1: every dim */
     int64_t dims[KI_MAX_DIMS];
     bool keepdim;
+    bool arg_only;     /* argmax / argmin: output 0 is the index */
+    bool std;          /* R_VAR: its square root */
+    double correction; /* R_VAR: divisor count - correction */
+    double p;          /* R_NORM: 1, 2 or inf */
 } reduce_state;
 
 /* Kept dims (kd, ks: sizes and input strides) enumerate the outputs; reduced dims (rd, rs)
@@ -26,12 +35,41 @@ typedef struct reduce_plan {
     bool red[KI_MAX_DIMS]; /* input dim a is reduced */
 } reduce_plan;
 
+/* The parameters of argmax / argmin, var / std and norm. */
+static ki_status reduce_params(const ki_op_desc *op, reduce_state *t, ki_error *err)
+{
+    ki_status s = KI_OK;
+    t->arg_only = strcmp(op->type, "torch.argmax") == 0 || strcmp(op->type, "torch.argmin") == 0;
+    t->std = strcmp(op->type, "torch.std") == 0;
+    if (t->kind == R_VAR) {
+        bool unbiased = true;
+        s = ki_op_get_bool(op, "unbiased", true, &unbiased, err);
+        s = s != KI_OK ? s : ki_op_get_float(op, "correction", unbiased ? 1.0 : 0.0,
+                                             &t->correction, err);
+    }
+    if (s == KI_OK && t->kind == R_NORM) {
+        const ki_param *pp = ki_op_param(op, "p");
+        t->p = 2.0;
+        if (pp && pp->kind == KI_PARAM_STRING && strcmp(pp->s, "fro") != 0) {
+            return KI_FAIL(err, KI_ERR_UNSUPPORTED, "norm p=%s is not supported", pp->s);
+        }
+        if (pp && pp->kind != KI_PARAM_STRING) {
+            s = ki_op_get_float(op, "p", 2.0, &t->p, err);
+        }
+        if (s == KI_OK && t->p != 1.0 && t->p != 2.0 && !isinf(t->p)) {
+            s = KI_FAIL(err, KI_ERR_UNSUPPORTED, "norm p=%g is not supported (1, 2, inf)", t->p);
+        }
+    }
+    return s;
+}
+
 static ki_status reduce_create(const ki_op_desc *op, enum reduce_kind kind, bool single_dim,
                                void **state, ki_error *err)
 {
     reduce_state tmp = { .kind = kind };
     /* torch.max/min return (values, indices) only when a dim is given */
-    int max_out = single_dim && kind >= R_MAX && ki_op_has(op, "dim") ? 2 : 1;
+    bool arg = strncmp(op->type, "torch.arg", 9) == 0;
+    int max_out = single_dim && kind >= R_MAX && !arg && ki_op_has(op, "dim") ? 2 : 1;
     if (single_dim && kind >= R_MAX && op->n_inputs == 2) {
         return KI_FAIL(err, KI_ERR_UNSUPPORTED,
                        "the elementwise form of two tensors is not supported");
@@ -49,6 +87,9 @@ static ki_status reduce_create(const ki_op_desc *op, enum reduce_kind kind, bool
     }
     if (s == KI_OK) {
         s = ki_op_get_bool(op, "keepdim", false, &tmp.keepdim, err);
+    }
+    if (s == KI_OK) {
+        s = reduce_params(op, &tmp, err);
     }
     if (s == KI_OK) {
         s = ki_shapeop_alloc(sizeof tmp, state, err);
@@ -117,6 +158,53 @@ static ki_status reduce_shape(const void *state, const ki_shape *in, int n_in, k
 
 /* Folds the elements of one output; *arg gets the row-major position of the extreme among
  * them (the index along the dim when a single dim is reduced). NaN wins, as in PyTorch. */
+/* The elements of one output in row-major order of the reduced dims: BODY sees v and its
+ * position r * inner + j. */
+#define VISIT(BODY)                                                                                \
+    for (int64_t r = 0; r < rows; r++) {                                                           \
+        int64_t off = 0, rem = r;                                                                  \
+        for (int i = last - 1; i >= 0; i--) {                                                      \
+            off += (rem % p->rd[i]) * p->rs[i];                                                    \
+            rem /= p->rd[i];                                                                       \
+        }                                                                                          \
+        const float *row = x + off;                                                                \
+        for (int64_t j = 0; j < inner; j++) {                                                      \
+            const double v = row[j * is];                                                          \
+            BODY;                                                                                  \
+        }                                                                                          \
+    }
+
+/* logsumexp, var / std and norm in double, two passes where they need one. */
+static double fold2(const reduce_plan *p, const reduce_state *st, const float *x)
+{
+    int last = p->nr - 1;
+    int64_t inner = p->nr > 0 ? p->rd[last] : 1, is = p->nr > 0 ? p->rs[last] : 0;
+    int64_t rows = p->nr > 0 ? ki_shapeop_prod(p->rd, 0, last) : 1;
+    double a = 0.0, b = 0.0;
+    if (st->kind == R_LSE) {
+        a = -INFINITY;
+        VISIT(a = v > a || isnan(v) ? v : a);
+        if (!isfinite(a)) {
+            return a; /* all -inf, an inf or a NaN: torch gives that value */
+        }
+        VISIT(b += exp(v - a));
+        return a + log(b);
+    }
+    if (st->kind == R_VAR) {
+        VISIT(a += v);
+        a /= (double)p->count;
+        VISIT(b += (v - a) * (v - a));
+        double var = b / ((double)p->count - st->correction);
+        return st->std ? sqrt(var) : var;
+    }
+    if (isinf(st->p)) {
+        VISIT(a = fabs(v) > a || isnan(v) ? fabs(v) : a);
+        return a;
+    }
+    VISIT(a += st->p == 1.0 ? fabs(v) : v * v);
+    return st->p == 1.0 ? a : sqrt(a);
+}
+
 static double fold(const reduce_plan *p, enum reduce_kind kind, const float *x, int64_t *arg)
 {
     int last = p->nr - 1;
@@ -171,8 +259,14 @@ static ki_status reduce_forward(const void *state, const ki_tensor *in, int n_in
             off += (rem % p.kd[i]) * p.ks[i];
             rem /= p.kd[i];
         }
+        if (st->kind >= R_LSE && st->kind <= R_NORM) {
+            val[o] = (float)fold2(&p, st, x + off);
+            continue;
+        }
         val[o] = (float)fold(&p, st->kind, x + off, &arg);
-        if (idx) {
+        if (st->arg_only) {
+            val[o] = (float)arg;
+        } else if (idx) {
             idx[o] = (float)arg;
         }
     }
@@ -199,3 +293,9 @@ REDUCE_LAYER(ki_layer_torch_amax, "torch.amax", R_MAX, false)
 REDUCE_LAYER(ki_layer_torch_amin, "torch.amin", R_MIN, false)
 REDUCE_LAYER(ki_layer_torch_max, "torch.max", R_MAX, true)
 REDUCE_LAYER(ki_layer_torch_min, "torch.min", R_MIN, true)
+REDUCE_LAYER(ki_layer_torch_argmax, "torch.argmax", R_MAX, true)
+REDUCE_LAYER(ki_layer_torch_argmin, "torch.argmin", R_MIN, true)
+REDUCE_LAYER(ki_layer_torch_logsumexp, "torch.logsumexp", R_LSE, false)
+REDUCE_LAYER(ki_layer_torch_var, "torch.var", R_VAR, false)
+REDUCE_LAYER(ki_layer_torch_std, "torch.std", R_VAR, false)
+REDUCE_LAYER(ki_layer_torch_norm, "torch.norm", R_NORM, false)
