@@ -1,0 +1,236 @@
+/* attention.c - nn.MultiheadAttention at inference: self- or cross-attention of num_heads heads
+ * over embed_dim (kdim = vdim = embed_dim, no bias_kv / zero_attn), batch_first or not, an
+ * optional attn_mask ((L, S) or (N*heads, L, S); a float mask is added to the scores, a 0 / 1
+ * mask from a boolean one is not: kinfer cannot tell them apart, so a mask whose values are all
+ * 0 or 1 and declared bool in the param file blocks where it is 1) and the first output only
+ * (need_weights=False, as pnnx exports it).
+ *
+ * Per batch entry: Q, K, V = x W^T + b (three sgemm), per head softmax(Q K^T / sqrt(d) + mask) V
+ * (sgemm, a stable softmax per row), then the heads' concatenation times out_proj^T + bias. The
+ * workspace of thread 0 holds Q, K, V, the scores of one head and the concatenated heads; the
+ * products run on OpenBLAS outside any parallel region. State: the parameters and weight
+ * pointers (the model's), immutable; thread-safe. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv_common.h"
+
+typedef struct mha {
+    int64_t e, heads;
+    bool batch_first, mask_bool;
+    int q_in, k_in, v_in, mask_in; /* input indices (k, v = q for self-attention); mask -1 */
+    const float *w_in, *b_in, *w_out, *b_out;
+} mha;
+
+static ki_status mha_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    mha *m = calloc(1, sizeof *m);
+    const ki_attr *wi, *bi, *wo, *bo;
+    int64_t kd, vd;
+    bool kv_bias = false, zero_attn = false;
+    if (!m) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    ki_status st = ki_op_get_int(op, "embed_dim", -1, &m->e, err);
+    st = st != KI_OK ? st : ki_op_get_int(op, "num_heads", -1, &m->heads, err);
+    st = st != KI_OK ? st : ki_op_get_int(op, "kdim", m->e, &kd, err);
+    st = st != KI_OK ? st : ki_op_get_int(op, "vdim", m->e, &vd, err);
+    st = st != KI_OK ? st : ki_op_get_bool(op, "batch_first", false, &m->batch_first, err);
+    st = st != KI_OK ? st : ki_op_get_bool(op, "add_bias_kv", false, &kv_bias, err);
+    st = st != KI_OK ? st : ki_op_get_bool(op, "add_zero_attn", false, &zero_attn, err);
+    if (st == KI_OK && (m->e <= 0 || m->heads <= 0 || m->e % m->heads != 0 || m->e > KI_MAX_DIM)) {
+        st = KI_FAIL(err, KI_ERR_FORMAT, "embed_dim %lld is not a multiple of num_heads %lld",
+                     (long long)m->e, (long long)m->heads);
+    }
+    if (st == KI_OK && (kd != m->e || vd != m->e || kv_bias || zero_attn)) {
+        st = KI_FAIL(err, KI_ERR_UNSUPPORTED,
+                     "kdim / vdim other than embed_dim, add_bias_kv and add_zero_attn");
+    }
+    const int64_t d3[2] = { 3 * m->e, m->e }, b3 = 3 * m->e, d1[2] = { m->e, m->e };
+    st = st != KI_OK ? st : ki_op_require_attr(op, "in_proj_weight", 2, d3, &wi, err);
+    st = st != KI_OK ? st : ki_op_require_attr(op, "out_proj.weight", 2, d1, &wo, err);
+    if (st == KI_OK) {
+        bi = ki_op_attr(op, "in_proj_bias"), bo = ki_op_attr(op, "out_proj.bias");
+        if ((bi && bi->numel != b3) || (bo && bo->numel != m->e)) {
+            st = KI_FAIL(err, KI_ERR_SHAPE, "bias sizes do not match embed_dim");
+        } else {
+            m->w_in = wi->data, m->w_out = wo->data;
+            m->b_in = bi ? bi->data : NULL, m->b_out = bo ? bo->data : NULL;
+        }
+    }
+    /* inputs: query [key value] by position or key, attn_mask by key */
+    m->mask_in = ki_op_input_index(op, "attn_mask");
+    m->q_in = 0;
+    int pos = 0;
+    int idx[3] = { 0, 0, 0 };
+    for (int i = 0; i < op->n_inputs && pos < 3; i++) {
+        if (i != m->mask_in && (!op->input_keys || !op->input_keys[i] ||
+                                strcmp(op->input_keys[i], "attn_mask") != 0)) {
+            idx[pos++] = i;
+        }
+    }
+    if (st == KI_OK && ki_op_input_index(op, "key_padding_mask") >= 0) {
+        st = KI_FAIL(err, KI_ERR_UNSUPPORTED, "key_padding_mask");
+    }
+    if (st == KI_OK && pos != 1 && pos != 3) {
+        st = KI_FAIL(err, KI_ERR_FORMAT, "expects query, or query, key and value");
+    }
+    m->q_in = idx[0], m->k_in = pos == 3 ? idx[1] : idx[0], m->v_in = pos == 3 ? idx[2] : idx[0];
+    m->mask_bool = m->mask_in >= 0 && op->input_dtype && op->input_dtype[m->mask_in] == KI_DT_BOOL;
+    if (st != KI_OK) {
+        free(m);
+        return st;
+    }
+    *state = m;
+    return KI_OK;
+}
+
+/* (L, N) of a (L, N, E) or batch_first (N, L, E) tensor. */
+static void seq_batch(const mha *m, const ki_shape *s, int64_t *len, int64_t *n)
+{
+    *len = m->batch_first ? s->d[1] : s->d[0];
+    *n = m->batch_first ? s->d[0] : s->d[1];
+}
+
+static ki_status mha_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
+                           int n_out, ki_error *err)
+{
+    const mha *m = state;
+    int64_t l, n, s, nk;
+    (void)n_in;
+    for (int k = 0; k < 3; k++) {
+        const ki_shape *x = &in[k == 0 ? m->q_in : k == 1 ? m->k_in : m->v_in];
+        if (x->ndim != 3 || x->d[2] != m->e) {
+            return KI_FAIL(err, KI_ERR_SHAPE, "inputs must be 3-D with embed_dim %lld last",
+                           (long long)m->e);
+        }
+    }
+    seq_batch(m, &in[m->q_in], &l, &n);
+    seq_batch(m, &in[m->k_in], &s, &nk);
+    if (nk != n || !ki_shape_equal(&in[m->k_in], &in[m->v_in])) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "query, key and value batches differ");
+    }
+    if (m->mask_in >= 0) {
+        const ki_shape *k = &in[m->mask_in];
+        bool ok = (k->ndim == 2 && k->d[0] == l && k->d[1] == s) ||
+                  (k->ndim == 3 && k->d[0] == n * m->heads && k->d[1] == l && k->d[2] == s);
+        if (!ok) {
+            return KI_FAIL(err, KI_ERR_SHAPE, "attn_mask must be (L, S) or (N*heads, L, S)");
+        }
+    }
+    for (int i = 0; i < n_out; i++) {
+        out[i] = in[m->q_in];
+    }
+    return KI_OK;
+}
+
+/* Floats: Q (L*E), K and V (S*E each), one head's scores (L*S), the heads (L*E). */
+static bool mha_floats(const mha *m, const ki_shape *in, int64_t *floats)
+{
+    int64_t l, s, n, a, b;
+    seq_batch(m, &in[m->q_in], &l, &n);
+    seq_batch(m, &in[m->k_in], &s, &n);
+    return ki_ckd_mul_i64(&a, 2 * l + 2 * s, m->e) && ki_ckd_mul_i64(&b, l, s) &&
+           ki_ckd_add_i64(floats, a, b);
+}
+
+static size_t mha_workspace(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
+                            int n_out, int n_threads)
+{
+    int64_t f;
+    (void)n_in, (void)out, (void)n_out, (void)n_threads;
+    return mha_floats(state, in, &f) && (uint64_t)f < SIZE_MAX / 8 ? (size_t)f * sizeof(float)
+                                                                   : 0;
+}
+
+/* dst (rows x E) = src rows (stride ld) times w^T (w: E x E rows of the weight) + bias. */
+static void project(const float *src, int64_t rows, int64_t ld, const float *w, const float *bias,
+                    int64_t e, float *dst)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < e; c++) {
+            dst[r * e + c] = bias ? bias[c] : 0.0f;
+        }
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)e, (int)e, 1.0f, src,
+                (int)ld, w, (int)e, 1.0f, dst, (int)e);
+}
+
+/* One row of scores: + mask, softmax (max subtracted; a row of -inf gives NaN, as PyTorch). */
+static void softmax_row(float *row, int64_t s, const float *mask, bool mask_bool)
+{
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < s; j++) {
+        if (mask) {
+            row[j] = mask_bool ? (mask[j] != 0.0f ? -INFINITY : row[j]) : row[j] + mask[j];
+        }
+        mx = row[j] > mx ? row[j] : mx;
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < s; j++) {
+        row[j] = expf(row[j] - mx);
+        sum += row[j];
+    }
+    for (int64_t j = 0; j < s; j++) {
+        row[j] = (float)(row[j] / sum);
+    }
+}
+
+static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
+                             int n_out, const ki_exec *ex)
+{
+    const mha *m = state;
+    const int64_t e = m->e, hd = e / m->heads;
+    int64_t l, s, n;
+    (void)n_in, (void)n_out;
+    seq_batch(m, &in[m->q_in].shape, &l, &n);
+    seq_batch(m, &in[m->k_in].shape, &s, &n);
+    float *q = ex->workspace, *k = q + l * e, *v = k + s * e, *sc = v + s * e, *o = sc + l * s;
+    const float scale = 1.0f / sqrtf((float)hd);
+    /* row r of batch b: batch_first rows are contiguous; otherwise rows are N*E apart */
+    const int64_t ld = m->batch_first ? e : n * e;
+    for (int64_t b = 0; b < n; b++) {
+        const int64_t boff = m->batch_first ? b * l * e : b * e;
+        const int64_t bkoff = m->batch_first ? b * s * e : b * e;
+        project(in[m->q_in].data + boff, l, ld, m->w_in, m->b_in, e, q);
+        project(in[m->k_in].data + bkoff, s, ld, m->w_in + e * e, m->b_in ? m->b_in + e : NULL, e,
+                k);
+        project(in[m->v_in].data + bkoff, s, ld, m->w_in + 2 * e * e,
+                m->b_in ? m->b_in + 2 * e : NULL, e, v);
+        for (int64_t h = 0; h < m->heads; h++) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)l, (int)s, (int)hd, scale,
+                        q + h * hd, (int)e, k + h * hd, (int)e, 0.0f, sc, (int)s);
+            const float *mk = NULL;
+            if (m->mask_in >= 0) {
+                const ki_tensor *mt = &in[m->mask_in];
+                mk = mt->shape.ndim == 2 ? mt->data : mt->data + (b * m->heads + h) * l * s;
+            }
+            for (int64_t i = 0; i < l; i++) {
+                softmax_row(sc + i * s, s, mk ? mk + i * s : NULL, m->mask_bool);
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)l, (int)hd, (int)s, 1.0f,
+                        sc, (int)s, v + h * hd, (int)e, 0.0f, o + h * hd, (int)e);
+        }
+        /* out rows of this batch entry = heads x out_proj^T + bias */
+        float *dst = out[0].data + boff;
+        for (int64_t r = 0; r < l; r++) {
+            for (int64_t c = 0; c < e; c++) {
+                dst[r * ld + c] = m->b_out ? m->b_out[c] : 0.0f;
+            }
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)l, (int)e, (int)e, 1.0f, o,
+                    (int)e, m->w_out, (int)e, 1.0f, dst, (int)ld);
+    }
+    return KI_OK;
+}
+
+const ki_layer_ops ki_layer_multihead_attention = {
+    .type = "nn.MultiheadAttention",
+    .create = mha_create,
+    .shape = mha_shape,
+    .workspace = mha_workspace,
+    .forward = mha_forward,
+    .destroy = free,
+};
