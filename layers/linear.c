@@ -1,7 +1,9 @@
 /* linear.c - nn.Linear: y = x W^T + b over the last dimension of an input of any rank >= 1,
  * then an optional fused activation (fuse hook). One row (a classifier): dot products split over
- * the team (AVX2 when the CPU has it); more rows: one cblas_sgemm (OpenBLAS threads it; called
- * outside any parallel region). The weight and bias point into the model's attribute data, but
+ * the team (AVX2 when the CPU has it); more rows (transformers): kinfer's own GEMM micro-kernels
+ * of the CPU's level, x read in place as A and W^T packed once at create into B panels, the
+ * bias and activation in a pass over each finished row (cblas_sgemm where no panels were
+ * packed: a layer declared one row, or generic code). The weight and bias point into the model's attribute data, but
  * for a large classifier whose weights are all exactly binary16 values (exports that store f16
  * weights): with AVX-512 it keeps them as binary16 (half the bytes to stream each run, the same
  * dot products) and releases the originals. */
@@ -13,8 +15,11 @@
 #include "../core/bigbuf.h"
 #include "../core/half.h"
 #include "conv_common.h"
+#include "gemm.h"
 
 typedef float (*dot_fn)(const float *a, const float *b, int64_t n);
+struct ki_op_desc;
+static bool one_row_declared(const ki_op_desc *op);
 float ki_linear_dot_avx2(const float *a, const float *b, int64_t n);        /* linear_avx2.c */
 float ki_linear_dot_h_avx512(const uint16_t *a, const float *b, int64_t n); /* linear_avx512.c */
 
@@ -30,7 +35,39 @@ typedef struct linear {
     const float *bias;   /* (out_f) or NULL */
     ki_act act;          /* fused activation, KI_ACT_NONE without */
     dot_fn dot;
+    float *wp;           /* W^T as packed GEMM panels (owned), or NULL: see pack_weights */
+    ki_gemm_ukernel uk;  /* the level's micro-kernel for wp */
 } linear;
+
+/* W^T (in_f x out_f) into panels of KI_GEMM_NR output features, k = in_f rows each, zero past
+ * out_f: the B of y = x W^T, packed once because the weights never change. Only where the
+ * level has a vector micro-kernel and the layer is not declared one row (a classifier keeps
+ * its dot products). */
+static ki_status pack_weights(linear *l, const ki_op_desc *op, ki_error *err)
+{
+    int64_t floats;
+    if (!l->weight || ki_cpu_isa() < KI_ISA_AVX2 || one_row_declared(op) ||
+        !ki_gemm_packed_floats(l->in_f, l->out_f, &floats) ||
+        (uint64_t)floats > SIZE_MAX / sizeof(float)) {
+        return KI_OK;
+    }
+    l->wp = ki_bigbuf_alloc((size_t)floats * sizeof(float));
+    if (!l->wp) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory for the packed weights");
+    }
+    const int64_t k = l->in_f, np = (l->out_f + KI_GEMM_NR - 1) / KI_GEMM_NR;
+    for (int64_t p = 0; p < np; p++) {
+        float *b = l->wp + p * k * KI_GEMM_NR;
+        for (int64_t j = 0; j < KI_GEMM_NR; j++) {
+            const int64_t o = p * KI_GEMM_NR + j;
+            for (int64_t kk = 0; kk < k; kk++) {
+                b[kk * KI_GEMM_NR + j] = o < l->out_f ? l->weight[o * k + kk] : 0.0f;
+            }
+        }
+    }
+    l->uk = ki_gemm_ukernel_for(ki_cpu_isa());
+    return KI_OK;
+}
 
 static float dot_ref(const float *a, const float *b, int64_t n)
 {
@@ -128,7 +165,11 @@ static ki_status linear_create(const ki_op_desc *op, void **state, ki_error *err
     if (st == KI_OK) {
         st = keep_half(l, op, err);
     }
+    if (st == KI_OK) {
+        st = pack_weights(l, op, err);
+    }
     if (st != KI_OK) {
+        free(l->wh);
         free(l);
         return st;
     }
@@ -180,6 +221,28 @@ static void gemv(const linear *l, const float *x, int64_t rows, float *restrict 
     }
 }
 
+/* y = x W^T on the packed panels, then + bias and the activation over each finished row. */
+static void gemm_rows(const linear *l, const float *x, int64_t rows, float *restrict y, int nt)
+{
+    const ki_gemm_args ga = { rows,  l->out_f, l->in_f, x,    l->in_f, l->wp, y,    l->out_f,
+                              NULL,  NULL,     0,       l->uk, NULL,   NULL,  0 };
+#pragma omp parallel num_threads(nt)
+    {
+        ki_gemm_compute(&ga, omp_get_thread_num(), omp_get_num_threads());
+#pragma omp barrier
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            float *yr = y + r * l->out_f;
+            for (int64_t c = 0; l->bias && c < l->out_f; c++) {
+                yr[c] += l->bias[c];
+            }
+            if (l->act.kind != KI_ACT_NONE) {
+                ki_act_apply_n(&l->act, yr, yr, l->out_f);
+            }
+        }
+    }
+}
+
 static ki_status linear_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
                                 int n_out, const ki_exec *ex)
 {
@@ -192,6 +255,10 @@ static ki_status linear_forward(const void *state, const ki_tensor *in, int n_in
     }
     if (rows == 1 || !l->weight) { /* binary16 weights: row by row */
         gemv(l, in[0].data, rows, y, ex->n_threads);
+        return KI_OK;
+    }
+    if (l->wp && l->in_f > 0) {
+        gemm_rows(l, in[0].data, rows, y, ex->n_threads);
         return KI_OK;
     }
     /* The bias (or zero) is written first and the product added with beta = 1, which also
@@ -232,6 +299,7 @@ static void linear_destroy(void *state)
     linear *l = state;
     if (l) {
         free(l->wh);
+        free(l->wp);
     }
     free(state);
 }
