@@ -15,14 +15,59 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
+#include "../core/bigbuf.h"
 #include "conv_common.h"
+#include "gemm.h"
 
 typedef struct mha {
     int64_t e, heads;
     bool batch_first, mask_bool;
     int q_in, k_in, v_in, mask_in; /* input indices (k, v = q for self-attention); mask -1 */
     const float *w_in, *b_in, *w_out, *b_out;
+    /* with a vector micro-kernel: in_proj^T and out_proj^T as packed GEMM panels (owned) */
+    float *p_in, *p_out;
+    ki_gemm_ukernel uk;
 } mha;
+
+/* W^T of a (n x k) weight into panels of KI_GEMM_NR columns (the B of x W^T), or NULL. */
+static float *pack_t(const float *w, int64_t n, int64_t k)
+{
+    int64_t floats;
+    if (!ki_gemm_packed_floats(k, n, &floats) || (uint64_t)floats > SIZE_MAX / sizeof(float)) {
+        return NULL;
+    }
+    float *b = ki_bigbuf_alloc((size_t)floats * sizeof(float));
+    for (int64_t p = 0; b && p < (n + KI_GEMM_NR - 1) / KI_GEMM_NR; p++) {
+        for (int64_t j = 0; j < KI_GEMM_NR; j++) {
+            const int64_t o = p * KI_GEMM_NR + j;
+            for (int64_t kk = 0; kk < k; kk++) {
+                b[(p * k + kk) * KI_GEMM_NR + j] = o < n ? w[o * k + kk] : 0.0f;
+            }
+        }
+    }
+    return b;
+}
+
+/* c (rows x n, row stride ldc) = a (rows x k, row stride lda) times the packed B + bias. */
+static void gemm_packed(const mha *m, const float *a, int64_t lda, int64_t rows, const float *bp,
+                        int64_t n, const float *bias, float *c, int64_t ldc, int nt)
+{
+    const ki_gemm_args ga = { rows, n, m->e, a, lda, bp, c, ldc, NULL, NULL, 0, m->uk, NULL,
+                              NULL, 0 };
+#pragma omp parallel num_threads(nt)
+    {
+        ki_gemm_compute(&ga, omp_get_thread_num(), omp_get_num_threads());
+#pragma omp barrier
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            for (int64_t j = 0; bias && j < n; j++) {
+                c[r * ldc + j] += bias[j];
+            }
+        }
+    }
+}
 
 static ki_status mha_create(const ki_op_desc *op, void **state, ki_error *err)
 {
@@ -79,12 +124,32 @@ static ki_status mha_create(const ki_op_desc *op, void **state, ki_error *err)
     }
     m->q_in = idx[0], m->k_in = pos == 3 ? idx[1] : idx[0], m->v_in = pos == 3 ? idx[2] : idx[0];
     m->mask_bool = m->mask_in >= 0 && op->input_dtype && op->input_dtype[m->mask_in] == KI_DT_BOOL;
+    if (st == KI_OK && ki_cpu_isa() >= KI_ISA_AVX2) {
+        m->p_in = pack_t(m->w_in, 3 * m->e, m->e);
+        m->p_out = pack_t(m->w_out, m->e, m->e);
+        m->uk = ki_gemm_ukernel_for(ki_cpu_isa());
+        if (!m->p_in || !m->p_out) {
+            st = KI_FAIL(err, KI_ERR_NOMEM, "out of memory for the packed projections");
+        }
+    }
     if (st != KI_OK) {
+        free(m->p_in);
+        free(m->p_out);
         free(m);
         return st;
     }
     *state = m;
     return KI_OK;
+}
+
+static void mha_destroy(void *state)
+{
+    mha *m = state;
+    if (m) {
+        free(m->p_in);
+        free(m->p_out);
+    }
+    free(state);
 }
 
 /* (L, N) of a (L, N, E) or batch_first (N, L, E) tensor. */
@@ -191,17 +256,28 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
     const float scale = 1.0f / sqrtf((float)hd);
     /* row r of batch b: batch_first rows are contiguous; otherwise rows are N*E apart */
     const int64_t ld = m->batch_first ? e : n * e;
+    /* self-attention on the packed panels: Q, K and V of a row side by side (row stride 3E) */
+    const bool fused = m->p_in && m->q_in == m->k_in && m->k_in == m->v_in;
+    const int64_t lq = fused ? 3 * e : e;
+    if (fused) {
+        k = q + e, v = q + 2 * e;
+    }
     for (int64_t b = 0; b < n; b++) {
         const int64_t boff = m->batch_first ? b * l * e : b * e;
         const int64_t bkoff = m->batch_first ? b * s * e : b * e;
-        project(in[m->q_in].data + boff, l, ld, m->w_in, m->b_in, e, q);
-        project(in[m->k_in].data + bkoff, s, ld, m->w_in + e * e, m->b_in ? m->b_in + e : NULL, e,
-                k);
-        project(in[m->v_in].data + bkoff, s, ld, m->w_in + 2 * e * e,
-                m->b_in ? m->b_in + 2 * e : NULL, e, v);
+        if (fused) {
+            gemm_packed(m, in[m->q_in].data + boff, ld, l, m->p_in, 3 * e, m->b_in, q, 3 * e,
+                        ex->n_threads);
+        } else {
+            project(in[m->q_in].data + boff, l, ld, m->w_in, m->b_in, e, q);
+            project(in[m->k_in].data + bkoff, s, ld, m->w_in + e * e,
+                    m->b_in ? m->b_in + e : NULL, e, k);
+            project(in[m->v_in].data + bkoff, s, ld, m->w_in + 2 * e * e,
+                    m->b_in ? m->b_in + 2 * e : NULL, e, v);
+        }
         for (int64_t h = 0; h < m->heads; h++) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)l, (int)s, (int)hd, scale,
-                        q + h * hd, (int)e, k + h * hd, (int)e, 0.0f, sc, (int)s);
+                        q + h * hd, (int)lq, k + h * hd, (int)lq, 0.0f, sc, (int)s);
             const float *mk = NULL;
             if (m->mask_in >= 0) {
                 const ki_tensor *mt = &in[m->mask_in];
@@ -211,10 +287,14 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
                 softmax_row(sc + i * s, s, mk ? mk + i * s : NULL, m->mask_bool);
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)l, (int)hd, (int)s, 1.0f,
-                        sc, (int)s, v + h * hd, (int)e, 0.0f, o + h * hd, (int)e);
+                        sc, (int)s, v + h * hd, (int)lq, 0.0f, o + h * hd, (int)e);
         }
         /* out rows of this batch entry = heads x out_proj^T + bias */
         float *dst = out[0].data + boff;
+        if (m->p_out) {
+            gemm_packed(m, o, e, l, m->p_out, e, m->b_out, dst, ld, ex->n_threads);
+            continue;
+        }
         for (int64_t r = 0; r < l; r++) {
             for (int64_t c = 0; c < e; c++) {
                 dst[r * ld + c] = m->b_out ? m->b_out[c] : 0.0f;
@@ -232,5 +312,5 @@ const ki_layer_ops ki_layer_multihead_attention = {
     .shape = mha_shape,
     .workspace = mha_workspace,
     .forward = mha_forward,
-    .destroy = free,
+    .destroy = mha_destroy,
 };
