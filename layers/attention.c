@@ -21,6 +21,9 @@
 #include "conv_common.h"
 #include "gemm.h"
 
+/* Query rows per work item of the attention proper (scores of ATT_ROWS x S in a thread's slice). */
+#define ATT_ROWS 32
+
 typedef struct mha {
     int64_t e, heads;
     bool batch_first, mask_bool;
@@ -275,19 +278,29 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
             project(in[m->v_in].data + bkoff, s, ld, m->w_in + 2 * e * e,
                     m->b_in ? m->b_in + 2 * e : NULL, e, v);
         }
-        for (int64_t h = 0; h < m->heads; h++) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)l, (int)s, (int)hd, scale,
-                        q + h * hd, (int)lq, k + h * hd, (int)lq, 0.0f, sc, (int)s);
+        /* (head, block of ATT_ROWS query rows) items over the team, each on one thread: its
+         * scores in its own workspace slice, sgemm single-threaded inside the region */
+        const int64_t nblk = (l + ATT_ROWS - 1) / ATT_ROWS, items = m->heads * nblk;
+        (void)sc;
+#pragma omp parallel for num_threads(ex->n_threads) schedule(dynamic, 1)
+        for (int64_t it = 0; it < items; it++) {
+            const int64_t h = it / nblk, r0 = it % nblk * ATT_ROWS;
+            const int64_t nr = l - r0 < ATT_ROWS ? l - r0 : ATT_ROWS;
+            float *tsc = (float *)((char *)ex->workspace +
+                                   (size_t)omp_get_thread_num() * ex->ws_per_thread) +
+                         (l + 2 * s) * e; /* where thread 0 keeps sc */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)s, (int)hd, scale,
+                        q + r0 * lq + h * hd, (int)lq, k + h * hd, (int)lq, 0.0f, tsc, (int)s);
             const float *mk = NULL;
             if (m->mask_in >= 0) {
                 const ki_tensor *mt = &in[m->mask_in];
                 mk = mt->shape.ndim == 2 ? mt->data : mt->data + (b * m->heads + h) * l * s;
             }
-            for (int64_t i = 0; i < l; i++) {
-                softmax_row(sc + i * s, s, mk ? mk + i * s : NULL, m->mask_bool);
+            for (int64_t i = 0; i < nr; i++) {
+                softmax_row(tsc + i * s, s, mk ? mk + (r0 + i) * s : NULL, m->mask_bool);
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)l, (int)hd, (int)s, 1.0f,
-                        sc, (int)s, v + h * hd, (int)lq, 0.0f, o + h * hd, (int)e);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)hd, (int)s, 1.0f,
+                        tsc, (int)s, v + h * hd, (int)lq, 0.0f, o + r0 * e + h * hd, (int)e);
         }
         /* out rows of this batch entry = heads x out_proj^T + bias */
         float *dst = out[0].data + boff;
