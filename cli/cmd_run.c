@@ -407,7 +407,8 @@ static int expand_dirs(run_opts *o, char ***owned, int *n_owned)
         rc = KI_EXIT_USAGE;
     }
     if (rc == KI_EXIT_OK && l.skipped) {
-        fprintf(stderr, "kinfer: skipped %d file%s in the directories that %s not images kinfer "
+        fprintf(stderr,
+                "kinfer: skipped %d file%s in the directories that %s not images kinfer "
                 "reads (.png .jpg .jpeg .bmp .gif .tga .pgm .ppm .pnm .psd .hdr .pic)\n",
                 l.skipped, l.skipped == 1 ? "" : "s", l.skipped == 1 ? "is" : "are");
     }
@@ -447,8 +448,8 @@ static ki_status image_prep(const run_opts *o, const ki_model *m, ki_image_prep 
     ki_shape decl = ki_model_input_decl(m, 0);
     char buf[128];
     if (o->input_shape.ndim > 0) {
-        if (o->input_shape.ndim != 4 || (decl.ndim == 4 && decl.d[1] >= 0 &&
-                                         o->input_shape.d[1] != decl.d[1])) {
+        if (o->input_shape.ndim != 4 ||
+            (decl.ndim == 4 && decl.d[1] >= 0 && o->input_shape.d[1] != decl.d[1])) {
             return KI_FAIL(err, KI_ERR_SHAPE, "--input-shape %s does not fit input 0 %s",
                            ki_shape_str(&o->input_shape, buf, sizeof buf),
                            ki_shape_str(&decl, buf + 64, 64));
@@ -614,7 +615,8 @@ static ki_status run_npys(const run_opts *o, const ki_model *m, const labels *lb
     ki_shape *shapes = calloc((size_t)n_in + 1, sizeof *shapes);
     ki_session *s = NULL;
     double t0 = now_s();
-    ki_status st = ib && shapes ? load_npys(o, m, ib, err) : KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    ki_status st =
+        ib && shapes ? load_npys(o, m, ib, err) : KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     if (st == KI_OK && o->draw) {
         st = KI_FAIL(err, KI_ERR_UNSUPPORTED, "--draw needs image inputs");
     }

@@ -23,7 +23,7 @@ typedef struct run_opts {
     bool json, jsonl, letterbox, verbose, have_mean, have_std, imagenet;
     int batch;            /* images per run (--batch) */
     ki_shape input_shape; /* --input-shape, or ndim 0 */
-    size_t memory_limit; /* bytes; 0: what the system has available */
+    size_t memory_limit;  /* bytes; 0: what the system has available */
     float mean[3], std[3];
 } run_opts;
 

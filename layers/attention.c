@@ -12,10 +12,9 @@
  * pointers (the model's), immutable; thread-safe. */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <omp.h>
 
 #include "../core/bigbuf.h"
 #include "conv_common.h"
@@ -57,8 +56,9 @@ static float *pack_t(const float *w, int64_t n, int64_t k)
 static void gemm_packed(const mha *m, const float *a, int64_t lda, int64_t rows, const float *bp,
                         int64_t n, const float *bias, float *c, int64_t ldc, int nt)
 {
-    const ki_gemm_args ga = { rows, n, m->e, a, lda, bp, c, ldc, NULL, NULL, 0, m->uk, NULL,
-                              NULL, 0 };
+    const ki_gemm_args ga = {
+        rows, n, m->e, a, lda, bp, c, ldc, NULL, NULL, 0, m->uk, NULL, NULL, 0
+    };
 #pragma omp parallel num_threads(nt)
     {
         ki_gemm_compute(&ga, omp_get_thread_num(), omp_get_num_threads());
@@ -209,8 +209,7 @@ static size_t mha_workspace(const void *state, const ki_shape *in, int n_in, con
 {
     int64_t f;
     (void)n_in, (void)out, (void)n_out, (void)n_threads;
-    return mha_floats(state, in, &f) && (uint64_t)f < SIZE_MAX / 8 ? (size_t)f * sizeof(float)
-                                                                   : 0;
+    return mha_floats(state, in, &f) && (uint64_t)f < SIZE_MAX / 8 ? (size_t)f * sizeof(float) : 0;
 }
 
 /* dst (rows x E) = src rows (stride ld) times w^T (w: E x E rows of the weight) + bias. */
@@ -273,8 +272,8 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
                         ex->n_threads);
         } else {
             project(in[m->q_in].data + boff, l, ld, m->w_in, m->b_in, e, q);
-            project(in[m->k_in].data + bkoff, s, ld, m->w_in + e * e,
-                    m->b_in ? m->b_in + e : NULL, e, k);
+            project(in[m->k_in].data + bkoff, s, ld, m->w_in + e * e, m->b_in ? m->b_in + e : NULL,
+                    e, k);
             project(in[m->v_in].data + bkoff, s, ld, m->w_in + 2 * e * e,
                     m->b_in ? m->b_in + 2 * e : NULL, e, v);
         }

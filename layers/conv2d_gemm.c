@@ -266,43 +266,23 @@ static void gemm_items(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
 void ki_conv2d_forward_gemm(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col,
                             const float *in, float *restrict out, const ki_exec *ex)
 {
-    int64_t cig = c->in_ch / c->groups, cog = c->out_ch / c->groups;
-    int64_t k = cig * c->kh * c->kw, hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
-    if (ohw == 0 || cog == 0) {
+    if (g->oh * g->ow == 0 || c->out_ch / c->groups == 0) {
         return;
     }
     if (ki_conv2d_gemm_by_item(c, g, ex->n_threads)) {
         gemm_items(c, g, use_col, in, out, ex);
         return;
     }
-    for (int64_t n = 0; n < g->in.n; n++) {
-        for (int64_t gi = 0; gi < c->groups; gi++) {
-            ki_gemm_args ga = { cog,
-                                ohw,
-                                k,
-                                c->weight + gi * cog * k,
-                                k,
-                                ex->workspace,
-                                out + (n * c->out_ch + gi * cog) * ohw,
-                                ohw,
-                                &c->ep,
-                                c->epf,
-                                gi * cog,
-                                c->uk,
-                                c->res ? c->res + (n * c->out_ch + gi * cog) * ohw : NULL,
-                                NULL,
-                                0 };
-            const float *x = in + (n * c->in_ch + gi * cig) * hw;
-            /* 1x1 into at most three row tiles: the input planes are B, read in place (a packed
-             * panel would serve too few tiles to pay for its copy: mobilenet_v2's 32->16 at
-             * 112x112 0.26 -> 0.19 ms, 144->24 at 56x56 0.34 -> 0.27 on one thread; with more
-             * tiles the packing's streamed copy is faster: yolov5s's 64->32 at 160x160 1.07-1.21x
-             * slower in place on two threads) */
-            if (!use_col && cog <= 3 * KI_GEMM_MR) {
-                ga.bin = x, ga.ldb = hw;
-            }
-            gemm_group(c, g, use_col, x, &ga, ex);
-        }
+    /* 1x1 into at most three row tiles: the input planes are B, read in place (a packed panel
+     * would serve too few tiles to pay for its copy: mobilenet_v2's 32->16 at 112x112 0.26 ->
+     * 0.19 ms, 144->24 at 56x56 0.34 -> 0.27 on one thread; with more tiles the packing's
+     * streamed copy is faster: yolov5s's 64->32 at 160x160 1.07-1.21x slower in place on two
+     * threads): gemm_item_args sets ga.bin then */
+    for (int64_t it = 0; it < g->in.n * c->groups; it++) {
+        const float *x;
+        ki_gemm_args ga = gemm_item_args(c, g, use_col, in, out, it, &x);
+        ga.bp = ex->workspace;
+        gemm_group(c, g, use_col, x, &ga, ex);
     }
 }
 

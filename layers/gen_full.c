@@ -25,9 +25,9 @@ typedef struct full_state {
 
 static bool integral_dtype(const char *dt)
 {
-    static const char *const ints[] = { "torch.int64", "torch.long", "torch.int",  "torch.int32",
-                                        "torch.int16", "torch.short", "torch.int8", "torch.uint8",
-                                        "torch.bool" };
+    static const char *const ints[] = { "torch.int64", "torch.long",  "torch.int",
+                                        "torch.int32", "torch.int16", "torch.short",
+                                        "torch.int8",  "torch.uint8", "torch.bool" };
     for (size_t i = 0; dt && i < sizeof ints / sizeof ints[0]; i++) {
         if (strcmp(dt, ints[i]) == 0) {
             return true;

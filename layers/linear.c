@@ -3,10 +3,10 @@
  * the team (AVX2 when the CPU has it); more rows (transformers): kinfer's own GEMM micro-kernels
  * of the CPU's level, x read in place as A and W^T packed once at create into B panels, the
  * bias and activation in a pass over each finished row (cblas_sgemm where no panels were
- * packed: a layer declared one row, or generic code). The weight and bias point into the model's attribute data, but
- * for a large classifier whose weights are all exactly binary16 values (exports that store f16
- * weights): with AVX-512 it keeps them as binary16 (half the bytes to stream each run, the same
- * dot products) and releases the originals. */
+ * packed: a layer declared one row, or generic code). The weight and bias point into the model's
+ * attribute data, but for a large classifier whose weights are all exactly binary16 values (exports
+ * that store f16 weights): with AVX-512 it keeps them as binary16 (half the bytes to stream each
+ * run, the same dot products) and releases the originals. */
 #include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -35,8 +35,8 @@ typedef struct linear {
     const float *bias;   /* (out_f) or NULL */
     ki_act act;          /* fused activation, KI_ACT_NONE without */
     dot_fn dot;
-    float *wp;           /* W^T as packed GEMM panels (owned), or NULL: see pack_weights */
-    ki_gemm_ukernel uk;  /* the level's micro-kernel for wp */
+    float *wp;          /* W^T as packed GEMM panels (owned), or NULL: see pack_weights */
+    ki_gemm_ukernel uk; /* the level's micro-kernel for wp */
 } linear;
 
 /* W^T (in_f x out_f) into panels of KI_GEMM_NR output features, k = in_f rows each, zero past
@@ -224,8 +224,8 @@ static void gemv(const linear *l, const float *x, int64_t rows, float *restrict 
 /* y = x W^T on the packed panels, then + bias and the activation over each finished row. */
 static void gemm_rows(const linear *l, const float *x, int64_t rows, float *restrict y, int nt)
 {
-    const ki_gemm_args ga = { rows,  l->out_f, l->in_f, x,    l->in_f, l->wp, y,    l->out_f,
-                              NULL,  NULL,     0,       l->uk, NULL,   NULL,  0 };
+    const ki_gemm_args ga = { rows, l->out_f, l->in_f, x,     l->in_f, l->wp, y, l->out_f,
+                              NULL, NULL,     0,       l->uk, NULL,    NULL,  0 };
 #pragma omp parallel num_threads(nt)
     {
         ki_gemm_compute(&ga, omp_get_thread_num(), omp_get_num_threads());

@@ -1,7 +1,7 @@
 /* matmul.c - torch.matmul (1-D, 2-D and batched with broadcast batch dimensions, as PyTorch),
- * torch.bmm, and torch.mm / torch.mv (its 2-D x 2-D and 2-D x 1-D cases, checked as such). One cblas_sgemm per batch entry, called outside any parallel region so
- * OpenBLAS threads each product; when the right operand has no batch, the batch folds into
- * the rows of a single product. */
+ * torch.bmm, and torch.mm / torch.mv (its 2-D x 2-D and 2-D x 1-D cases, checked as such). One
+ * cblas_sgemm per batch entry, called outside any parallel region so OpenBLAS threads each product;
+ * when the right operand has no batch, the batch folds into the rows of a single product. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +23,8 @@ typedef struct mm_geom {
 } mm_geom;
 
 /* second: the key of the right operand ($other, $mat2, $vec). */
-static ki_status mm_create_common(const ki_op_desc *op, bool bmm, const char *second,
-                                  void **state, ki_error *err)
+static ki_status mm_create_common(const ki_op_desc *op, bool bmm, const char *second, void **state,
+                                  ki_error *err)
 {
     ki_status st = ki_cv_check_io(op, 2, 1, err);
     if (st != KI_OK) {
@@ -136,8 +136,8 @@ static ki_status matmul_shape(const void *state, const ki_shape *in, int n_in, k
 }
 
 /* torch.mm: two matrices; torch.mv: a matrix and a vector. */
-static ki_status mm_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
-                          int n_out, ki_error *err)
+static ki_status mm_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out, int n_out,
+                          ki_error *err)
 {
     const matmul *mm = state;
     int want_b = 2;

@@ -11,13 +11,24 @@
 #include "shape_common.h"
 
 typedef enum pw_op {
-    PW_EQ, PW_NE, PW_GT, PW_GE, PW_LT, PW_LE, PW_AND, PW_OR, PW_XOR, PW_NOT, PW_WHERE, PW_FILL
+    PW_EQ,
+    PW_NE,
+    PW_GT,
+    PW_GE,
+    PW_LT,
+    PW_LE,
+    PW_AND,
+    PW_OR,
+    PW_XOR,
+    PW_NOT,
+    PW_WHERE,
+    PW_FILL
 } pw_op;
 
 typedef struct pw_state {
     pw_op op;
-    int n;            /* operands: 1 (not), 2, or 3 (where, masked_fill) */
-    int input[3];     /* the input index of each operand, or -1 for value[i] */
+    int n;        /* operands: 1 (not), 2, or 3 (where, masked_fill) */
+    int input[3]; /* the input index of each operand, or -1 for value[i] */
     double value[3];
 } pw_state;
 
@@ -77,8 +88,8 @@ static ki_status pw_create_op(const ki_op_desc *op, pw_op kind, void **state, ki
 }
 
 /* The broadcast of the tensor operands' shapes. */
-static ki_status pw_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
-                          int n_out, ki_error *err)
+static ki_status pw_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out, int n_out,
+                          ki_error *err)
 {
     const pw_state *s = state;
     int64_t d[KI_MAX_DIMS];

@@ -60,8 +60,8 @@ static ki_status expand_as_shape(const void *state, const ki_shape *in, int n_in
     return st == KI_OK ? ki_shapeop_make(&out[0], in[1].ndim, in[1].d, err) : st;
 }
 
-static ki_status expand_as_forward(const void *state, const ki_tensor *in, int n_in,
-                                   ki_tensor *out, int n_out, const ki_exec *ex)
+static ki_status expand_as_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
+                                   int n_out, const ki_exec *ex)
 {
     const ki_shape *is = &in[0].shape, *os = &out[0].shape;
     int64_t strides[KI_MAX_DIMS];
@@ -77,8 +77,8 @@ static ki_status expand_as_forward(const void *state, const ki_tensor *in, int n
     return KI_OK;
 }
 
-static ki_status t_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
-                         int n_out, ki_error *err)
+static ki_status t_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out, int n_out,
+                         ki_error *err)
 {
     (void)state, (void)n_out;
     if (n_in != 1 || in[0].kind != KI_KIND_TENSOR || in[0].ndim > 2) {
@@ -104,14 +104,14 @@ static ki_status t_forward(const void *state, const ki_tensor *in, int n_in, ki_
     return KI_OK;
 }
 
-const ki_layer_ops ki_layer_tensor_reshape_as = {
-    .type = "Tensor.reshape_as", .flags = KI_LAYER_VIEW, .shape = reshape_as_shape,
-    .forward = view_forward
-};
-const ki_layer_ops ki_layer_tensor_type_as = {
-    .type = "Tensor.type_as", .flags = KI_LAYER_VIEW, .shape = type_as_shape,
-    .forward = view_forward
-};
+const ki_layer_ops ki_layer_tensor_reshape_as = { .type = "Tensor.reshape_as",
+                                                  .flags = KI_LAYER_VIEW,
+                                                  .shape = reshape_as_shape,
+                                                  .forward = view_forward };
+const ki_layer_ops ki_layer_tensor_type_as = { .type = "Tensor.type_as",
+                                               .flags = KI_LAYER_VIEW,
+                                               .shape = type_as_shape,
+                                               .forward = view_forward };
 const ki_layer_ops ki_layer_tensor_expand_as = { .type = "Tensor.expand_as",
                                                  .shape = expand_as_shape,
                                                  .forward = expand_as_forward };

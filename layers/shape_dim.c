@@ -3,7 +3,8 @@
  * accumulates), torch.flip (dims reversed), torch.roll (shifts along dims, or of the flattened
  * tensor without dims) and torch.narrow (length elements of dim from start). Each is a walk over
  * (outer, n, inner) blocks of the input; Tensor.repeat / torch.tile (the tensor repeated along
- * each dim, new leading dims for extra counts) map every output index back into the input. State: the parsed parameters, immutable; thread-safe. */
+ * each dim, new leading dims for extra counts) map every output index back into the input. State:
+ * the parsed parameters, immutable; thread-safe. */
 #include <string.h>
 
 #include "../core/ckd.h"
@@ -49,7 +50,8 @@ static ki_status dim_create_kind(const ki_op_desc *op, dim_kind kind, void **sta
     }
     if (st == KI_OK && kind == DK_ROLL) {
         st = ki_op_get_int_list(op, "shifts", KI_MAX_DIMS, t.shifts, &ns, err);
-        if (st == KI_OK && (ns < 1 || (t.n_dims >= 0 && ns != t.n_dims) || (t.n_dims < 0 && ns != 1))) {
+        if (st == KI_OK &&
+            (ns < 1 || (t.n_dims >= 0 && ns != t.n_dims) || (t.n_dims < 0 && ns != 1))) {
             st = KI_FAIL(err, KI_ERR_FORMAT, "shifts and dims do not match");
         }
     }

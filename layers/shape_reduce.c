@@ -44,8 +44,9 @@ static ki_status reduce_params(const ki_op_desc *op, reduce_state *t, ki_error *
     if (t->kind == R_VAR) {
         bool unbiased = true;
         s = ki_op_get_bool(op, "unbiased", true, &unbiased, err);
-        s = s != KI_OK ? s : ki_op_get_float(op, "correction", unbiased ? 1.0 : 0.0,
-                                             &t->correction, err);
+        s = s != KI_OK
+                ? s
+                : ki_op_get_float(op, "correction", unbiased ? 1.0 : 0.0, &t->correction, err);
     }
     if (s == KI_OK && t->kind == R_NORM) {
         const ki_param *pp = ki_op_param(op, "p");

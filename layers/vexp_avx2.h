@@ -77,9 +77,8 @@ static inline __attribute__((always_inline)) __m256 ki_vgelu_avx2(__m256 x)
 {
     const __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f),
                                       _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)));
-    const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f),
-                                   _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a,
-                                                   _mm256_set1_ps(1.0f)));
+    const __m256 t = _mm256_div_ps(
+        _mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, _mm256_set1_ps(1.0f)));
     __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(1.061405429f), t, _mm256_set1_ps(-1.453152027f));
     q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.421413741f));
     q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-0.284496736f));
