@@ -312,6 +312,46 @@ static ki_status gn_forward(const void *state, const ki_tensor *in, int n_in, ki
     return KI_OK;
 }
 
+/* ---- InstanceNorm1d/2d/3d: GroupNorm with one channel per group; without running statistics
+ * (track_running_stats=False, PyTorch's default), affine off unless the export says so ---- */
+
+static ki_status in_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    bool affine = false, track = false;
+    double eps = 1e-5;
+    const ki_attr *w, *b;
+    gn_state *p = calloc(1, sizeof *p);
+    ki_status st = !p                                         ? KI_FAIL(err, KI_ERR_NOMEM, "out of memory")
+                   : op->n_inputs != 1 || op->n_outputs != 1 ? KI_FAIL(err, KI_ERR_UNSUPPORTED,
+                                                                       "expects 1 input and 1 output")
+                                                             : KI_OK;
+    st = st != KI_OK ? st : ki_op_get_int(op, "num_features", -1, &p->channels, err);
+    st = st != KI_OK ? st : ki_op_get_float(op, "eps", 1e-5, &eps, err);
+    st = st != KI_OK ? st : ki_op_get_bool(op, "affine", false, &affine, err);
+    st = st != KI_OK ? st : ki_op_get_bool(op, "track_running_stats", false, &track, err);
+    if (st == KI_OK && (p->channels < 1 || p->channels > KI_MAX_DIM || !(eps >= 0.0))) {
+        st = KI_FAIL(err, KI_ERR_FORMAT, "num_features must be positive and eps non-negative");
+    }
+    if (st == KI_OK && track) {
+        st = KI_FAIL(err, KI_ERR_UNSUPPORTED, "track_running_stats=True");
+    }
+    if (st == KI_OK && affine) {
+        st = ki_op_require_attr(op, "weight", 1, &p->channels, &w, err);
+        st = st != KI_OK ? st : ki_op_require_attr(op, "bias", 1, &p->channels, &b, err);
+        if (st == KI_OK) {
+            p->w = w->data, p->b = b->data;
+        }
+    }
+    if (st != KI_OK) {
+        free(p);
+        return st;
+    }
+    p->groups = p->channels;
+    p->eps = (float)eps;
+    *state = p;
+    return KI_OK;
+}
+
 static void norm_destroy(void *state)
 {
     free(state);
@@ -336,3 +376,15 @@ const ki_layer_ops ki_layer_nn_group_norm = { .type = "nn.GroupNorm",
                                               .workspace = NULL,
                                               .forward = gn_forward,
                                               .destroy = norm_destroy };
+
+#define IN_LAYER(sym, name)                                                                        \
+    const ki_layer_ops sym = { .type = name,                                                       \
+                               .flags = KI_LAYER_INPLACE,                                          \
+                               .create = in_create,                                                \
+                               .shape = gn_shape,                                                  \
+                               .forward = gn_forward,                                              \
+                               .destroy = norm_destroy }
+
+IN_LAYER(ki_layer_nn_instance_norm1d, "nn.InstanceNorm1d");
+IN_LAYER(ki_layer_nn_instance_norm2d, "nn.InstanceNorm2d");
+IN_LAYER(ki_layer_nn_instance_norm3d, "nn.InstanceNorm3d");
