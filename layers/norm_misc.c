@@ -1,4 +1,4 @@
-/* norm_misc.c - nn.RMSNorm / F.rms_norm (x / sqrt(mean(x^2) + eps) * weight over the last
+/* norm_misc.c - nn.GLU / F.glu (a * sigmoid(b) of the halves along dim), nn.RMSNorm / F.rms_norm (x / sqrt(mean(x^2) + eps) * weight over the last
  * dims of normalized_shape; eps None: float32's machine epsilon, as PyTorch) and F.normalize
  * (x / max(||x||_p, eps) along dim, p = 1 or 2). Sums accumulate in double. State: the
  * parameters and the weight (the model's), immutable; thread-safe. */
@@ -178,3 +178,73 @@ const ki_layer_ops ki_layer_f_normalize = { .type = "F.normalize",
                                             .shape = l2n_shape,
                                             .forward = l2n_forward,
                                             .destroy = free };
+
+/* ---- nn.GLU / F.glu: the input halved along dim (default -1) into a and b, a * sigmoid(b) ---- */
+static ki_status glu_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
+                           int n_out, ki_error *err)
+{
+    const l2n_state *s = state;
+    int ax;
+    (void)n_in, (void)n_out;
+    if (in[0].kind != KI_KIND_TENSOR || !ki_axis_norm(s->dim, in[0].ndim, &ax) ||
+        in[0].d[ax] % 2 != 0) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "dim %lld must exist and have an even size",
+                       (long long)s->dim);
+    }
+    out[0] = ki_shape_make(in[0].ndim, in[0].d);
+    out[0].d[ax] /= 2;
+    return KI_OK;
+}
+
+static ki_status glu_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
+                             int n_out, const ki_exec *ex)
+{
+    const l2n_state *s = state;
+    const ki_shape *sh = &in[0].shape;
+    int ax;
+    (void)n_in, (void)n_out, (void)ex;
+    if (!ki_axis_norm(s->dim, sh->ndim, &ax)) {
+        return KI_ERR_SHAPE;
+    }
+    int64_t outer = 1, inner = 1, half = sh->d[ax] / 2;
+    for (int i = 0; i < ax; i++) {
+        outer *= sh->d[i];
+    }
+    for (int i = ax + 1; i < sh->ndim; i++) {
+        inner *= sh->d[i];
+    }
+    for (int64_t o = 0; o < outer; o++) {
+        const float *a = in[0].data + o * 2 * half * inner, *b = a + half * inner;
+        float *y = out[0].data + o * half * inner;
+        for (int64_t i = 0; i < half * inner; i++) {
+            y[i] = a[i] * (1.0f / (1.0f + expf(-b[i])));
+        }
+    }
+    return KI_OK;
+}
+
+static ki_status glu_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    l2n_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    ki_status st = ki_op_get_int(op, "dim", -1, &s->dim, err);
+    if (st != KI_OK) {
+        free(s);
+        return st;
+    }
+    *state = s;
+    return KI_OK;
+}
+
+const ki_layer_ops ki_layer_nn_glu = { .type = "nn.GLU",
+                                       .create = glu_create,
+                                       .shape = glu_shape,
+                                       .forward = glu_forward,
+                                       .destroy = free };
+const ki_layer_ops ki_layer_f_glu = { .type = "F.glu",
+                                      .create = glu_create,
+                                      .shape = glu_shape,
+                                      .forward = glu_forward,
+                                      .destroy = free };

@@ -16,6 +16,7 @@ typedef struct softmax_state {
     bool has_dim; /* false: PyTorch's legacy implicit dim (nn.Softmax(dim=None)) */
     int64_t dim;
     bool take_log; /* log_softmax */
+    float sign;    /* -1: softmin, the softmax of -x */
 } softmax_state;
 
 static ki_status softmax_create(const ki_op_desc *op, void **state, ki_error *err)
@@ -36,6 +37,10 @@ static ki_status softmax_create(const ki_op_desc *op, void **state, ki_error *er
     p->has_dim = ki_op_has(op, "dim");
     p->dim = dim;
     p->take_log = strstr(op->type, "log_softmax") || strstr(op->type, "LogSoftmax");
+    p->sign = strstr(op->type, "oftmin") ? -1.0f : 1.0f;
+    if (strcmp(op->type, "nn.Softmax2d") == 0) { /* over the channels of (N, C, H, W) or (C, H, W) */
+        p->has_dim = true, p->dim = -3;
+    }
     *state = p;
     return KI_OK;
 }
@@ -75,22 +80,23 @@ static ki_status softmax_shape(const void *state, const ki_shape *in, int n_in, 
 }
 
 /* Softmax of w adjacent columns: x[k * inner + t] for k < n, t < w. y may equal x. */
-static void softmax_tile(const float *x, float *y, int64_t n, int64_t inner, int w, bool take_log)
+static void softmax_tile(const float *x, float *y, int64_t n, int64_t inner, int w, bool take_log,
+                         float sg)
 {
     float mx[TILE], sum[TILE];
     for (int t = 0; t < w; t++) {
-        mx[t] = x[t];
+        mx[t] = sg * x[t];
         sum[t] = 0.0f;
     }
     for (int64_t k = 1; k < n; k++) {
         for (int t = 0; t < w; t++) {
-            const float v = x[k * inner + t];
+            const float v = sg * x[k * inner + t];
             mx[t] = v > mx[t] ? v : mx[t];
         }
     }
     for (int64_t k = 0; k < n; k++) {
         for (int t = 0; t < w; t++) {
-            const float e = expf(x[k * inner + t] - mx[t]);
+            const float e = expf(sg * x[k * inner + t] - mx[t]);
             sum[t] += e;
             if (!take_log) {
                 y[k * inner + t] = e;
@@ -105,7 +111,7 @@ static void softmax_tile(const float *x, float *y, int64_t n, int64_t inner, int
     for (int64_t k = 0; k < n; k++) {
         for (int t = 0; t < w; t++) {
             const int64_t i = k * inner + t;
-            y[i] = take_log ? (x[i] - mx[t]) - sum[t] : y[i] * sum[t];
+            y[i] = take_log ? (sg * x[i] - mx[t]) - sum[t] : y[i] * sum[t];
         }
     }
 }
@@ -132,7 +138,7 @@ static ki_status softmax_forward(const void *state, const ki_tensor *in, int n_i
         const int64_t t0 = (tl % per_outer) * TILE;
         const int w = (int)(inner - t0 < TILE ? inner - t0 : TILE);
         const int64_t base = o * n * inner + t0;
-        softmax_tile(in[0].data + base, out[0].data + base, n, inner, w, p->take_log);
+        softmax_tile(in[0].data + base, out[0].data + base, n, inner, w, p->take_log, p->sign);
     }
     return KI_OK;
 }
@@ -155,3 +161,6 @@ SOFTMAX_LAYER(ki_layer_nn_softmax, "nn.Softmax");
 SOFTMAX_LAYER(ki_layer_f_softmax, "F.softmax");
 SOFTMAX_LAYER(ki_layer_nn_log_softmax, "nn.LogSoftmax");
 SOFTMAX_LAYER(ki_layer_f_log_softmax, "F.log_softmax");
+SOFTMAX_LAYER(ki_layer_nn_softmin, "nn.Softmin");
+SOFTMAX_LAYER(ki_layer_f_softmin, "F.softmin");
+SOFTMAX_LAYER(ki_layer_nn_softmax2d, "nn.Softmax2d");
