@@ -132,3 +132,110 @@ const ki_layer_ops ki_layer_torch_gather = { .type = "torch.gather",
                                              .shape = index_shape,
                                              .forward = index_forward,
                                              .destroy = ki_shapeop_free };
+
+/* ---- torch.topk(input, k, dim=-1, largest=True, sorted=True): values and their indices along
+ * dim, best first (NaN counts as the largest, as in PyTorch); a tie keeps the lower index ---- */
+typedef struct topk_state {
+    int64_t k, dim;
+    bool largest;
+} topk_state;
+
+static ki_status topk_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    topk_state t;
+    ki_status st = ki_shapeop_check_io(op, 1, -1, err);
+    st = st != KI_OK ? st : ki_op_get_int(op, "k", -1, &t.k, err);
+    st = st != KI_OK ? st : ki_op_get_int(op, "dim", -1, &t.dim, err);
+    st = st != KI_OK ? st : ki_op_get_bool(op, "largest", true, &t.largest, err);
+    if (st == KI_OK && (t.k < 0 || op->n_outputs > 2)) {
+        st = KI_FAIL(err, KI_ERR_FORMAT, "k must be given and at most 2 outputs taken");
+    }
+    st = st != KI_OK ? st : ki_shapeop_alloc(sizeof t, state, err);
+    if (st == KI_OK) {
+        *(topk_state *)*state = t;
+    }
+    return st;
+}
+
+static ki_status topk_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
+                            int n_out, ki_error *err)
+{
+    const topk_state *s = state;
+    int ax;
+    int64_t d[KI_MAX_DIMS];
+    (void)n_in;
+    if (in[0].kind != KI_KIND_TENSOR || !ki_axis_norm(s->dim, in[0].ndim > 0 ? in[0].ndim : 1, &ax) ||
+        (in[0].ndim > 0 ? in[0].d[ax] : 1) < s->k) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "k=%lld is larger than dim %lld", (long long)s->k,
+                       (long long)s->dim);
+    }
+    memcpy(d, in[0].d, sizeof d);
+    if (in[0].ndim > 0) {
+        d[ax] = s->k;
+    }
+    ki_status st = KI_OK;
+    for (int i = 0; st == KI_OK && i < n_out; i++) {
+        st = ki_shapeop_make(&out[i], in[0].ndim, d, err);
+    }
+    return st;
+}
+
+/* Whether a goes before b (position ia, ib) for largest / smallest first. */
+static bool before(float a, int64_t ia, float b, int64_t ib, bool largest)
+{
+    if (isnan(a) || isnan(b)) {
+        return isnan(a) && (!isnan(b) || ia < ib);
+    }
+    return largest ? (a > b || (a == b && ia < ib)) : (a < b || (a == b && ia < ib));
+}
+
+static ki_status topk_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
+                              int n_out, const ki_exec *ex)
+{
+    const topk_state *s = state;
+    const ki_shape *xs = &in[0].shape;
+    int ax;
+    (void)n_in, (void)ex;
+    if (!ki_axis_norm(s->dim, xs->ndim > 0 ? xs->ndim : 1, &ax)) {
+        return KI_ERR_SHAPE;
+    }
+    const int64_t n = xs->ndim > 0 ? xs->d[ax] : 1, inner = ki_shapeop_prod(xs->d, ax + 1, xs->ndim);
+    const int64_t outer = ki_shapeop_prod(xs->d, 0, ax);
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t t = 0; t < inner; t++) {
+            const float *x = in[0].data + o * n * inner + t;
+            float *v = out[0].data + o * s->k * inner + t;
+            float *ix = n_out > 1 ? out[1].data + o * s->k * inner + t : NULL;
+            /* selection by insertion into the k best so far (k is small in practice) */
+            for (int64_t j = 0, have = 0; j < n; j++) {
+                const float a = x[j * inner];
+                int64_t pos = have;
+                while (pos > 0 && before(a, j, v[(pos - 1) * inner],
+                                         ix ? (int64_t)ix[(pos - 1) * inner] : 0, s->largest)) {
+                    pos--;
+                }
+                if (pos >= s->k) {
+                    continue;
+                }
+                for (int64_t q = (have < s->k ? have : s->k - 1); q > pos; q--) {
+                    v[q * inner] = v[(q - 1) * inner];
+                    if (ix) {
+                        ix[q * inner] = ix[(q - 1) * inner];
+                    }
+                }
+                v[pos * inner] = a;
+                if (ix) {
+                    ix[pos * inner] = (float)j;
+                }
+                have += have < s->k;
+            }
+        }
+    }
+    return KI_OK;
+}
+
+const ki_layer_ops ki_layer_torch_topk = { .type = "torch.topk",
+                                           .create = topk_create,
+                                           .shape = topk_shape,
+                                           .forward = topk_forward,
+                                           .destroy = ki_shapeop_free };
