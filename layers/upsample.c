@@ -15,7 +15,7 @@
 
 #define MAX_SPATIAL 3
 
-typedef enum up_mode { UP_NEAREST, UP_NEAREST_EXACT, UP_LINEAR } up_mode;
+typedef enum up_mode { UP_NEAREST, UP_NEAREST_EXACT, UP_LINEAR, UP_CUBIC } up_mode;
 
 typedef struct up_state {
     up_mode mode;
@@ -54,6 +54,10 @@ static ki_status up_mode_parse(const char *mode, up_state *p, ki_error *err)
 {
     static const char *const names[] = { "nearest", "nearest-exact", "linear", "bilinear",
                                          "trilinear" };
+    if (strcmp(mode, "bicubic") == 0) {
+        p->mode = UP_CUBIC, p->rank = 2;
+        return KI_OK;
+    }
     for (int i = 0; i < 5; i++) {
         if (strcmp(mode, names[i]) == 0) {
             p->mode = i == 0 ? UP_NEAREST : (i == 1 ? UP_NEAREST_EXACT : UP_LINEAR);
@@ -94,8 +98,8 @@ static ki_status up_read_params(const ki_op_desc *op, up_state *p, ki_error *err
     if (st == KI_OK) {
         st = ki_op_get_float_list(op, "scale_factor", MAX_SPATIAL, p->scale, &p->n_scale, err);
     }
-    /* Only linear modes interpolate between pixels; nearest ignores align_corners. */
-    p->align_corners = p->align_corners && p->mode == UP_LINEAR;
+    /* Only linear and cubic modes interpolate between pixels; nearest ignores align_corners. */
+    p->align_corners = p->align_corners && (p->mode == UP_LINEAR || p->mode == UP_CUBIC);
     return st;
 }
 
@@ -339,6 +343,51 @@ static void row_linear(const up_state *p, const up_axis *ax, const float *plane,
     }
 }
 
+/* PyTorch's cubic convolution weights (A = -0.75) of the four taps around fraction t. */
+static void cubic_coeffs(float t, float *c)
+{
+    const float a = -0.75f;
+    float x = t + 1.0f;
+    c[0] = ((a * x - 5.0f * a) * x + 8.0f * a) * x - 4.0f * a;
+    x = t;
+    c[1] = ((a + 2.0f) * x - (a + 3.0f)) * x * x + 1.0f;
+    x = 1.0f - t;
+    c[2] = ((a + 2.0f) * x - (a + 3.0f)) * x * x + 1.0f;
+    x = 2.0f - t;
+    c[3] = ((a * x - 5.0f * a) * x + 8.0f * a) * x - 4.0f * a;
+}
+
+/* One output row of bicubic upsampling (upsample_bicubic2d: the source index unclamped, the 4 x 4
+ * taps clamped to the plane, interpolated along W for each of the four rows, then along H). */
+static void row_cubic(const up_state *p, const up_axis *ax, const float *plane, int64_t oh,
+                      float *y)
+{
+    const up_axis *h = &ax[1], *w = &ax[2];
+    const float ry = p->align_corners ? h->scale * (float)oh : h->scale * ((float)oh + 0.5f) - 0.5f;
+    const int64_t iy = (int64_t)floorf(ry);
+    float cy[4], cx[4];
+    cubic_coeffs(ry - (float)iy, cy);
+    for (int64_t ow = 0; ow < w->out; ow++) {
+        const float rx =
+            p->align_corners ? w->scale * (float)ow : w->scale * ((float)ow + 0.5f) - 0.5f;
+        const int64_t ix = (int64_t)floorf(rx);
+        cubic_coeffs(rx - (float)ix, cx);
+        float col[4];
+        for (int i = 0; i < 4; i++) {
+            int64_t yy = iy - 1 + i;
+            yy = yy < 0 ? 0 : yy > h->in - 1 ? h->in - 1 : yy;
+            const float *row = plane + yy * w->in;
+            float v[4];
+            for (int j = 0; j < 4; j++) {
+                int64_t xx = ix - 1 + j;
+                v[j] = row[xx < 0 ? 0 : xx > w->in - 1 ? w->in - 1 : xx];
+            }
+            col[i] = v[0] * cx[0] + v[1] * cx[1] + v[2] * cx[2] + v[3] * cx[3];
+        }
+        y[ow] = col[0] * cy[0] + col[1] * cy[1] + col[2] * cy[2] + col[3] * cy[3];
+    }
+}
+
 static ki_status up_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
                             int n_out, const ki_exec *ex)
 {
@@ -361,6 +410,8 @@ static ki_status up_forward(const void *state, const ki_tensor *in, int n_in, ki
         float *y = out[0].data + r * ax[2].out;
         if (p->mode == UP_LINEAR) {
             row_linear(p, ax, plane, od, oh, y);
+        } else if (p->mode == UP_CUBIC) {
+            row_cubic(p, ax, plane, oh, y);
         } else {
             row_nearest(p, ax, plane, od, oh, y);
         }
