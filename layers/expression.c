@@ -19,6 +19,7 @@
 #include "../core/ckd.h"
 #include "../core/layer.h"
 #include "../parser/expr.h"
+#include "shape_common.h"
 
 /* Floats per chunk: the evaluator's stack is max_stack chunks of this size per thread. */
 #define EXPR_CHUNK 1024
@@ -103,29 +104,19 @@ static ki_status broadcast(const expr_state *s, const ki_shape *in, ki_shape *ou
     int nd = 0;
     int64_t d[KI_MAX_DIMS];
     for (int i = 0; i < s->n_inputs; i++) {
-        if (s->arith[i] && in[i].kind == KI_KIND_TENSOR && in[i].ndim > nd) {
-            nd = in[i].ndim;
-        }
-    }
-    for (int k = 0; k < nd; k++) {
-        d[k] = 1;
-    }
-    for (int i = 0; i < s->n_inputs; i++) {
         if (!s->arith[i] || in[i].kind != KI_KIND_TENSOR) {
             continue;
         }
-        for (int k = 0; k < in[i].ndim; k++) {
-            int64_t a = in[i].d[k], *o = &d[nd - in[i].ndim + k];
-            if (a < 0) {
-                return KI_FAIL(err, KI_ERR_SHAPE, "input @%d has an unknown dimension", i);
-            }
-            if (a != *o && a != 1 && *o != 1) {
-                return KI_FAIL(err, KI_ERR_SHAPE,
-                               "input @%d: dimension %d is %lld, which does not broadcast with "
-                               "%lld: %s",
-                               i, k, (long long)a, (long long)*o, s->e->text);
-            }
-            *o = (*o == 1) ? a : *o;
+        const int k = ki_shapeop_broadcast(d, &nd, &in[i]);
+        if (k >= 0 && in[i].d[k] < 0) {
+            return KI_FAIL(err, KI_ERR_SHAPE, "input @%d has an unknown dimension", i);
+        }
+        if (k >= 0) {
+            return KI_FAIL(err, KI_ERR_SHAPE,
+                           "input @%d: dimension %d is %lld, which does not broadcast with "
+                           "%lld: %s",
+                           i, k, (long long)in[i].d[k], (long long)d[nd - in[i].ndim + k],
+                           s->e->text);
         }
     }
     *out = ki_shape_make(nd, d);
@@ -236,23 +227,12 @@ typedef struct geom {
     int64_t stride[EXPR_MAX_INPUTS][KI_MAX_DIMS];
 } geom;
 
-static void input_strides(const ki_shape *in, const ki_shape *out, int64_t *st)
-{
-    int64_t acc = 1;
-    for (int k = out->ndim - 1; k >= 0; k--) {
-        int j = k - (out->ndim - in->ndim);
-        int64_t dim = (j >= 0 && in->kind == KI_KIND_TENSOR) ? in->d[j] : 1;
-        st[k] = (dim == 1) ? 0 : acc;
-        acc *= dim;
-    }
-}
-
 static void build_geom(const expr_state *s, const ki_tensor *in, const ki_shape *out, geom *g)
 {
     int64_t st[EXPR_MAX_INPUTS][KI_MAX_DIMS];
     for (int i = 0; i < s->n_inputs; i++) {
         if (s->arith[i]) {
-            input_strides(&in[i].shape, out, st[i]);
+            ki_shapeop_broadcast_strides(&in[i].shape, out, st[i]);
         }
     }
     g->nd = 0;

@@ -6,7 +6,6 @@
  * (right-aligned, size-1 dims stretch). State: the operands' sources, immutable; thread-safe. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "shape_common.h"
 
@@ -105,20 +104,11 @@ static ki_status pw_shape(const void *state, const ki_shape *in, int n_in, ki_sh
             return KI_FAIL(err, KI_ERR_SHAPE, "operand %d is not a tensor", i);
         }
         const ki_shape *x = &in[k];
-        int n = x->ndim > nd ? x->ndim : nd;
-        int64_t e[KI_MAX_DIMS];
-        for (int j = 0; j < n; j++) {
-            int jx = j - (n - x->ndim), jd = j - (n - nd);
-            int64_t dx = jx >= 0 ? x->d[jx] : 1, dd = jd >= 0 ? d[jd] : 1;
-            if (dx != dd && dx != 1 && dd != 1) {
-                ki_shape cur = ki_shape_make(nd, d);
-                return KI_FAIL(err, KI_ERR_SHAPE, "shapes %s and %s do not broadcast",
-                               ki_shape_str(&cur, a, sizeof a), ki_shape_str(x, b, sizeof b));
-            }
-            e[j] = dx == 1 ? dd : dx;
+        const ki_shape cur = ki_shape_make(nd, d); /* for the message */
+        if (ki_shapeop_broadcast(d, &nd, x) >= 0) {
+            return KI_FAIL(err, KI_ERR_SHAPE, "shapes %s and %s do not broadcast",
+                           ki_shape_str(&cur, a, sizeof a), ki_shape_str(x, b, sizeof b));
         }
-        memcpy(d, e, sizeof e);
-        nd = n;
     }
     return ki_shapeop_make(&out[0], nd, d, err);
 }
@@ -168,13 +158,7 @@ static ki_status pw_forward(const void *state, const ki_tensor *in, int n_in, ki
         if (s->input[i] < 0) {
             continue;
         }
-        const ki_shape *x = &in[s->input[i]].shape;
-        int64_t xs[KI_MAX_DIMS];
-        ki_shapeop_strides(x->ndim, x->d, xs);
-        for (int j = 0; j < x->ndim; j++) { /* 0 along the dims it is broadcast over */
-            int jo = j + os->ndim - x->ndim;
-            st[i][jo] = x->d[j] == 1 && os->d[jo] != 1 ? 0 : xs[j];
-        }
+        ki_shapeop_broadcast_strides(&in[s->input[i]].shape, os, st[i]);
         src[i] = in[s->input[i]].data;
     }
     const int64_t total = ki_shape_count(os);

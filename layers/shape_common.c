@@ -164,6 +164,37 @@ ki_status ki_shapeop_check_io(const ki_op_desc *op, int n_in, int n_out, ki_erro
     return KI_OK;
 }
 
+int ki_shapeop_broadcast(int64_t *d, int *nd, const ki_shape *x)
+{
+    if (x->ndim > *nd) { /* the new leading dims are 1 */
+        const int grow = x->ndim - *nd;
+        memmove(d + grow, d, (size_t)*nd * sizeof *d);
+        for (int k = 0; k < grow; k++) {
+            d[k] = 1;
+        }
+        *nd = x->ndim;
+    }
+    for (int k = 0; k < x->ndim; k++) {
+        int64_t a = x->d[k], *o = &d[*nd - x->ndim + k];
+        if (a < 0 || (a != *o && a != 1 && *o != 1)) {
+            return k;
+        }
+        *o = *o == 1 ? a : *o;
+    }
+    return -1;
+}
+
+void ki_shapeop_broadcast_strides(const ki_shape *x, const ki_shape *out, int64_t *st)
+{
+    int64_t acc = 1;
+    for (int k = out->ndim - 1; k >= 0; k--) {
+        int j = k - (out->ndim - x->ndim);
+        int64_t dim = (j >= 0 && x->kind == KI_KIND_TENSOR) ? x->d[j] : 1;
+        st[k] = dim == 1 ? 0 : acc;
+        acc *= dim;
+    }
+}
+
 ki_status ki_shapeop_make(ki_shape *out, int ndim, const int64_t *d, ki_error *err)
 {
     *out = ki_shape_make(ndim, d);

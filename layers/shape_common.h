@@ -47,6 +47,16 @@ void ki_shapeop_view_copy(const ki_tensor *in, ki_tensor *out);
 /* Checks the operator's input and output counts; -1 means any (at least 1). */
 ki_status ki_shapeop_check_io(const ki_op_desc *op, int n_in, int n_out, ki_error *err);
 
+/* Right-aligned PyTorch broadcasting: x's dims merged into the *nd dims of d (*nd grows to
+ * x->ndim, the new leading dims 1; KI_MAX_DIMS at most). Returns -1, or the index in x of the
+ * first dimension that is unknown (negative) or does not broadcast; d[*nd - x->ndim + that
+ * index] then holds the dimension it met. */
+int ki_shapeop_broadcast(int64_t *d, int *nd, const ki_shape *x);
+
+/* Element strides of x's row-major data walked over out's dims (x broadcast to out): 0 along
+ * the dims x is broadcast over, and along all of them when x is not a tensor. */
+void ki_shapeop_broadcast_strides(const ki_shape *x, const ki_shape *out, int64_t *st);
+
 /* Fills out with a TENSOR shape of dims d and checks it against the limits. */
 ki_status ki_shapeop_make(ki_shape *out, int ndim, const int64_t *d, ki_error *err);
 

@@ -398,7 +398,8 @@ static void test_errors(void **state)
 
     const int64_t a[4] = { 1, 3, 4, 5 }, b[4] = { 1, 2, 4, 5 }, l[1] = { 2 };
     ki_shape ab[2] = { tshape(4, a), tshape(4, b) };
-    expect_shape_fail("add(@0,@1)", ab, 2, KI_ERR_SHAPE, "does not broadcast");
+    expect_shape_fail("add(@0,@1)", ab, 2, KI_ERR_SHAPE,
+                      "input @1: dimension 1 is 2, which does not broadcast with 3: add(@0,@1)");
     expect_shape_fail("mul(@0,size(@1,4))", ab, 2, KI_ERR_SHAPE, "size(@1,4) of a 4-d input");
     expect_shape_fail("[@0,@1]", ab, 2, KI_ERR_UNSUPPORTED, "a list of tensors");
     ki_shape lst[2] = { tshape(1, l), scalar_shape(1, true) };

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../../layers/registry.h"
+#include "../../layers/shape_common.h"
 #include "shape_test_util.h"
 
 /* ---- cat / stack ---- */
@@ -397,6 +398,42 @@ static void test_channel_shuffle(void **state)
 }
 
 /* A copy big enough to run on two threads gives the same result as a naive loop. */
+/* The broadcasting helpers shared by pnnx.Expression and the pointwise layers, on hand-worked
+ * shapes: right-aligned merging, growth to the longer rank, the first conflict's index and the
+ * dimension it met, an unknown dimension, and the walk's strides. */
+static void test_broadcast_helpers(void **state)
+{
+    (void)state;
+    int64_t d[KI_MAX_DIMS];
+    int nd = 0;
+    const int64_t a[3] = { 2, 1, 5 }, b[2] = { 4, 1 }, c[4] = { 7, 2, 3, 5 }, u[1] = { -1 };
+    ki_shape x = ki_shape_make(3, a);
+    assert_int_equal(ki_shapeop_broadcast(d, &nd, &x), -1);
+    x = ki_shape_make(2, b);
+    assert_int_equal(ki_shapeop_broadcast(d, &nd, &x), -1);
+    assert_int_equal(nd, 3);
+    assert_true(d[0] == 2 && d[1] == 4 && d[2] == 5);
+    x = ki_shape_make(4, c); /* grows to [1, 2, 4, 5]; 7 then 2 merge, 3 meets 4 */
+    assert_int_equal(ki_shapeop_broadcast(d, &nd, &x), 2);
+    assert_int_equal(nd, 4);
+    assert_true(d[0] == 7 && d[1] == 2 && d[2] == 4 && d[3] == 5);
+    nd = 0;
+    x = ki_shape_make(1, u);
+    assert_int_equal(ki_shapeop_broadcast(d, &nd, &x), 0);
+
+    const int64_t o[3] = { 2, 3, 4 }, e[2] = { 3, 1 }, f[3] = { 2, 3, 4 };
+    ki_shape out = ki_shape_make(3, o), in = ki_shape_make(2, e);
+    int64_t st[KI_MAX_DIMS];
+    ki_shapeop_broadcast_strides(&in, &out, st);
+    assert_true(st[0] == 0 && st[1] == 1 && st[2] == 0);
+    in = ki_shape_make(3, f);
+    ki_shapeop_broadcast_strides(&in, &out, st);
+    assert_true(st[0] == 12 && st[1] == 4 && st[2] == 1);
+    in.kind = KI_KIND_SCALAR;
+    ki_shapeop_broadcast_strides(&in, &out, st);
+    assert_true(st[0] == 0 && st[1] == 0 && st[2] == 0);
+}
+
 static void test_permute_large_threads(void **state)
 {
     enum { A = 64, B = 32, C = 17, N = A * B * C };
@@ -446,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_squeeze_unsqueeze),
         cmocka_unit_test(test_permute_transpose),
         cmocka_unit_test(test_expand),
+        cmocka_unit_test(test_broadcast_helpers),
         cmocka_unit_test(test_slice_single),
         cmocka_unit_test(test_slice_multi_selects),
         cmocka_unit_test(test_slice_bound_inputs),
