@@ -199,8 +199,8 @@ static ki_status topk_forward(const void *state, const ki_tensor *in, int n_in, 
     if (!ki_axis_norm(s->dim, xs->ndim > 0 ? xs->ndim : 1, &ax)) {
         return KI_ERR_SHAPE;
     }
-    const int64_t n = xs->ndim > 0 ? xs->d[ax] : 1, inner = ki_shapeop_prod(xs->d, ax + 1, xs->ndim);
-    const int64_t outer = ki_shapeop_prod(xs->d, 0, ax);
+    int64_t outer, n, inner;
+    ki_shapeop_blocks(xs, ax, &outer, &n, &inner);
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t t = 0; t < inner; t++) {
             const float *x = in[0].data + o * n * inner + t;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../core/layer.h"
+#include "shape_common.h"
 
 typedef struct rms_state {
     int n_norm;        /* dims normalised (the last ones) */
@@ -138,13 +139,8 @@ static ki_status l2n_forward(const void *state, const ki_tensor *in, int n_in, k
     if (!ki_axis_norm(s->dim, sh->ndim, &ax)) {
         return KI_ERR_SHAPE;
     }
-    int64_t outer = 1, inner = 1, n = sh->d[ax];
-    for (int i = 0; i < ax; i++) {
-        outer *= sh->d[i];
-    }
-    for (int i = ax + 1; i < sh->ndim; i++) {
-        inner *= sh->d[i];
-    }
+    int64_t outer, n, inner;
+    ki_shapeop_blocks(sh, ax, &outer, &n, &inner);
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t j = 0; j < inner; j++) {
             const float *x = in[0].data + o * n * inner + j;
@@ -206,13 +202,9 @@ static ki_status glu_forward(const void *state, const ki_tensor *in, int n_in, k
     if (!ki_axis_norm(s->dim, sh->ndim, &ax)) {
         return KI_ERR_SHAPE;
     }
-    int64_t outer = 1, inner = 1, half = sh->d[ax] / 2;
-    for (int i = 0; i < ax; i++) {
-        outer *= sh->d[i];
-    }
-    for (int i = ax + 1; i < sh->ndim; i++) {
-        inner *= sh->d[i];
-    }
+    int64_t outer, n, inner;
+    ki_shapeop_blocks(sh, ax, &outer, &n, &inner);
+    const int64_t half = n / 2;
     for (int64_t o = 0; o < outer; o++) {
         const float *a = in[0].data + o * 2 * half * inner, *b = a + half * inner;
         float *y = out[0].data + o * half * inner;

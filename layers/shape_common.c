@@ -144,6 +144,13 @@ int64_t ki_shapeop_prod(const int64_t *d, int from, int to)
     return p;
 }
 
+void ki_shapeop_blocks(const ki_shape *s, int ax, int64_t *outer, int64_t *n, int64_t *inner)
+{
+    *outer = ki_shapeop_prod(s->d, 0, ax);
+    *n = s->ndim ? s->d[ax] : 1;
+    *inner = ki_shapeop_prod(s->d, ax + 1, s->ndim);
+}
+
 void ki_shapeop_view_copy(const ki_tensor *in, ki_tensor *out)
 {
     if (out->data != in->data) {

@@ -41,6 +41,10 @@ void ki_shapeop_split(const float *joined, int64_t outer, ki_tensor *pieces, int
 /* Product of d[from..to-1] (1 when empty). Only for shapes already checked. */
 int64_t ki_shapeop_prod(const int64_t *d, int from, int to);
 
+/* s seen as outer x n x inner around its dim ax (a 0-d s: 1 x 1 x 1). Only for shapes already
+ * checked. */
+void ki_shapeop_blocks(const ki_shape *s, int ax, int64_t *outer, int64_t *n, int64_t *inner);
+
 /* Copies in to out unless they are the same buffer (the planner aliased a view). */
 void ki_shapeop_view_copy(const ki_tensor *in, ki_tensor *out);
 

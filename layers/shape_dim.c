@@ -121,18 +121,10 @@ static ki_status dim_shape(const void *state, const ki_shape *in, int n_in, ki_s
     return ki_shapeop_make(&out[0], in[0].ndim, d, err);
 }
 
-/* outer x n x inner around dim ax of shape s. */
-static void blocks(const ki_shape *s, int ax, int64_t *outer, int64_t *n, int64_t *inner)
-{
-    *outer = ki_shapeop_prod(s->d, 0, ax);
-    *n = s->ndim ? s->d[ax] : 1;
-    *inner = ki_shapeop_prod(s->d, ax + 1, s->ndim);
-}
-
 static void cumulate(const float *x, float *y, const ki_shape *s, int ax, bool prod)
 {
     int64_t outer, n, inner;
-    blocks(s, ax, &outer, &n, &inner);
+    ki_shapeop_blocks(s, ax, &outer, &n, &inner);
     for (int64_t o = 0; o < outer; o++) {
         const float *xo = x + o * n * inner;
         float *yo = y + o * n * inner;
