@@ -121,7 +121,8 @@ static ki_status desc_make(const ki_op_desc *op, const char *type, desc2d *x, ki
             x->ints[i][0] = zero ? 0 : 1, x->ints[i][1] = v;
             snprintf(x->raw[i], sizeof x->raw[i], "(%lld,%lld)", (long long)x->ints[i][0],
                      (long long)v);
-            p.kind = KI_PARAM_INTS, p.n = 2, p.ints = x->ints[i], p.floats = NULL, p.raw = x->raw[i];
+            p.kind = KI_PARAM_INTS, p.n = 2, p.ints = x->ints[i], p.floats = NULL,
+            p.raw = x->raw[i];
         }
         x->params[i] = p;
     }

@@ -164,7 +164,8 @@ static ki_status topk_shape(const void *state, const ki_shape *in, int n_in, ki_
     int ax;
     int64_t d[KI_MAX_DIMS];
     (void)n_in;
-    if (in[0].kind != KI_KIND_TENSOR || !ki_axis_norm(s->dim, in[0].ndim > 0 ? in[0].ndim : 1, &ax) ||
+    if (in[0].kind != KI_KIND_TENSOR ||
+        !ki_axis_norm(s->dim, in[0].ndim > 0 ? in[0].ndim : 1, &ax) ||
         (in[0].ndim > 0 ? in[0].d[ax] : 1) < s->k) {
         return KI_FAIL(err, KI_ERR_SHAPE, "k=%lld is larger than dim %lld", (long long)s->k,
                        (long long)s->dim);

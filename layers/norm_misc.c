@@ -1,7 +1,8 @@
-/* norm_misc.c - nn.GLU / F.glu (a * sigmoid(b) of the halves along dim), nn.RMSNorm / F.rms_norm (x / sqrt(mean(x^2) + eps) * weight over the last
- * dims of normalized_shape; eps None: float32's machine epsilon, as PyTorch) and F.normalize
- * (x / max(||x||_p, eps) along dim, p = 1 or 2). Sums accumulate in double. State: the
- * parameters and the weight (the model's), immutable; thread-safe. */
+/* norm_misc.c - nn.GLU / F.glu (a * sigmoid(b) of the halves along dim), nn.RMSNorm / F.rms_norm (x
+ * / sqrt(mean(x^2) + eps) * weight over the last dims of normalized_shape; eps None: float32's
+ * machine epsilon, as PyTorch) and F.normalize (x / max(||x||_p, eps) along dim, p = 1 or 2). Sums
+ * accumulate in double. State: the parameters and the weight (the model's), immutable; thread-safe.
+ */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -11,10 +12,10 @@
 #include "shape_common.h"
 
 typedef struct rms_state {
-    int n_norm;        /* dims normalised (the last ones) */
+    int n_norm; /* dims normalised (the last ones) */
     int64_t norm_numel;
     double eps;
-    const float *w;    /* (norm_numel) or NULL */
+    const float *w; /* (norm_numel) or NULL */
 } rms_state;
 
 typedef struct l2n_state {
@@ -45,9 +46,9 @@ static ki_status rms_create(const ki_op_desc *op, void **state, ki_error *err)
         st = KI_FAIL(err, KI_ERR_FORMAT, "normalized_shape is out of range");
     }
     if (st == KI_OK && w) {
-        st = w->numel == s->norm_numel ? KI_OK
-                                       : KI_FAIL(err, KI_ERR_SHAPE, "weight has %lld elements",
-                                                 (long long)w->numel);
+        st = w->numel == s->norm_numel
+                 ? KI_OK
+                 : KI_FAIL(err, KI_ERR_SHAPE, "weight has %lld elements", (long long)w->numel);
         s->w = w->data;
     }
     if (st != KI_OK) {
@@ -147,7 +148,8 @@ static ki_status l2n_forward(const void *state, const ki_tensor *in, int n_in, k
             float *y = out[0].data + o * n * inner + j;
             double acc = 0.0;
             for (int64_t k = 0; k < n; k++) {
-                acc += s->p == 1.0 ? fabs((double)x[k * inner]) : (double)x[k * inner] * x[k * inner];
+                acc +=
+                    s->p == 1.0 ? fabs((double)x[k * inner]) : (double)x[k * inner] * x[k * inner];
             }
             double norm = s->p == 1.0 ? acc : sqrt(acc);
             const float d = (float)(norm > s->eps ? norm : s->eps);

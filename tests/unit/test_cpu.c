@@ -97,9 +97,9 @@ static void test_cli(void **unused)
     assert_non_null(strstr(out, cmd));
     assert_int_equal(sh("KINFER_ISA=sse9 ./kinfer --version 2>&1", out, sizeof out), 2);
     assert_non_null(strstr(out, "KINFER_ISA 'sse9'"));
-    assert_int_equal(sh("./kinfer bench samples/mnist_cnn/model.pnnx.param --isa nope 2>&1", out,
-                        sizeof out),
-                     2);
+    assert_int_equal(
+        sh("./kinfer bench samples/mnist_cnn/model.pnnx.param --isa nope 2>&1", out, sizeof out),
+        2);
     assert_non_null(strstr(out, "--isa 'nope'"));
     assert_int_equal(sh("./kinfer bench samples/mnist_cnn/model.pnnx.param --isa generic --runs 1 "
                         "--warmup 0 2>&1",
