@@ -2,9 +2,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "../core/cpu.h"
 #include "../core/kinfer.h"
 #include "commands.h"
 
@@ -20,29 +20,10 @@
  * OMP_WAIT_POLICY or GOMP_SPINCOUNT wins; if the exec fails, libgomp's default stays. */
 #define KI_SPIN_NS 20000.0
 
-static double now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
 /* Rounds of libgomp's wait loop (one load and one pause) that take about KI_SPIN_NS here. */
 static long spin_rounds(void)
 {
-    double best = 1e9;
-    for (int rep = 0; rep < 3; rep++) {
-        double t0 = now_ns();
-        for (int i = 0; i < 256; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#else
-            __asm__ __volatile__("" ::: "memory");
-#endif
-        }
-        double per = (now_ns() - t0) / 256.0;
-        best = per < best ? per : best;
-    }
+    const double best = ki_cpu_pause_ns();
     long n = (long)(KI_SPIN_NS / (best > 0.5 ? best : 0.5));
     return n < 100 ? 100 : n > 1000000 ? 1000000 : n;
 }

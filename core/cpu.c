@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -182,4 +183,29 @@ bool ki_isa_parse(const char *s, ki_isa *out)
         }
     }
     return false;
+}
+
+static double now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+double ki_cpu_pause_ns(void)
+{
+    double best = 1e9;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = now_ns();
+        for (int i = 0; i < 256; i++) {
+#if KI_HAVE_X86
+            __builtin_ia32_pause();
+#else
+            __asm__ __volatile__("" ::: "memory");
+#endif
+        }
+        double per = (now_ns() - t0) / 256.0;
+        best = per < best ? per : best;
+    }
+    return best;
 }

@@ -46,6 +46,9 @@ const ki_cpu_info *ki_cpu_get(void);
 ki_isa ki_cpu_isa(void);
 /* Caps the level at isa; KI_ERR_UNSUPPORTED (naming what the CPU has) when the CPU lacks it. */
 ki_status ki_cpu_set_isa(ki_isa isa, ki_error *err);
+/* Nanoseconds one spin-wait pause (x86 PAUSE; elsewhere a compiler barrier) takes on this CPU:
+ * the best of three timed runs of 256, measured anew at each call. */
+double ki_cpu_pause_ns(void);
 /* "generic", "avx2", "avx512". */
 const char *ki_isa_name(ki_isa isa);
 /* The level named s (also "ref" for generic); false when s names none. */
