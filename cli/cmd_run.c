@@ -25,7 +25,9 @@ static void run_usage(FILE *f)
         "run in batches of --batch; each batch's results are printed as soon as it is done, and\n"
         "the last line on stderr sums up the run (inputs, seconds, images/s, batch latency).\n"
         "Images are converted to the input's channel count, resized (bilinear) to its HxW,\n"
-        "scaled to [0,1] and normalised with --mean/--std.\n"
+        "scaled to [0,1] and normalised with --mean/--std. With --resize or --crop they are\n"
+        "resized as torchvision does a PIL image (antialiased bilinear, bit-exact) and their\n"
+        "centre is cropped to the input's HxW instead.\n"
         "\n"
         "options:\n"
         "  --batch N          images per run (default 1)\n"
@@ -45,6 +47,14 @@ static void run_usage(FILE *f)
         "  --mean a,b,c       per-channel mean subtracted after scaling (default 0)\n"
         "  --std a,b,c        per-channel divisor (default 1)\n"
         "  --imagenet         --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225\n"
+        "  --preprocess torchvision\n"
+        "                     torchvision's ImageNet transform: Resize(256), CenterCrop(224),\n"
+        "                     ToTensor, Normalize: --resize 256 --crop 224 --imagenet\n"
+        "  --resize S|WxH     shorter side to S (aspect kept), or exactly WxH, antialiased as\n"
+        "                     Pillow does; then the centre is cropped to the input's size\n"
+        "  --crop S|WxH       centre crop (zero-padded when larger), after --resize; it must\n"
+        "                     be the input's HxW, and sets a '?' side\n"
+        "  --bgr              give the model the channels as B,G,R (OpenCV-trained models)\n"
         "  --letterbox        keep the aspect ratio, pad with 114/255 (on for detectors)\n"
         "  --task T           classify | detect | raw: how to present outputs (default:\n"
         "                     automatic; an output (N, >=100 boxes, 5+classes) is a detector)\n"
@@ -111,16 +121,40 @@ static const char *const value_opts[][2] = {
     { "--iou", "a number from 0 to 1" },
     { "--mean", "one number or three, comma-separated (a,b,c)" },
     { "--std", "one non-zero number or three, comma-separated (a,b,c)" },
+    { "--preprocess", "torchvision" },
+    { "--resize", "S or WxH, sides from 1 to 16384" },
+    { "--crop", "S or WxH, sides from 1 to 16384" },
 };
 static const char *const all_opts[] = { "--save-dir", "--labels",   "--draw",    "--task",
                                         "--isa",      "--scores",   "--threads", "--memory-limit",
                                         "--topk",     "--max-det",  "--conf",    "--iou",
                                         "--mean",     "--std",      "--json",    "--letterbox",
-                                        "--verbose",  "--imagenet", "--help",    NULL };
+                                        "--verbose",  "--imagenet", "--help",    "--jsonl",
+                                        "--batch",    "--input-shape", "--preprocess", "--resize",
+                                        "--crop",     "--bgr",      NULL };
 
 static bool one_of(const char *v, const char *a, const char *b, const char *c)
 {
     return strcmp(v, a) == 0 || strcmp(v, b) == 0 || (c && strcmp(v, c) == 0);
+}
+
+/* "S" (*w = S, *h = 0) or "WxH", sides from 1 to 16384: 1 when valid. */
+static int parse_size(const char *s, int *w, int *h)
+{
+    char *end;
+    long a = strtol(s, &end, 10), b = 0;
+    if (end == s || a < 1 || a > 16384) {
+        return 0;
+    }
+    if (*end == 'x' || *end == 'X') {
+        const char *t = end + 1;
+        b = strtol(t, &end, 10);
+        if (end == t || b < 1 || b > 16384) {
+            return 0;
+        }
+    }
+    *w = (int)a, *h = (int)b;
+    return *end == '\0';
 }
 
 /* Option a's value next into o: 1 when valid, 0 when not (the caller names what a allows). */
@@ -162,9 +196,29 @@ static int parse_value_opt(const char *a, const char *next, run_opts *o)
         return parse_unit(next, &o->conf);
     } else if (strcmp(a, "--iou") == 0) {
         return parse_unit(next, &o->iou);
+    } else if (strcmp(a, "--preprocess") == 0) {
+        o->preprocess = next;
+        return strcmp(next, "torchvision") == 0;
+    } else if (strcmp(a, "--resize") == 0) {
+        int w, h;
+        if (!parse_size(next, &w, &h)) {
+            return 0;
+        }
+        o->resize_short = h ? 0 : w;
+        o->resize_w = h ? w : 0;
+        o->resize_h = h;
+    } else if (strcmp(a, "--crop") == 0) {
+        int w, h;
+        if (!parse_size(next, &w, &h)) {
+            return 0;
+        }
+        o->crop_w = w;
+        o->crop_h = h ? h : w;
     } else if (strcmp(a, "--mean") == 0) {
+        o->have_mean = true;
         return parse_floats3(next, o->mean);
     } else {
+        o->have_std = true;
         return parse_floats3(next, o->std) && o->std[0] != 0 && o->std[1] != 0 && o->std[2] != 0;
     }
     return 1;
@@ -193,6 +247,8 @@ static bool parse_flag(const char *a, run_opts *o)
         o->letterbox = true;
     } else if (strcmp(a, "--verbose") == 0) {
         o->verbose = true;
+    } else if (strcmp(a, "--bgr") == 0) {
+        o->bgr = true;
     } else if (strcmp(a, "--imagenet") == 0) {
         o->imagenet = true;
         memcpy(o->mean, imean, sizeof imean);
@@ -271,6 +327,17 @@ static int parse_args(int argc, char **argv, run_opts *o)
     if (!o->param || !o->bin || o->n_inputs == 0) {
         run_usage(stderr);
         return KI_EXIT_USAGE;
+    }
+    if (o->preprocess) { /* torchvision's transform, where no option said otherwise */
+        if (!o->resize_short && !o->resize_w) {
+            o->resize_short = 256;
+        }
+        if (!o->crop_w) {
+            o->crop_w = o->crop_h = 224;
+        }
+        if (!o->have_mean && !o->have_std && !o->imagenet) {
+            parse_flag("--imagenet", o);
+        }
     }
     return KI_EXIT_OK;
 }
@@ -463,13 +530,29 @@ static ki_status image_prep(const run_opts *o, const ki_model *m, ki_image_prep 
                        decl.ndim < 0 ? "(unannotated)" : ki_shape_str(&decl, buf, sizeof buf));
     }
     bool detect = wants_detect(o, m);
+    bool crop = o->resize_short || o->resize_w || o->crop_w;
+    const char *which = o->preprocess ? "--preprocess" : o->crop_w ? "--crop" : "--resize";
+    if (crop && (detect || o->letterbox)) {
+        return KI_FAIL(err, KI_ERR_UNSUPPORTED,
+                       "%s: images for a detector are letterboxed; leave out %s", which, which);
+    }
     int side = detect ? KI_RUN_DETECT_SIZE : 224;
-    *p = (ki_image_prep){ (int)decl.d[1],
-                          decl.d[2] >= 0 ? (int)decl.d[2] : side,
-                          decl.d[3] >= 0 ? (int)decl.d[3] : side,
-                          o->letterbox || detect,
-                          { 0 },
-                          { 0 } };
+    int side_w = o->crop_w ? o->crop_w : o->resize_w ? o->resize_w : side;
+    int side_h = o->crop_w ? o->crop_h : o->resize_w ? o->resize_h : side;
+    *p = (ki_image_prep){ .channels = (int)decl.d[1],
+                          .height = decl.d[2] >= 0 ? (int)decl.d[2] : side_h,
+                          .width = decl.d[3] >= 0 ? (int)decl.d[3] : side_w,
+                          .letterbox = o->letterbox || detect,
+                          .center_crop = crop,
+                          .resize_w = o->resize_w,
+                          .resize_h = o->resize_h,
+                          .resize_short = o->resize_short,
+                          .bgr = o->bgr };
+    if (o->crop_w && (o->crop_w != p->width || o->crop_h != p->height)) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "%s: crops %dx%d but input 0 %s takes %dx%d (WxH)",
+                       which, o->crop_w, o->crop_h, ki_shape_str(&decl, buf, sizeof buf),
+                       p->width, p->height);
+    }
     memcpy(p->mean, o->mean, sizeof p->mean);
     memcpy(p->std, o->std, sizeof p->std);
     int64_t d[4] = { o->batch, p->channels, p->height, p->width };
@@ -817,6 +900,13 @@ static int check_against_model(const run_opts *o, const ki_model *m, const label
         ki_cli_error("run: --imagenet: the model's input has %lld channel%s; ImageNet "
                      "normalisation is for RGB (3 channels)",
                      (long long)in.d[1], in.d[1] == 1 ? "" : "s");
+        return KI_EXIT_USAGE;
+    }
+    bool sized = in.ndim == 4 && in.d[2] >= 0 && in.d[3] >= 0;
+    if (o->crop_w && sized && (o->crop_w != in.d[3] || o->crop_h != in.d[2])) {
+        ki_cli_error("run: %s: crops %dx%d, but the model's input is %lldx%lld (WxH)",
+                     o->preprocess ? "--preprocess torchvision" : "--crop", o->crop_w, o->crop_h,
+                     (long long)in.d[3], (long long)in.d[2]);
         return KI_EXIT_USAGE;
     }
     if (lb->names && out.ndim == 2 && out.d[1] > 0 && out.d[1] != lb->n) {

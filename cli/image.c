@@ -1,5 +1,6 @@
 /* image.c - image decoding, channel conversion, bilinear resize, letterbox and normalisation. */
 #include "image.h"
+#include "image_resample.h"
 
 #include <errno.h>
 #include <math.h>
@@ -56,22 +57,68 @@ static void resize_into(const unsigned char *img, int w, int h, const ki_image_p
     int x0 = (int)floorf(ox), y0 = (int)floorf(oy);
     for (int ch = 0; ch < c; ch++) {
         float *plane = dst + (size_t)ch * p->height * p->width;
+        const int from = p->bgr && c == 3 ? 2 - ch : ch;
         for (int y = 0; y < p->height; y++) {
             for (int x = 0; x < p->width; x++) {
                 float v;
                 if (x < x0 || x >= x0 + nw || y < y0 || y >= y0 + nh) {
                     v = 114.0f;
                 } else if (nw == w && nh == h) {
-                    v = img[((size_t)(y - y0) * w + (x - x0)) * c + ch];
+                    v = img[((size_t)(y - y0) * w + (x - x0)) * c + from];
                 } else {
                     float syf = ((float)(y - y0) + 0.5f) * (float)h / (float)nh - 0.5f;
                     float sxf = ((float)(x - x0) + 0.5f) * (float)w / (float)nw - 0.5f;
-                    v = sample(img, w, h, c, ch, syf, sxf);
+                    v = sample(img, w, h, c, from, syf, sxf);
                 }
                 plane[(size_t)y * p->width + x] = (v / 255.0f - p->mean[ch]) / p->std[ch];
             }
         }
     }
+}
+
+/* An 8-bit image of exactly the network's size into normalised planes, as ToTensor + Normalize
+ * compute them in float32. */
+static void planes_from(const ki_u8_image *im, const ki_image_prep *p, float *dst)
+{
+    const size_t hw = (size_t)p->height * p->width;
+    for (int ch = 0; ch < im->c; ch++) {
+        int from = p->bgr && im->c == 3 ? 2 - ch : ch;
+        for (size_t i = 0; i < hw; i++) {
+            float v = (float)im->px[i * im->c + from];
+            dst[ch * hw + i] = (v / 255.0f - p->mean[ch]) / p->std[ch];
+        }
+    }
+}
+
+/* torchvision's Resize + CenterCrop (see image_resample.c), then the planes. */
+static ki_status center_crop_into(unsigned char *img, int w, int h, const ki_image_prep *p,
+                                  float *dst, ki_image_info *info, ki_error *err)
+{
+    ki_u8_image src = { img, w, h, p->channels }, sized = { 0 }, crop = { 0 };
+    int rw = p->resize_w, rh = p->resize_h;
+    if (p->resize_short > 0) {
+        ki_image_short_side(w, h, p->resize_short, &rw, &rh);
+    }
+    ki_status st = KI_OK;
+    if (rw > 0 && (rw != w || rh != h)) {
+        st = ki_image_resize_aa(&src, rw, rh, &sized, err);
+    } else {
+        sized = src;
+    }
+    if (st == KI_OK) {
+        st = ki_image_center_crop(&sized, p->width, p->height, &crop, err);
+    }
+    if (st == KI_OK) {
+        planes_from(&crop, p, dst);
+        info->scale = (float)sized.w / (float)w;
+        info->pad_x = (float)(p->width - sized.w) / 2.0f;
+        info->pad_y = (float)(p->height - sized.h) / 2.0f;
+    }
+    if (sized.px != img) {
+        free(sized.px);
+    }
+    free(crop.px);
+    return st;
 }
 
 ki_status ki_image_load(const char *path, const ki_image_prep *prep, float *dst,
@@ -105,7 +152,15 @@ ki_status ki_image_load(const char *path, const ki_image_prep *prep, float *dst,
     }
     info->orig_w = w;
     info->orig_h = h;
-    resize_into(img, w, h, prep, dst, info);
+    ki_status st = KI_OK;
+    if (prep->center_crop) {
+        st = center_crop_into(img, w, h, prep, dst, info, err);
+        if (st != KI_OK) {
+            ki_error_prefix(err, "%s", path);
+        }
+    } else {
+        resize_into(img, w, h, prep, dst, info);
+    }
     stbi_image_free(img);
-    return KI_OK;
+    return st;
 }

@@ -13,6 +13,13 @@ typedef struct ki_image_prep {
     int height, width; /* network input size */
     bool letterbox;    /* keep aspect ratio, pad with 114/255 */
     float mean[3], std[3];
+    /* torchvision's way (Resize then CenterCrop, bit-exact with a PIL image), when center_crop:
+     * the image is resized with Pillow's antialiased bilinear filter to resize_w x resize_h, or
+     * its shorter side to resize_short (none when all three are 0), then its centre width x
+     * height is taken (zero-padded if smaller) */
+    bool center_crop;
+    int resize_w, resize_h, resize_short;
+    bool bgr; /* feed the channels as B, G, R */
 } ki_image_prep;
 
 typedef struct ki_image_info {

@@ -25,6 +25,10 @@ typedef struct run_opts {
     ki_shape input_shape; /* --input-shape, or ndim 0 */
     size_t memory_limit;  /* bytes; 0: what the system has available */
     float mean[3], std[3];
+    const char *preprocess;              /* --preprocess torchvision, or NULL */
+    int resize_w, resize_h, resize_short; /* --resize WxH or S (0: none) */
+    int crop_w, crop_h;                   /* --crop WxH (0: the input's size) */
+    bool bgr;                             /* --bgr */
 } run_opts;
 
 typedef struct labels {

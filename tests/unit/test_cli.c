@@ -85,6 +85,60 @@ static void test_save_dir_round_trip(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Image preprocessing as torchvision does it to a PIL image (tests/data/preprocess/make_refs.py):
+ * `kinfer run --save-dir` writes the input the model saw, and it must equal torchvision's tensor
+ * within 1e-5 — Resize(256) + CenterCrop(224) + ImageNet Normalize on both sample photos, and
+ * an exact --resize WxH with --crop and --bgr. */
+#define CONVPATHS "tests/data/nets/convpaths/model.pnnx.param tests/data/nets/convpaths/model.pnnx.bin "
+#define PREP "tests/data/preprocess/"
+
+static void check_input_matches(const char *options, const char *ref_npy)
+{
+    char dir[] = "/tmp/kinfer-prep-XXXXXX", cmd[1024], path[600];
+    assert_non_null(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd, "%%s run " CONVPATHS "%s --save-dir %s/o > /dev/null 2>&1%%s", options,
+             dir);
+    assert_int_equal(run(cmd, NULL, NULL, 0), 0);
+    snprintf(path, sizeof path, "%s/o/in0.npy", dir);
+    ki_shape sg, sr;
+    float *got = NULL, *ref = NULL;
+    ki_error err;
+    assert_int_equal(ki_npy_read(path, &sg, &got, &err), KI_OK);
+    assert_int_equal(ki_npy_read(ref_npy, &sr, &ref, &err), KI_OK);
+    assert_true(ki_shape_equal(&sg, &sr));
+    double worst = 0;
+    for (int64_t i = 0; i < ki_shape_count(&sr); i++) {
+        double d = fabs((double)got[i] - (double)ref[i]);
+        worst = d > worst ? d : worst;
+    }
+    free(got);
+    free(ref);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    if (worst > 1e-5) {
+        fail_msg("%s: max abs difference %.3g from torchvision (%s)", options, worst, ref_npy);
+    }
+}
+
+static void test_preprocess_torchvision(void **state)
+{
+    (void)state;
+    check_input_matches(PREP "bus.png --preprocess torchvision", PREP "bus_torchvision.npy");
+    check_input_matches(PREP "zidane.png --preprocess torchvision", PREP "zidane_torchvision.npy");
+    /* the same by hand */
+    check_input_matches(PREP "bus.png --resize 256 --crop 224x224 --imagenet",
+                        PREP "bus_torchvision.npy");
+    check_input_matches(PREP "zidane.png --resize=320x240 --crop 224 --bgr",
+                        PREP "zidane_320x240_bgr.npy");
+    /* a crop that is not the input's size, a bad size, a detector-only clash: usage errors */
+    assert_int_equal(run("%s run " CONVPATHS PREP "bus.png --crop 200 2>/dev/null%s", NULL, NULL, 0),
+                     2);
+    assert_int_equal(
+        run("%s run " CONVPATHS PREP "bus.png --resize 0x5 2>/dev/null%s", NULL, NULL, 0), 2);
+    assert_int_equal(
+        run("%s run " CONVPATHS PREP "bus.png --preprocess caffe 2>/dev/null%s", NULL, NULL, 0), 2);
+}
+
 /* A classifier whose graph ends in softmax shows its outputs as the probabilities (PyTorch's own,
  * tests/data/ops/softmax_head/out0.npy), not a softmax of them; after log_softmax their exp;
  * --scores softmax applies one anyway, --scores raw shows the values. */
@@ -364,6 +418,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_inputs),
+        cmocka_unit_test(test_preprocess_torchvision),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
