@@ -67,6 +67,8 @@ static void run_usage(FILE *f)
         "                     several images give OUT_0.jpg, OUT_1.jpg, ...)\n"
         "  --json             machine-readable results on stdout (one JSON document)\n"
         "  --jsonl            one JSON object per input and line, as each batch finishes\n"
+        "  --csv              CSV on stdout, a header then a row per class (rank 1..topk), per\n"
+        "                     detection, or per output (raw), as each batch finishes\n"
         "  --memory-limit MB  fail before planning more tensor memory than this\n"
         "                     (default: the memory the system has available)\n"
         "  --verbose          report weights, planned tensor memory and peak resident memory\n",
@@ -131,7 +133,7 @@ static const char *const all_opts[] = { "--save-dir", "--labels",   "--draw",   
                                         "--mean",     "--std",      "--json",    "--letterbox",
                                         "--verbose",  "--imagenet", "--help",    "--jsonl",
                                         "--batch",    "--input-shape", "--preprocess", "--resize",
-                                        "--crop",     "--bgr",      NULL };
+                                        "--crop",     "--bgr",      "--csv",     NULL };
 
 static bool one_of(const char *v, const char *a, const char *b, const char *c)
 {
@@ -243,6 +245,8 @@ static bool parse_flag(const char *a, run_opts *o)
         o->json = true;
     } else if (strcmp(a, "--jsonl") == 0) {
         o->jsonl = true;
+    } else if (strcmp(a, "--csv") == 0) {
+        o->csv = true;
     } else if (strcmp(a, "--letterbox") == 0) {
         o->letterbox = true;
     } else if (strcmp(a, "--verbose") == 0) {
@@ -326,6 +330,10 @@ static int parse_args(int argc, char **argv, run_opts *o)
     }
     if (!o->param || !o->bin || o->n_inputs == 0) {
         run_usage(stderr);
+        return KI_EXIT_USAGE;
+    }
+    if (o->csv + o->json + o->jsonl > 1) {
+        ki_cli_error("run: --csv, --json and --jsonl are different formats: give one");
         return KI_EXIT_USAGE;
     }
     if (o->preprocess) { /* torchvision's transform, where no option said otherwise */

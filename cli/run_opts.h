@@ -20,7 +20,7 @@ typedef struct run_opts {
     const char *isa;    /* --isa, or NULL */
     const char *scores; /* --scores raw|softmax, or NULL: from the graph's last operator */
     float conf, iou;
-    bool json, jsonl, letterbox, verbose, have_mean, have_std, imagenet;
+    bool json, jsonl, csv, letterbox, verbose, have_mean, have_std, imagenet;
     int batch;            /* images per run (--batch) */
     ki_shape input_shape; /* --input-shape, or ndim 0 */
     size_t memory_limit;  /* bytes; 0: what the system has available */

@@ -72,6 +72,23 @@ static void json_string(const char *s)
     putchar('"');
 }
 
+/* A CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, quote or newline. */
+static void csv_string(const char *str)
+{
+    if (!strpbrk(str, ",\"\r\n")) {
+        fputs(str, stdout);
+        return;
+    }
+    putchar('"');
+    for (const char *c = str; *c; c++) {
+        if (*c == '"') {
+            putchar('"');
+        }
+        putchar(*c);
+    }
+    putchar('"');
+}
+
 typedef enum run_task { TASK_RAW, TASK_CLASSIFY, TASK_DETECT } run_task;
 
 bool ki_run_is_detector_shape(const ki_shape *s, bool allow_unknown)
@@ -156,14 +173,19 @@ static void print_row_topk(const run_opts *o, score_kind sk, const float *row, i
         printf("%s{\"input\": ", o->jsonl ? "" : "    ");
         json_string(src);
         printf(", \"index\": %d, \"top\": [", idx);
-    } else {
+    } else if (!o->csv) {
         printf("%s:\n", src);
     }
     for (int t = 0; best && t < top; t++) {
         double v = row[best[t]];
         double p = sk == SCORE_AS_IS ? v : sk == SCORE_EXP ? exp(v) : exp(v - mx) / sum;
         const char *name = (lb->names && best[t] < lb->n) ? lb->names[best[t]] : NULL;
-        if (o->json || o->jsonl) {
+        if (o->csv) {
+            csv_string(src);
+            printf(",%d,%d,%d,%.6g,%.6g,", idx, t + 1, best[t], p, row[best[t]]);
+            csv_string(name ? name : "");
+            putchar('\n');
+        } else if (o->json || o->jsonl) {
             printf("%s{\"class\": %d, \"score\": %.6f, \"logit\": %.6g", t ? ", " : "", best[t], p,
                    row[best[t]]);
             if (name) {
@@ -199,7 +221,15 @@ static void print_stats(const run_opts *o, const ki_model *m, const ki_session *
             sum += t.data[j];
         }
         double mean = n ? sum / (double)n : 0;
-        if (o->json || o->jsonl) {
+        if (o->csv) {
+            printf("%d,", i);
+            csv_string(ki_model_output_name(m, i));
+            putchar(',');
+            for (int d = 0; d < t.shape.ndim; d++) {
+                printf("%s%lld", d ? "x" : "", (long long)t.shape.d[d]);
+            }
+            printf(",%.6g,%.6g,%.6g\n", mn, mx, mean);
+        } else if (o->json || o->jsonl) {
             printf("%s{\"output\": %d, \"name\": ", o->jsonl ? "" : "    ", i);
             json_string(ki_model_output_name(m, i));
             printf(", \"shape\": [");
@@ -233,6 +263,17 @@ static void print_dets(const run_opts *o, const ki_det *d, int n, const labels *
                        int idx, bool last)
 {
     const bool js = o->json || o->jsonl;
+    if (o->csv) {
+        for (int i = 0; i < n; i++) {
+            const char *name = lb->names && d[i].cls < lb->n ? lb->names[d[i].cls] : "";
+            csv_string(src);
+            printf(",%d,%d,", idx, d[i].cls);
+            csv_string(name);
+            printf(",%.4f,%.1f,%.1f,%.1f,%.1f\n", (double)d[i].score, (double)d[i].x1,
+                   (double)d[i].y1, (double)d[i].x2, (double)d[i].y2);
+        }
+        return;
+    }
     if (js) {
         printf("%s{\"input\": ", o->jsonl ? "" : "    ");
         json_string(src);
@@ -317,6 +358,12 @@ static ki_status print_detections(const run_opts *o, const ki_session *s, const 
 void ki_run_print_begin(const run_opts *o, const ki_model *m, const ki_session *s)
 {
     static const char *const names[] = { "raw", "classify", "detect" };
+    static const char *const csv_headers[] = { "output,name,shape,min,max,mean",
+                                               "input,index,rank,class,score,logit,label",
+                                               "input,index,class,label,score,x1,y1,x2,y2" };
+    if (o->csv) {
+        printf("%s\n", csv_headers[pick_task(o, s, m)]);
+    }
     if (o->json && !o->jsonl) {
         printf("{\n  \"model\": ");
         json_string(o->param);

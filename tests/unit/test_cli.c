@@ -85,6 +85,27 @@ static void test_save_dir_round_trip(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* --csv: a header, then one row per class shown; each digit is its own top class. */
+static void test_csv(void **state)
+{
+    (void)state;
+    char out[16384];
+    assert_int_equal(
+        run("%s run " SAMPLE "samples/digits --topk 1 --csv 2>/dev/null%s", NULL, out, sizeof out),
+        0);
+    assert_memory_equal(out, "input,index,rank,class,score,logit,label\n", 41);
+    for (int d = 0; d < 10; d++) {
+        char want[128];
+        snprintf(want, sizeof want, "samples/digits/digit_%d.png,%d,1,%d,", d, d, d);
+        if (!strstr(out, want)) {
+            fail_msg("no row '%s' in:\n%s", want, out);
+        }
+    }
+    assert_int_equal(run("%s run " SAMPLE "samples/digits --csv --json 2>/dev/null%s", NULL, NULL,
+                         0),
+                     2);
+}
+
 /* Image preprocessing as torchvision does it to a PIL image (tests/data/preprocess/make_refs.py):
  * `kinfer run --save-dir` writes the input the model saw, and it must equal torchvision's tensor
  * within 1e-5 — Resize(256) + CenterCrop(224) + ImageNet Normalize on both sample photos, and
@@ -419,6 +440,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_inputs),
         cmocka_unit_test(test_preprocess_torchvision),
+        cmocka_unit_test(test_csv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
