@@ -165,12 +165,19 @@ static ki_status write_entry(zip_out *z, const ki_op_desc *d, const ki_attr *at,
     }
     float lo, hi;
     gen_range(at, &lo, &hi);
-    /* A YOLOv5 Detect head's captured 1-D constant is its strides, which the layer recognises
-     * by content (rising whole numbers): the usual 8, 16, 32, ... */
-    bool strides = strcmp(d->type, "models.yolo.Detect") == 0 && at->shape.ndim == 1 &&
-                   strncmp(at->key, "pnnx_", 5) == 0 && at->numel <= 16;
+    /* A YOLOv5 Detect head's captured constants, which the layer recognises by content: a 1-D
+     * one is its strides (rising whole numbers: the usual 8, 16, 32, ...); older exports also
+     * capture (1, na, ny, nx, 2) grids, given the cell coordinates (x, y) here. */
+    bool detect = strcmp(d->type, "models.yolo.Detect") == 0 && strncmp(at->key, "pnnx_", 5) == 0;
+    bool strides = detect && at->shape.ndim == 1 && at->numel <= 16;
+    bool grid = detect && at->shape.ndim == 5 && at->shape.d[4] == 2 && at->shape.d[3] > 0 &&
+                at->shape.d[2] > 0;
     for (int64_t i = 0; i < at->numel; i++) {
         float v = strides ? (float)(8 << i) : ki_bench_rand(&z->seed, lo, hi);
+        if (grid) {
+            int64_t cell = (i / 2) % (at->shape.d[2] * at->shape.d[3]);
+            v = (float)(i % 2 == 0 ? cell % at->shape.d[3] : cell / at->shape.d[3]);
+        }
         encode(at->dtype, v, data + (size_t)i * eb);
     }
     uint32_t crc = crc32_update(0, data, size);

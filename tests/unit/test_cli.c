@@ -106,6 +106,17 @@ static void test_csv(void **state)
                      2);
 }
 
+/* bench without a .bin generates weights a YOLOv5 Detect head accepts, for the older export
+ * too, whose captured constants @pnnx_0..6 are six (1, na, ny, nx, 2) grids and the strides. */
+static void test_bench_old_detect(void **state)
+{
+    (void)state;
+    assert_int_equal(run("%s bench tests/data/bench/yolov5_old_detect.pnnx.param --runs 1 "
+                         "> /dev/null 2>&1%s",
+                         NULL, NULL, 0),
+                     0);
+}
+
 /* Image preprocessing as torchvision does it to a PIL image (tests/data/preprocess/make_refs.py):
  * `kinfer run --save-dir` writes the input the model saw, and it must equal torchvision's tensor
  * within 1e-5 — Resize(256) + CenterCrop(224) + ImageNet Normalize on both sample photos, and
@@ -441,6 +452,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_inputs),
         cmocka_unit_test(test_preprocess_torchvision),
         cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_bench_old_detect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
