@@ -5,7 +5,7 @@ OPT     ?= -O2
 # The target's Debian multiarch triplet (x86_64-linux-gnu, aarch64-linux-gnu, ...): where its
 # OpenBLAS headers live, and whether the x86 kernels (*_avx2.c, *_avx512.c) are built at all.
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
-CFLAGS_BASE := -std=c11 -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -g -fopenmp -fPIC \
+CFLAGS_BASE := -std=c11 -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -g -fopenmp -pthread -fPIC \
   -Wall -Wextra -Wshadow -Wvla -Wstrict-prototypes -Wmissing-prototypes \
   -I/usr/include/$(MULTIARCH)/openblas-openmp -I/usr/include/stb
 CFLAGS  ?= $(OPT) -DNDEBUG

@@ -1,6 +1,7 @@
 /* cmd_run.c - `kinfer run MODEL.pnnx.param MODEL.pnnx.bin INPUT... [options]`. */
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -754,8 +755,37 @@ static void print_progress(int done, int total, double secs)
             rate > 0 ? (total - done) / rate : 0.0);
 }
 
-/* Images in batches of o->batch: each batch decoded, run and printed (and saved) before the next,
- * so memory is bounded by one batch and results appear as they are ready. */
+/* One batch's images decoded and resized into buf, on the loader thread while the batch before
+ * it runs. */
+typedef struct batch_load {
+    const run_opts *o;
+    const ki_image_prep *p;
+    int first, n;
+    float *buf;
+    ki_detect_map *maps;
+    ki_status st;
+    ki_error err;
+} batch_load;
+
+static void *load_batch(void *arg)
+{
+    batch_load *l = arg;
+    const size_t per = (size_t)l->p->channels * (size_t)l->p->height * (size_t)l->p->width;
+    l->st = KI_OK;
+    for (int i = 0; l->st == KI_OK && i < l->n; i++) {
+        ki_image_info info = { 0 };
+        l->st = ki_image_load(l->o->inputs[l->first + i], l->p, l->buf + per * (size_t)i, &info,
+                              &l->err);
+        if (l->st == KI_OK) {
+            l->maps[i] = ki_detect_map_image(l->p, &info);
+        }
+    }
+    return NULL;
+}
+
+/* Images in batches of o->batch: each batch is run, printed (and saved) while the next one is
+ * decoded on a second thread, so memory is bounded by two batches' inputs and one session, and
+ * results appear as they are ready. */
 static ki_status run_images(const run_opts *o, const ki_model *m, const labels *lb, ki_error *err)
 {
     ki_image_prep p;
@@ -765,31 +795,54 @@ static ki_status run_images(const run_opts *o, const ki_model *m, const labels *
     }
     const int bs = o->batch, nb = (o->n_inputs + bs - 1) / bs;
     const size_t per = (size_t)p.channels * (size_t)p.height * (size_t)p.width;
-    float *buf = malloc(per * (size_t)bs * sizeof *buf);
-    ki_detect_map *maps = calloc((size_t)bs, sizeof *maps);
+    batch_load ld[2] = { { .o = o, .p = &p }, { .o = o, .p = &p } };
+    for (int k = 0; k < 2; k++) {
+        ld[k].buf = malloc(per * (size_t)bs * sizeof *ld[k].buf);
+        ld[k].maps = calloc((size_t)bs, sizeof *ld[k].maps);
+    }
     double *lat = calloc((size_t)nb, sizeof *lat), t_start = now_s();
     ki_session *s = NULL;
+    pthread_t loader;
+    bool loading = false;
     const bool progress = isatty(2) && nb > 1;
-    st = buf && maps && lat ? KI_OK : KI_FAIL(err, KI_ERR_NOMEM, "out of memory for a batch");
+    st = ld[0].buf && ld[1].buf && ld[0].maps && ld[1].maps && lat
+             ? KI_OK
+             : KI_FAIL(err, KI_ERR_NOMEM, "out of memory for a batch");
     for (int b = 0; st == KI_OK && b < nb; b++) {
         const int first = b * bs, n = o->n_inputs - first < bs ? o->n_inputs - first : bs;
+        batch_load *cur = &ld[b & 1], *next = &ld[(b + 1) & 1];
         double t0 = now_s();
-        for (int i = 0; st == KI_OK && i < n; i++) {
-            ki_image_info info;
-            st = ki_image_load(o->inputs[first + i], &p, buf + per * (size_t)i, &info, err);
-            maps[i] = ki_detect_map_image(&p, &info);
+        if (b == 0) {
+            cur->first = first, cur->n = n;
+            load_batch(cur);
+        } else if (loading) {
+            pthread_join(loader, NULL);
+            loading = false;
+        }
+        if (cur->st != KI_OK) {
+            *err = cur->err;
+            st = cur->st;
+            break;
+        }
+        if (b + 1 < nb) { /* the next batch decodes while this one runs */
+            next->first = first + bs;
+            next->n = o->n_inputs - next->first < bs ? o->n_inputs - next->first : bs;
+            loading = pthread_create(&loader, NULL, load_batch, next) == 0;
+            if (!loading) {
+                load_batch(next);
+            }
         }
         int64_t d[4] = { n, p.channels, p.height, p.width };
         ki_shape shape = ki_shape_make(4, d);
-        st = st == KI_OK ? session_for(o, m, &shape, &s, err) : st;
+        st = session_for(o, m, &shape, &s, err);
         if (st == KI_OK) {
-            memcpy(ki_session_input(s, 0).data, buf, per * (size_t)n * sizeof *buf);
+            memcpy(ki_session_input(s, 0).data, cur->buf, per * (size_t)n * sizeof *cur->buf);
             st = ki_session_run(s, err);
         }
         if (st == KI_OK && b == 0) {
             ki_run_print_begin(o, m, s);
         }
-        run_sources src = { o->inputs + first, n, maps, first, o->n_inputs, b + 1 == nb };
+        run_sources src = { o->inputs + first, n, cur->maps, first, o->n_inputs, b + 1 == nb };
         st = st == KI_OK ? ki_run_print(o, m, s, lb, &src, err) : st;
         if (st == KI_OK && o->save_dir) {
             st = save_outputs(o, m, s, nb > 1 ? b : -1, err);
@@ -799,6 +852,9 @@ static ki_status run_images(const run_opts *o, const ki_model *m, const labels *
         if (progress) {
             print_progress(first + n, o->n_inputs, now_s() - t_start);
         }
+    }
+    if (loading) {
+        pthread_join(loader, NULL);
     }
     if (progress) {
         fputc('\n', stderr);
@@ -811,8 +867,10 @@ static ki_status run_images(const run_opts *o, const ki_model *m, const labels *
         }
         print_summary(o->n_inputs, now_s() - t_start, lat, nb);
     }
-    free(buf);
-    free(maps);
+    for (int k = 0; k < 2; k++) {
+        free(ld[k].buf);
+        free(ld[k].maps);
+    }
     free(lat);
     ki_session_destroy(s);
     return st;

@@ -56,6 +56,14 @@ check bad-npy 1 run $C/model.pnnx.param $C/model.pnnx.bin $M/n_short_data.npy
 check bad-shape 1 run $C/model.pnnx.param $C/model.pnnx.bin $M/n_channels_4.npy
 check bad-image 1 run $D/nets/mnist_cnn/model.pnnx.param $D/nets/mnist_cnn/model.pnnx.bin \
     $M/i_truncated.png
+# batches of images: the next batch decodes on the loader thread while one runs; a bad image in a
+# later batch stops the run there; torchvision preprocessing of a photo
+check image-batches 0 run $D/nets/mnist_cnn/model.pnnx.param $D/nets/mnist_cnn/model.pnnx.bin \
+    samples/digits --batch 3
+check bad-image-batch 1 run $D/nets/mnist_cnn/model.pnnx.param $D/nets/mnist_cnn/model.pnnx.bin \
+    samples/digits/digit_1.png samples/digits/digit_2.png $M/i_truncated.png --batch 2
+check preprocess 0 run $D/nets/convpaths/model.pnnx.param $D/nets/convpaths/model.pnnx.bin \
+    $D/preprocess/zidane.png --preprocess torchvision
 rm -rf "$OUT"
 echo "valgrind: $((n - failed)) of $n runs clean"
 [ "$failed" -eq 0 ]
