@@ -19,6 +19,7 @@
 #include "../core/bigbuf.h"
 #include "conv_common.h"
 #include "gemm.h"
+#include "softmax.h"
 
 /* Query rows per work item of the attention proper (scores of ATT_ROWS x S in a thread's slice). */
 #define ATT_ROWS 32
@@ -31,6 +32,7 @@ typedef struct mha {
     /* with a vector micro-kernel: in_proj^T and out_proj^T as packed GEMM panels (owned) */
     float *p_in, *p_out;
     ki_gemm_ukernel uk;
+    ki_softmax_row_fn row;
 } mha;
 
 /* W^T of a (n x k) weight into panels of KI_GEMM_NR columns (the B of x W^T), or NULL. */
@@ -131,6 +133,7 @@ static ki_status mha_create(const ki_op_desc *op, void **state, ki_error *err)
         m->p_in = pack_t(m->w_in, 3 * m->e, m->e);
         m->p_out = pack_t(m->w_out, m->e, m->e);
         m->uk = ki_gemm_ukernel_for(ki_cpu_isa());
+        m->row = ki_softmax_row_for(ki_cpu_isa());
         if (!m->p_in || !m->p_out) {
             st = KI_FAIL(err, KI_ERR_NOMEM, "out of memory for the packed projections");
         }
@@ -194,14 +197,62 @@ static ki_status mha_shape(const void *state, const ki_shape *in, int n_in, ki_s
     return KI_OK;
 }
 
-/* Floats: Q (L*E), K and V (S*E each), one head's scores (L*S), the heads (L*E). */
+/* Columns of a packed GEMM B of n columns (whole panels). */
+static int64_t panel_cols(int64_t n)
+{
+    return (n + KI_GEMM_NR - 1) / KI_GEMM_NR * KI_GEMM_NR;
+}
+
+/* Floats: Q (L*E), K and V (S*E each), one head's scores (L*S), the heads (L*E); with the
+ * micro-kernel also every head's K^T and V as packed panels (E*S32 + S*D32 per head). */
 static bool mha_floats(const mha *m, const ki_shape *in, int64_t *floats)
 {
-    int64_t l, s, n, a, b;
+    int64_t l, s, n, a, b, c = 0, d = 0;
     seq_batch(m, &in[m->q_in], &l, &n);
     seq_batch(m, &in[m->k_in], &s, &n);
+    if (m->uk && (!ki_ckd_mul_i64(&c, m->e, panel_cols(s)) ||
+                  !ki_ckd_mul_i64(&d, s, panel_cols(m->e / m->heads)) ||
+                  !ki_ckd_mul_i64(&d, d, m->heads) || !ki_ckd_add_i64(&c, c, d))) {
+        return false;
+    }
     return ki_ckd_mul_i64(&a, 2 * l + 2 * s, m->e) && ki_ckd_mul_i64(&b, l, s) &&
-           ki_ckd_add_i64(floats, a, b);
+           ki_ckd_add_i64(floats, a, b) && ki_ckd_add_i64(floats, *floats, c);
+}
+
+/* scale * K_h^T (hd rows of s columns; K_h: s rows of hd at stride lk) into packed panels. */
+static void pack_kt(const float *k, int64_t lk, int64_t s, int64_t hd, float scale, float *bp)
+{
+    for (int64_t p = 0; p < panel_cols(s) / KI_GEMM_NR; p++) {
+        for (int64_t kk = 0; kk < hd; kk++) {
+            float *d = bp + (p * hd + kk) * KI_GEMM_NR;
+            for (int64_t jj = 0; jj < KI_GEMM_NR; jj++) {
+                const int64_t j = p * KI_GEMM_NR + jj;
+                d[jj] = j < s ? scale * k[j * lk + kk] : 0.0f;
+            }
+        }
+    }
+}
+
+/* V_h (s rows of hd at stride lv) into packed panels. */
+static void pack_v(const float *v, int64_t lv, int64_t s, int64_t hd, float *bp)
+{
+    for (int64_t p = 0; p < panel_cols(hd) / KI_GEMM_NR; p++) {
+        for (int64_t kk = 0; kk < s; kk++) {
+            float *d = bp + (p * s + kk) * KI_GEMM_NR;
+            for (int64_t jj = 0; jj < KI_GEMM_NR; jj++) {
+                const int64_t c = p * KI_GEMM_NR + jj;
+                d[jj] = c < hd ? v[kk * lv + c] : 0.0f;
+            }
+        }
+    }
+}
+
+/* Adds (or, for a boolean mask, applies) one row of the attention mask to a row of scores. */
+static void mask_row(float *row, int64_t s, const float *mask, bool mask_bool)
+{
+    for (int64_t j = 0; j < s; j++) {
+        row[j] = mask_bool ? (mask[j] != 0.0f ? -INFINITY : row[j]) : row[j] + mask[j];
+    }
 }
 
 static size_t mha_workspace(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
@@ -223,26 +274,6 @@ static void project(const float *src, int64_t rows, int64_t ld, const float *w, 
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)e, (int)e, 1.0f, src,
                 (int)ld, w, (int)e, 1.0f, dst, (int)e);
-}
-
-/* One row of scores: + mask, softmax (max subtracted; a row of -inf gives NaN, as PyTorch). */
-static void softmax_row(float *row, int64_t s, const float *mask, bool mask_bool)
-{
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < s; j++) {
-        if (mask) {
-            row[j] = mask_bool ? (mask[j] != 0.0f ? -INFINITY : row[j]) : row[j] + mask[j];
-        }
-        mx = row[j] > mx ? row[j] : mx;
-    }
-    double sum = 0.0;
-    for (int64_t j = 0; j < s; j++) {
-        row[j] = expf(row[j] - mx);
-        sum += row[j];
-    }
-    for (int64_t j = 0; j < s; j++) {
-        row[j] = (float)(row[j] / sum);
-    }
 }
 
 static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
@@ -278,28 +309,61 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
                     m->b_in ? m->b_in + 2 * e : NULL, e, v);
         }
         /* (head, block of ATT_ROWS query rows) items over the team, each on one thread: its
-         * scores in its own workspace slice, sgemm single-threaded inside the region */
+         * scores in its own workspace slice. With the micro-kernel each head's scale * K^T and V
+         * are packed first (after the concatenated heads in thread 0's slice) and both products
+         * run on it single-threaded; else on sgemm single-threaded inside the region. */
         const int64_t nblk = (l + ATT_ROWS - 1) / ATT_ROWS, items = m->heads * nblk;
+        const int64_t kp_size = hd * panel_cols(s), vp_size = s * panel_cols(hd);
+        float *kp = o + l * e, *vp = kp + m->heads * kp_size;
         (void)sc;
-#pragma omp parallel for num_threads(ex->n_threads) schedule(dynamic, 1)
-        for (int64_t it = 0; it < items; it++) {
-            const int64_t h = it / nblk, r0 = it % nblk * ATT_ROWS;
-            const int64_t nr = l - r0 < ATT_ROWS ? l - r0 : ATT_ROWS;
-            float *tsc = (float *)((char *)ex->workspace +
-                                   (size_t)omp_get_thread_num() * ex->ws_per_thread) +
-                         (l + 2 * s) * e; /* where thread 0 keeps sc */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)s, (int)hd, scale,
-                        q + r0 * lq + h * hd, (int)lq, k + h * hd, (int)lq, 0.0f, tsc, (int)s);
-            const float *mk = NULL;
-            if (m->mask_in >= 0) {
-                const ki_tensor *mt = &in[m->mask_in];
-                mk = mt->shape.ndim == 2 ? mt->data : mt->data + (b * m->heads + h) * l * s;
+#pragma omp parallel num_threads(ex->n_threads)
+        {
+            if (m->uk) {
+#pragma omp for schedule(static)
+                for (int64_t h = 0; h < m->heads; h++) {
+                    pack_kt(k + h * hd, lq, s, hd, scale, kp + h * kp_size);
+                    pack_v(v + h * hd, lq, s, hd, vp + h * vp_size);
+                }
             }
-            for (int64_t i = 0; i < nr; i++) {
-                softmax_row(tsc + i * s, s, mk ? mk + (r0 + i) * s : NULL, m->mask_bool);
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t it = 0; it < items; it++) {
+                const int64_t h = it / nblk, r0 = it % nblk * ATT_ROWS;
+                const int64_t nr = l - r0 < ATT_ROWS ? l - r0 : ATT_ROWS;
+                float *tsc = (float *)((char *)ex->workspace +
+                                       (size_t)omp_get_thread_num() * ex->ws_per_thread) +
+                             (l + 2 * s) * e; /* where thread 0 keeps sc */
+                const float *qh = q + r0 * lq + h * hd;
+                if (m->uk) {
+                    const ki_gemm_args g = { nr,   s,    hd,   qh,   lq,    kp + h * kp_size,
+                                             tsc,  s,    NULL, NULL, 0,     m->uk,
+                                             NULL, NULL, 0 };
+                    ki_gemm_compute(&g, 0, 1);
+                } else {
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)s, (int)hd,
+                                scale, qh, (int)lq, k + h * hd, (int)lq, 0.0f, tsc, (int)s);
+                }
+                const float *mk = NULL;
+                if (m->mask_in >= 0) {
+                    const ki_tensor *mt = &in[m->mask_in];
+                    mk = mt->shape.ndim == 2 ? mt->data : mt->data + (b * m->heads + h) * l * s;
+                }
+                for (int64_t i = 0; i < nr; i++) {
+                    if (mk) {
+                        mask_row(tsc + i * s, s, mk + (r0 + i) * s, m->mask_bool);
+                    }
+                    (m->row ? m->row : ki_softmax_row_ref)(tsc + i * s, s);
+                }
+                float *oh = o + r0 * e + h * hd;
+                if (m->uk) {
+                    const ki_gemm_args g = { nr,   hd,   s,    tsc,  s,     vp + h * vp_size,
+                                             oh,   e,    NULL, NULL, 0,     m->uk,
+                                             NULL, NULL, 0 };
+                    ki_gemm_compute(&g, 0, 1);
+                } else {
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)hd,
+                                (int)s, 1.0f, tsc, (int)s, v + h * hd, (int)lq, 0.0f, oh, (int)e);
+                }
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)hd, (int)s, 1.0f,
-                        tsc, (int)s, v + h * hd, (int)lq, 0.0f, o + r0 * e + h * hd, (int)e);
         }
         /* out rows of this batch entry = heads x out_proj^T + bias */
         float *dst = out[0].data + boff;

@@ -37,6 +37,7 @@ typedef struct linear {
     dot_fn dot;
     float *wp;          /* W^T as packed GEMM panels (owned), or NULL: see pack_weights */
     ki_gemm_ukernel uk; /* the level's micro-kernel for wp */
+    ki_cv_epilogue_fn epf; /* applies act to the rows of the wp path */
 } linear;
 
 /* W^T (in_f x out_f) into panels of KI_GEMM_NR output features, k = in_f rows each, zero past
@@ -66,6 +67,7 @@ static ki_status pack_weights(linear *l, const ki_op_desc *op, ki_error *err)
         }
     }
     l->uk = ki_gemm_ukernel_for(ki_cpu_isa());
+    l->epf = ki_cv_epilogue_for(ki_cpu_isa());
     return KI_OK;
 }
 
@@ -236,8 +238,9 @@ static void gemm_rows(const linear *l, const float *x, int64_t rows, float *rest
             for (int64_t c = 0; l->bias && c < l->out_f; c++) {
                 yr[c] += l->bias[c];
             }
-            if (l->act.kind != KI_ACT_NONE) {
-                ki_act_apply_n(&l->act, yr, yr, l->out_f);
+            if (l->act.kind != KI_ACT_NONE) { /* the level's vector activation */
+                const ki_cv_epilogue ep = { NULL, l->act, false };
+                l->epf(&ep, NULL, 0, yr, (size_t)l->out_f);
             }
         }
     }
@@ -290,6 +293,13 @@ static bool linear_fuse(void *state, const ki_op_desc *next, int slot)
     linear *l = state;
     ki_cv_epilogue ep = { NULL, l->act, false };
     bool ok = ki_cv_fuse_act(&ep, next);
+    ki_act a;
+    /* also GELU (a transformer's MLP), which the vector epilogues compute */
+    if (!ok && l->act.kind == KI_ACT_NONE && ki_act_from_op(next, &a, NULL) == KI_OK &&
+        a.kind == KI_ACT_GELU) {
+        ep.act = a;
+        ok = true;
+    }
     l->act = ep.act;
     return ok;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../core/layer.h"
+#include "softmax.h"
 
 #define TILE 64
 
@@ -17,6 +18,7 @@ typedef struct softmax_state {
     int64_t dim;
     bool take_log; /* log_softmax */
     float sign;    /* -1: softmin, the softmax of -x */
+    ki_softmax_row_fn row; /* softmax over the last dim, row by row */
 } softmax_state;
 
 static ki_status softmax_create(const ki_op_desc *op, void **state, ki_error *err)
@@ -38,6 +40,7 @@ static ki_status softmax_create(const ki_op_desc *op, void **state, ki_error *er
     p->dim = dim;
     p->take_log = strstr(op->type, "log_softmax") || strstr(op->type, "LogSoftmax");
     p->sign = strstr(op->type, "oftmin") ? -1.0f : 1.0f;
+    p->row = ki_softmax_row_for(ki_cpu_isa());
     if (strcmp(op->type, "nn.Softmax2d") == 0) { /* over the channels of (N, C, H, W) or (C, H, W) */
         p->has_dim = true, p->dim = -3;
     }
@@ -77,6 +80,32 @@ static ki_status softmax_shape(const void *state, const ki_shape *in, int n_in, 
     }
     out[0] = ki_shape_make(in[0].ndim, in[0].d);
     return KI_OK;
+}
+
+void ki_softmax_row_ref(float *row, int64_t n)
+{
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        mx = row[j] > mx ? row[j] : mx;
+    }
+    if (n > 0 && mx == -INFINITY) { /* every value -inf: NaN, as PyTorch's -inf - -inf */
+        mx = NAN;
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < n; j++) {
+        row[j] = expf(row[j] - mx);
+        sum += row[j];
+    }
+    for (int64_t j = 0; j < n; j++) {
+        row[j] = (float)(row[j] / sum);
+    }
+}
+
+ki_softmax_row_fn ki_softmax_row_for(ki_isa isa)
+{
+    return isa >= KI_ISA_AVX512 ? KI_X86(ki_softmax_row_avx512)
+           : isa >= KI_ISA_AVX2 ? KI_X86(ki_softmax_row_avx2)
+                                : ki_softmax_row_ref;
 }
 
 /* Softmax of w adjacent columns: x[k * inner + t] for k < n, t < w. y may equal x. */
@@ -130,6 +159,18 @@ static ki_status softmax_forward(const void *state, const ki_tensor *in, int n_i
         inner *= i > axis ? s->d[i] : 1;
     }
     const int64_t n = s->ndim > 0 ? s->d[axis] : 1;
+    if (inner == 1 && !p->take_log && p->sign > 0 && n > 0) { /* the last dim: whole rows */
+        const float *x = in[0].data;
+        float *y = out[0].data;
+#pragma omp parallel for num_threads(ex->n_threads) schedule(static) if (outer * n > 16384)
+        for (int64_t o = 0; o < outer; o++) {
+            if (y != x) {
+                memcpy(y + o * n, x + o * n, (size_t)n * sizeof *y);
+            }
+            p->row(y + o * n, n);
+        }
+        return KI_OK;
+    }
     const int64_t per_outer = (inner + TILE - 1) / TILE;
     const int64_t tiles = n > 0 ? outer * per_outer : 0;
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static) if (tiles * n * TILE > 16384)

@@ -15,6 +15,7 @@
 
 #include "../../core/layer.h"
 #include "../../layers/registry.h"
+#include "../../layers/softmax.h"
 
 static const char *const in_keys[1] = { "input" };
 
@@ -114,6 +115,42 @@ static void check(const char *type, bool log, const ki_shape *s, int64_t dim, in
     free(want);
 }
 
+/* The row kernels of every level this CPU runs against the reference row: lengths around the
+ * vector widths, a row with masked (-inf) entries, and a row of -inf only (NaN everywhere). */
+static void test_row_kernels(void **state)
+{
+    (void)state;
+    enum { MAXN = 1000 };
+    static float x[MAXN], a[MAXN], b[MAXN];
+    for (int level = KI_ISA_GENERIC; level <= (int)ki_cpu_get()->isa; level++) {
+        ki_softmax_row_fn fn = ki_softmax_row_for((ki_isa)level);
+        assert_non_null(fn);
+        for (int64_t n = 1; n <= MAXN; n = n < 70 ? n + 1 : n * 3 - 13) {
+            for (int masked = 0; masked < 3; masked++) {
+                for (int64_t i = 0; i < n; i++) {
+                    x[i] = (float)(sin(1.3 * (double)(i + n)) * 9.0);
+                    if ((masked == 1 && i % 3 == 1) || masked == 2) {
+                        x[i] = -INFINITY;
+                    }
+                }
+                memcpy(a, x, (size_t)n * sizeof *x);
+                memcpy(b, x, (size_t)n * sizeof *x);
+                fn(a, n);
+                ki_softmax_row_ref(b, n);
+                for (int64_t i = 0; i < n; i++) {
+                    bool ok = masked == 2 ? isnan(a[i]) && isnan(b[i])
+                                          : fabsf(a[i] - b[i]) <= 1e-9f + 4e-6f * fabsf(b[i]);
+                    if (!ok) {
+                        fail_msg("%s n=%lld masked=%d [%lld]: %.9g, reference %.9g",
+                                 ki_isa_name((ki_isa)level), (long long)n, masked, (long long)i,
+                                 (double)a[i], (double)b[i]);
+                    }
+                }
+            }
+        }
+    }
+}
+
 static void test_every_dim(void **state)
 {
     const ki_shape s = ki_shape_make(4, (const int64_t[]){ 2, 5, 4, 70 }); /* inner > one tile */
@@ -182,6 +219,7 @@ static void test_threads_and_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_row_kernels),
         cmocka_unit_test(test_every_dim),
         cmocka_unit_test(test_small_by_hand),
         cmocka_unit_test(test_implicit_dim),
