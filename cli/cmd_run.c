@@ -58,9 +58,11 @@ static void run_usage(FILE *f)
         "  --bgr              give the model the channels as B,G,R (OpenCV-trained models)\n"
         "  --letterbox        keep the aspect ratio, pad with 114/255 (on for detectors)\n"
         "  --task T           classify | detect | raw: how to present outputs (default:\n"
-        "                     automatic; an output (N, >=100 boxes, 5+classes) is a detector)\n"
+        "                     automatic; an output (N, >=100 boxes, 5+classes) is a YOLOv5\n"
+        "                     detector, (N, 4+classes, >=100 boxes) a YOLOv8 one)\n"
         "  --conf C           detector: keep boxes with objectness x class score >= C (0.25)\n"
-        "  --iou T            detector: class-aware NMS IoU threshold (default 0.45)\n"
+        "  --iou T            detector: class-aware NMS IoU threshold (default 0.45; 0.7 for\n"
+        "                     a YOLOv8-style output, as ultralytics)\n"
         "  --max-det N        detector: at most N boxes per image (default 300); boxes left\n"
         "                     with no area after clipping to the image are dropped; an\n"
         "                     80-class detector without --labels gets the COCO names\n"
@@ -198,6 +200,7 @@ static int parse_value_opt(const char *a, const char *next, run_opts *o)
     } else if (strcmp(a, "--conf") == 0) {
         return parse_unit(next, &o->conf);
     } else if (strcmp(a, "--iou") == 0) {
+        o->have_iou = true;
         return parse_unit(next, &o->iou);
     } else if (strcmp(a, "--preprocess") == 0) {
         o->preprocess = next;
@@ -514,7 +517,7 @@ static bool wants_detect(const run_opts *o, const ki_model *m)
         return false;
     }
     ki_shape d = ki_model_output_decl(m, 0);
-    return ki_run_is_detector_shape(&d, true);
+    return ki_run_detector_layout(&d, true) != 0;
 }
 
 /* How images become the model's input: the declared C, H and W; a '?' side from --input-shape,
@@ -980,7 +983,7 @@ static int check_against_model(const run_opts *o, const ki_model *m, const label
                 "kinfer: warning: --labels %s has %d names but the model has %lld classes\n",
                 o->labels_path, lb->n, (long long)out.d[1]);
     }
-    if (o->draw && !ki_run_is_detector_shape(&out, true) &&
+    if (o->draw && !ki_run_detector_layout(&out, true) &&
         (!o->task || strcmp(o->task, "detect") != 0)) {
         fprintf(stderr, "kinfer: warning: --draw: %s is not a detector; nothing will be drawn\n",
                 o->param);

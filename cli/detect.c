@@ -35,6 +35,27 @@ int ki_detect_candidates(const float *rows, int64_t n_rows, int no, float conf, 
     return n;
 }
 
+int ki_detect_candidates_v8(const float *cols, int64_t n_rows, int no, float conf, ki_det *out,
+                            int max)
+{
+    int n = 0;
+    for (int64_t r = 0; r < n_rows && n < max; r++) {
+        int best = 0;
+        for (int k = 1; k < no - 4; k++) {
+            best = cols[(4 + k) * n_rows + r] > cols[(4 + best) * n_rows + r] ? k : best;
+        }
+        const float score = cols[(4 + best) * n_rows + r];
+        if (!(score >= conf)) {
+            continue; /* also drops NaN */
+        }
+        const float cx = cols[r], cy = cols[n_rows + r], w = cols[2 * n_rows + r],
+                    h = cols[3 * n_rows + r];
+        ki_det *d = &out[n++];
+        *d = (ki_det){ cx - w / 2.0f, cy - h / 2.0f, cx + w / 2.0f, cy + h / 2.0f, score, best, r };
+    }
+    return n;
+}
+
 float ki_detect_iou(const ki_det *a, const ki_det *b)
 {
     float iw = fminf(a->x2, b->x2) - fmaxf(a->x1, b->x1);

@@ -39,6 +39,12 @@ typedef struct ki_detect_map {
 int ki_detect_candidates(const float *rows, int64_t n_rows, int no, float conf, ki_det *out,
                          int max);
 
+/* The same for a YOLOv8-style output (no objectness): box r's values are cols[c * n_rows + r]
+ * for c < no (no >= 5): cx, cy, w, h, then the class scores; a box is kept when its best class
+ * score reaches conf, and that is its score. */
+int ki_detect_candidates_v8(const float *cols, int64_t n_rows, int no, float conf, ki_det *out,
+                            int max);
+
 /* Intersection over union; 0 when the union is empty. */
 float ki_detect_iou(const ki_det *a, const ki_det *b);
 

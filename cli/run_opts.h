@@ -20,6 +20,7 @@ typedef struct run_opts {
     const char *isa;    /* --isa, or NULL */
     const char *scores; /* --scores raw|softmax, or NULL: from the graph's last operator */
     float conf, iou;
+    bool have_iou; /* --iou given (else 0.45, or 0.7 for a YOLOv8 layout, as ultralytics) */
     bool json, jsonl, csv, letterbox, verbose, have_mean, have_std, imagenet;
     int batch;            /* images per run (--batch) */
     ki_shape input_shape; /* --input-shape, or ndim 0 */
@@ -47,9 +48,11 @@ typedef struct run_sources {
     bool last_batch;
 } run_sources;
 
-/* True when s looks like detector output: (N, boxes, 5 + classes) with 5 + classes >= 6 and at
- * least 100 boxes; an unknown (-1) box count passes when allow_unknown. */
-bool ki_run_is_detector_shape(const ki_shape *s, bool allow_unknown);
+/* Which detector layout s looks like: 5 for YOLOv5's (N, boxes, 5 + classes) with 5 + classes
+ * >= 6 and at least 100 boxes, 8 for YOLOv8's (N, 4 + classes, boxes) with at least 100 boxes,
+ * more than values per box (no objectness column), 0 for neither. An unknown (-1) box count
+ * passes when allow_unknown (YOLOv8's then needs 5 to 1000 values per box). */
+int ki_run_detector_layout(const ki_shape *s, bool allow_unknown);
 
 /* Prints one batch's results (top-k for classifiers, detections for detectors, statistics
  * otherwise) as text, JSON (--json: one document for the whole run, between ki_run_print_begin and

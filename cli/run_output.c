@@ -91,9 +91,16 @@ static void csv_string(const char *str)
 
 typedef enum run_task { TASK_RAW, TASK_CLASSIFY, TASK_DETECT } run_task;
 
-bool ki_run_is_detector_shape(const ki_shape *s, bool allow_unknown)
+int ki_run_detector_layout(const ki_shape *s, bool allow_unknown)
 {
-    return s->ndim == 3 && s->d[2] >= 6 && (s->d[1] >= 100 || (allow_unknown && s->d[1] < 0));
+    if (s->ndim != 3) {
+        return 0;
+    }
+    const int64_t a = s->d[1], b = s->d[2];
+    if (a >= 5 && ((b >= 100 && a < b) || (allow_unknown && b < 0 && a <= 1000))) {
+        return 8;
+    }
+    return b >= 6 && (a >= 100 || (allow_unknown && a < 0)) ? 5 : 0;
 }
 
 static run_task pick_task(const run_opts *o, const ki_session *s, const ki_model *m)
@@ -104,7 +111,7 @@ static run_task pick_task(const run_opts *o, const ki_session *s, const ki_model
                                                 : TASK_RAW;
     }
     ki_tensor t = ki_session_output(s, 0);
-    if (ki_run_is_detector_shape(&t.shape, false)) {
+    if (ki_run_detector_layout(&t.shape, false)) {
         return TASK_DETECT;
     }
     bool cls = ki_model_n_outputs(m) == 1 && t.shape.ndim == 2 && t.shape.d[1] > 1;
@@ -306,15 +313,18 @@ static void print_dets(const run_opts *o, const ki_det *d, int n, const labels *
 }
 
 /* One image's detections: filter, NMS, back to original pixels, print, draw. */
-static ki_status detect_image(const run_opts *o, const ki_tensor *t, int64_t r, const labels *lb,
-                              const run_sources *src, ki_det *buf, ki_error *err)
+static ki_status detect_image(const run_opts *o, const ki_tensor *t, int layout, int64_t r,
+                              const labels *lb, const run_sources *src, ki_det *buf, ki_error *err)
 {
-    const int64_t boxes = t->shape.d[1], no = t->shape.d[2];
+    const bool v8 = layout == 8;
+    const int64_t boxes = t->shape.d[v8 ? 2 : 1], no = t->shape.d[v8 ? 1 : 2];
     const char *path = r < src->n ? src->paths[r] : src->paths[0];
     const int idx = src->first + (int)r;
-    int n =
-        ki_detect_candidates(t->data + r * boxes * no, boxes, (int)no, o->conf, buf, (int)boxes);
-    n = ki_detect_nms(buf, n, o->iou, o->max_det);
+    const float *rows = t->data + r * boxes * no;
+    int n = v8 ? ki_detect_candidates_v8(rows, boxes, (int)no, o->conf, buf, (int)boxes)
+               : ki_detect_candidates(rows, boxes, (int)no, o->conf, buf, (int)boxes);
+    /* ultralytics' YOLOv8 suppresses at IoU 0.7, YOLOv5 at 0.45 */
+    n = ki_detect_nms(buf, n, o->have_iou ? o->iou : v8 ? 0.7f : 0.45f, o->max_det);
     if (src->maps && r < src->n) {
         ki_detect_unmap(buf, n, &src->maps[r]);
     }
@@ -336,20 +346,28 @@ static ki_status print_detections(const run_opts *o, const ki_session *s, const 
 {
     ki_tensor t = ki_session_output(s, 0);
     char b[128];
-    if (t.shape.ndim != 3 || t.shape.d[2] < 6 || t.shape.d[1] > INT32_MAX) {
-        return KI_FAIL(err, KI_ERR_SHAPE, "output 0 has shape %s, not (N, boxes, 5 + classes)",
+    int layout = ki_run_detector_layout(&t.shape, false);
+    if (!layout && t.shape.ndim == 3 && t.shape.d[2] >= 6) {
+        layout = 5; /* --task detect on fewer boxes */
+    }
+    const int64_t boxes = layout == 8 ? t.shape.d[2] : t.shape.d[1];
+    if (!layout || boxes > INT32_MAX) {
+        return KI_FAIL(err, KI_ERR_SHAPE,
+                       "output 0 has shape %s, not (N, boxes, 5 + classes) or (N, 4 + classes, "
+                       "boxes)",
                        ki_shape_str(&t.shape, b, sizeof b));
     }
-    ki_det *buf = malloc(((size_t)t.shape.d[1] + 1) * sizeof *buf);
+    const int64_t classes = layout == 8 ? t.shape.d[1] - 4 : t.shape.d[2] - 5;
+    ki_det *buf = malloc(((size_t)boxes + 1) * sizeof *buf);
     if (!buf) {
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
     ki_status st = KI_OK;
     /* an 80-class detector without --labels: the COCO names it was almost surely trained on */
     labels coco = { (char **)ki_coco_names, KI_COCO_CLASSES };
-    const labels *use = !lb->names && t.shape.d[2] - 5 == KI_COCO_CLASSES ? &coco : lb;
+    const labels *use = !lb->names && classes == KI_COCO_CLASSES ? &coco : lb;
     for (int64_t r = 0; r < t.shape.d[0] && st == KI_OK; r++) {
-        st = detect_image(o, &t, r, use, src, buf, err);
+        st = detect_image(o, &t, layout, r, use, src, buf, err);
     }
     free(buf);
     return st;

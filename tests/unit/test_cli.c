@@ -117,6 +117,55 @@ static void test_bench_old_detect(void **state)
                      0);
 }
 
+/* A YOLOv8-layout output (N, 4 + classes, boxes; no objectness) is recognised by its shape and
+ * goes through the detector post-processing: the detections equal torchvision's batched_nms at
+ * conf 0.25 and IoU 0.7 (tests/data/detect/make_cases.py), in the same order. */
+#define V8 "tests/data/detect/yolov8_layout/"
+
+static void test_yolov8_layout(void **state)
+{
+    (void)state;
+    static char out[65536];
+    assert_int_equal(run("%s run " V8 "model.pnnx.param " V8 "model.pnnx.bin " V8
+                         "in0.npy --json 2>/dev/null%s",
+                         NULL, out, sizeof out),
+                     0);
+    assert_non_null(strstr(out, "\"task\": \"detect\""));
+    ki_shape s;
+    float *want = NULL;
+    ki_error err;
+    assert_int_equal(ki_npy_read(V8 "expected_dets.npy", &s, &want, &err), KI_OK);
+    const char *p = out;
+    int64_t i = 0;
+    for (; (p = strstr(p, "{\"class\": ")) != NULL; i++, p++) {
+        assert_true(i < s.d[0]);
+        const float *w = want + i * 6;
+        char *q;
+        long cls = strtol(p + 10, &q, 10);
+        const char *sc = strstr(p, "\"score\": "), *bx = strstr(p, "\"box\": [");
+        assert_non_null(sc);
+        assert_non_null(bx);
+        double score = strtod(sc + 9, NULL), box[4];
+        q = (char *)bx + 8;
+        for (int k = 0; k < 4; k++) {
+            box[k] = strtod(q, &q);
+            q += *q == ',' ? 1 : 0;
+        }
+        bool ok = cls == (long)w[0] && fabs(score - w[1]) < 1e-4;
+        for (int k = 0; k < 4; k++) {
+            ok = ok && fabs(box[k] - w[2 + k]) < 0.051;
+        }
+        if (!ok) {
+            fail_msg("detection %lld: class %ld score %.4f box %.1f %.1f %.1f %.1f; torchvision: "
+                     "%g %.4f %.1f %.1f %.1f %.1f",
+                     (long long)i, cls, score, box[0], box[1], box[2], box[3], (double)w[0],
+                     (double)w[1], (double)w[2], (double)w[3], (double)w[4], (double)w[5]);
+        }
+    }
+    assert_int_equal(i, s.d[0]);
+    free(want);
+}
+
 /* Image preprocessing as torchvision does it to a PIL image (tests/data/preprocess/make_refs.py):
  * `kinfer run --save-dir` writes the input the model saw, and it must equal torchvision's tensor
  * within 1e-5 — Resize(256) + CenterCrop(224) + ImageNet Normalize on both sample photos, and
@@ -452,6 +501,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_inputs),
         cmocka_unit_test(test_preprocess_torchvision),
         cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_yolov8_layout),
         cmocka_unit_test(test_bench_old_detect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
