@@ -2,20 +2,21 @@
  * padding as numbers or same/valid, padding_mode zeros / reflect / replicate / circular, on
  * (N,C,D,H,W) or unbatched (C,D,H,W) inputs.
  *
- * Kernel: per (image, group) the input is unfolded (vol2col) into a column matrix of
- * cig*kd*kh*kw rows, a chunk of output depth planes at a time, and multiplied by the group's
- * weight rows with cblas_sgemm straight into the output (row stride: the output volume); a
- * 1x1x1 stride-1 unpadded layer reads the input planes in place. vol2col is parallel over the
- * column rows (one OpenMP region), the SGEMM runs outside any region. The bias and a fused
- * activation go through the convolution epilogue, one plane per iteration. State: parameters
- * only, read-only after create; thread-safe. */
-#include <cblas.h>
+ * Kernel: per (image, group) the input is unfolded (vol2col) straight into the packed column
+ * panels of the SGEMM driver (gemm.h), a chunk of output depth planes at a time, and the tiles
+ * of W_g * columns are written into the output volume (row stride: the whole volume) with the
+ * bias and a fused activation applied by the driver's epilogue. Packing and tiles share one
+ * OpenMP region per chunk; every tile is computed the same way whatever the thread count, so
+ * the results do not depend on it. State: parameters only, read-only after create;
+ * thread-safe. */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm.h"
 #include "vol_common.h"
 
-/* A column chunk holds at most this many floats (8 MiB) unless one output plane needs more. */
+/* A column chunk holds about this many floats (8 MiB) unless one output plane needs more. */
 #define C3_COL_FLOATS ((int64_t)1 << 21)
 
 typedef struct conv3d {
@@ -27,6 +28,8 @@ typedef struct conv3d {
     int64_t k[3], s[3], dl[3], pad_lo[3], pad_hi[3];
     const float *weight;
     ki_cv_epilogue ep;
+    ki_cv_epilogue_fn epf; /* the epilogue and micro-kernel of the CPU level */
+    ki_gemm_ukernel uk;
 } conv3d;
 
 typedef struct c3_geom {
@@ -34,8 +37,8 @@ typedef struct c3_geom {
     int64_t out_ch, cig, cog, groups;
     int64_t k[3], lo[3], o[3];
     int64_t kk, ohw, odhw, dhw;
-    int64_t pz; /* output depth planes per column chunk */
-    bool pointwise;
+    int64_t pz;   /* output depth planes per column chunk */
+    int64_t cols; /* floats of the packed panels of one chunk */
 } c3_geom;
 
 /* padding: one int, (d,h,w), the strings same/valid, or six ints (w_lo,w_hi,h_lo,h_hi,d_lo,d_hi)
@@ -192,6 +195,9 @@ static ki_status create(const ki_op_desc *op, bool functional, void **state, ki_
     }
     c->functional = functional;
     c->b_in = -1;
+    c->epf = ki_cv_epilogue_for(ki_cpu_isa());
+    c->uk = ki_gemm_ukernel_for(ki_cpu_isa());
+    c->uk = c->uk ? c->uk : ki_gemm_ukernel_ref;
     ki_status st = parse(op, c, err);
     if (st != KI_OK) {
         free(c);
@@ -306,16 +312,13 @@ static ki_status geom_make(const conv3d *c, const ki_shape *in, int n_in, c3_geo
         return KI_FAIL(err, KI_ERR_LIMIT, "convolution too large");
     }
     g->kk = kk, g->dhw = dhw, g->ohw = g->o[1] * g->o[2], g->odhw = g->o[0] * g->ohw;
-    g->pointwise = g->k[0] == 1 && g->k[1] == 1 && g->k[2] == 1 && c->s[0] == 1 && c->s[1] == 1 &&
-                   c->s[2] == 1 && g->o[0] == g->x.d && g->o[1] == g->x.h && g->o[2] == g->x.w &&
-                   g->lo[0] == 0 && g->lo[1] == 0 && g->lo[2] == 0;
     int64_t per = kk * g->ohw;
     g->pz = per > 0 && per < C3_COL_FLOATS ? C3_COL_FLOATS / per : 1;
     g->pz = g->pz < g->o[0] ? g->pz : g->o[0];
     g->pz = g->pz > 0 ? g->pz : 1;
-    if (!ki_cv_blas_ok(kk) || !ki_cv_blas_ok(g->pz * g->ohw) || !ki_cv_blas_ok(g->odhw) ||
-        !ki_cv_blas_ok(dhw) || !ki_cv_blas_ok(g->cog)) {
-        return KI_FAIL(err, KI_ERR_LIMIT, "convolution too large for the SGEMM");
+    if (!ki_gemm_packed_floats(kk, g->pz * g->ohw, &g->cols) ||
+        g->cols > (int64_t)(SIZE_MAX / 2 / sizeof(float))) {
+        return KI_FAIL(err, KI_ERR_LIMIT, "convolution too large");
     }
     return KI_OK;
 }
@@ -332,12 +335,6 @@ static ki_status conv3d_shape(const void *state, const ki_shape *in, int n_in, k
     return st == KI_OK ? ki_vol_shape(&g.x, g.out_ch, g.o, &out[0], err) : st;
 }
 
-/* Floats of the column chunk; 0 for pointwise layers, which read their input in place. */
-static int64_t col_floats(const c3_geom *g)
-{
-    return g->pointwise ? 0 : g->kk * g->pz * g->ohw;
-}
-
 /* The column chunk is one matrix spanning the per-thread slices (they are contiguous). */
 static size_t conv3d_workspace(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
                                int n_out, int n_threads)
@@ -349,53 +346,64 @@ static size_t conv3d_workspace(const void *state, const ki_shape *in, int n_in, 
         return 0;
     }
     size_t nt = n_threads > 0 ? (size_t)n_threads : 1;
-    size_t col = (size_t)col_floats(&g) * sizeof(float);
+    size_t col = (size_t)g.cols * sizeof(float);
     return ((col + nt - 1) / nt + 63) / 64 * 64;
 }
 
-/* Row r = (ic, kz, ky, kx) of the columns of output planes [z0, z0 + nz): the input value each
- * output position reads through that tap (0 in zero padding). */
-static void vol2col_row(const conv3d *c, const c3_geom *g, const float *x, int64_t r, int64_t z0,
-                        int64_t nz, float *restrict d)
+/* Columns [j0, j0 + NR) of the column matrix of the chunk starting at output plane z0 (cols
+ * columns in all) into panel b: row r = (ic, kz, ky, kx) holds the input value each output
+ * position reads through that tap (0 in zero padding, and past the last column). */
+static void pack_panel(const conv3d *c, const c3_geom *g, const float *x, int64_t z0, int64_t j0,
+                       int64_t cols, float *restrict b)
 {
-    int64_t k3 = g->k[0] * g->k[1] * g->k[2], t = r % k3, ow = g->o[2];
-    int64_t kz = t / (g->k[1] * g->k[2]), ky = t / g->k[2] % g->k[1], kx = t % g->k[2];
-    const float *src = x + r / k3 * g->dhw;
-    for (int64_t oz = z0; oz < z0 + nz; oz++) {
-        int64_t iz = ki_vol_pad_index(oz * c->s[0] - g->lo[0] + kz * c->dl[0], g->x.d, c->mode);
-        for (int64_t oy = 0; oy < g->o[1]; oy++, d += ow) {
+    int64_t k3 = g->k[0] * g->k[1] * g->k[2], nr = cols - j0 < KI_GEMM_NR ? cols - j0 : KI_GEMM_NR;
+    for (int64_t r = 0; r < g->kk; r++, b += KI_GEMM_NR) {
+        int64_t t = r % k3, jj = 0;
+        int64_t kz = t / (g->k[1] * g->k[2]), ky = t / g->k[2] % g->k[1], kx = t % g->k[2];
+        int64_t oz = z0 + j0 / g->ohw, oy = j0 / g->o[2] % g->o[1], ox = j0 % g->o[2];
+        const float *src = x + r / k3 * g->dhw;
+        for (; jj < nr; jj++) {
+            int64_t iz = ki_vol_pad_index(oz * c->s[0] - g->lo[0] + kz * c->dl[0], g->x.d, c->mode);
             int64_t iy = ki_vol_pad_index(oy * c->s[1] - g->lo[1] + ky * c->dl[1], g->x.h, c->mode);
-            if (iz < 0 || iy < 0) {
-                memset(d, 0, (size_t)ow * sizeof *d);
-                continue;
+            int64_t ix = ki_vol_pad_index(ox * c->s[2] - g->lo[2] + kx * c->dl[2], g->x.w, c->mode);
+            b[jj] = iz >= 0 && iy >= 0 && ix >= 0 ? src[(iz * g->x.h + iy) * g->x.w + ix] : 0.0f;
+            if (++ox == g->o[2]) {
+                ox = 0, oz += ++oy == g->o[1], oy = oy == g->o[1] ? 0 : oy;
             }
-            const float *row = src + (iz * g->x.h + iy) * g->x.w;
-            for (int64_t ox = 0; ox < ow; ox++) {
-                int64_t ix =
-                    ki_vol_pad_index(ox * c->s[2] - g->lo[2] + kx * c->dl[2], g->x.w, c->mode);
-                d[ox] = ix >= 0 ? row[ix] : 0.0f;
-            }
+        }
+        for (; jj < KI_GEMM_NR; jj++) {
+            b[jj] = 0.0f;
         }
     }
 }
 
-/* One (image, group): y (cog planes of the output volume) = W_g * columns. */
-static void conv_group(const conv3d *c, const c3_geom *g, const float *w, const float *x, float *y,
-                       float *col, int nt)
+/* One (image, group): the cog output volumes at y = W_g (cog x kk) * columns, channel ch0 on. */
+static void conv_group(const conv3d *c, const c3_geom *g, const ki_cv_epilogue *ep, int64_t ch0,
+                       const float *w, const float *x, float *y, float *col, int nt)
 {
-    if (g->pointwise) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->cog, (int)g->dhw, (int)g->kk,
-                    1.0f, w, (int)g->kk, x, (int)g->dhw, 0.0f, y, (int)g->odhw);
-        return;
-    }
     for (int64_t z0 = 0; z0 < g->o[0]; z0 += g->pz) {
         int64_t nz = g->o[0] - z0 < g->pz ? g->o[0] - z0 : g->pz, cols = nz * g->ohw;
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t r = 0; r < g->kk; r++) {
-            vol2col_row(c, g, x, r, z0, nz, col + r * cols);
+        int64_t np = (cols + KI_GEMM_NR - 1) / KI_GEMM_NR;
+        ki_gemm_args ga = { .m = g->cog,
+                            .n = cols,
+                            .k = g->kk,
+                            .a = w,
+                            .lda = g->kk,
+                            .bp = col,
+                            .c = y + z0 * g->ohw,
+                            .ldc = g->odhw,
+                            .ep = ep,
+                            .epf = c->epf,
+                            .ch0 = ch0,
+                            .uk = c->uk };
+#pragma omp parallel num_threads(nt)
+        {
+#pragma omp for schedule(static)
+            for (int64_t p = 0; p < np; p++) {
+                pack_panel(c, g, x, z0, p * KI_GEMM_NR, cols, col + p * KI_GEMM_NR * g->kk);
+            }
+            ki_gemm_compute(&ga, omp_get_thread_num(), omp_get_num_threads());
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->cog, (int)cols, (int)g->kk,
-                    1.0f, w, (int)g->kk, col, (int)cols, 0.0f, y + z0 * g->ohw, (int)g->odhw);
     }
 }
 
@@ -411,7 +419,7 @@ static ki_status conv3d_forward(const void *state, const ki_tensor *in, int n_in
         return KI_ERR_SHAPE;
     }
     size_t nt = ex->n_threads > 0 ? (size_t)ex->n_threads : 1;
-    if ((size_t)col_floats(&g) * sizeof(float) > nt * ex->ws_per_thread) {
+    if ((size_t)g.cols * sizeof(float) > nt * ex->ws_per_thread) {
         return KI_ERR_INTERNAL;
     }
     ki_cv_epilogue ep = c->ep;
@@ -421,13 +429,9 @@ static ki_status conv3d_forward(const void *state, const ki_tensor *in, int n_in
     float *y = out[0].data;
     for (int64_t n = 0; n < g.x.n; n++) {
         for (int64_t gi = 0; gi < g.groups; gi++) {
-            conv_group(c, &g, weight + gi * g.cog * g.kk, x + (n * g.x.c + gi * g.cig) * g.dhw,
+            conv_group(c, &g, &ep, gi * g.cog, weight + gi * g.cog * g.kk,
+                       x + (n * g.x.c + gi * g.cig) * g.dhw,
                        y + (n * g.out_ch + gi * g.cog) * g.odhw, ex->workspace, ex->n_threads);
-        }
-        float *yn = y + n * g.out_ch * g.odhw;
-#pragma omp parallel for num_threads(ex->n_threads) schedule(static)
-        for (int64_t oc = 0; oc < g.out_ch; oc++) {
-            ki_cv_epilogue_plane(&ep, oc, yn + oc * g.odhw, (size_t)g.odhw);
         }
     }
     return KI_OK;
