@@ -276,16 +276,63 @@ static void test_deconv_chunks(void **unused)
     top_ints3(&t, "padding", 1, 1, 1);
     ki_tensor in = { ki_shape_make(5, xd), x };
     run_check(&t, &in, y, ny);
+    /* one output channel, 1x1x1, stride 1: a column matrix of one row */
+    const int64_t od1[5] = { 1, 1, 40, 32, 32 };
+    naive_deconv(x, xd, w, 1, 1, 1, 1, 0, od1, acc);
+    for (size_t i = 0; i < nx / 4; i++) {
+        y[i] = (float)acc[i];
+    }
+    conv3d_op(&t, "nn.ConvTranspose3d", 4, 1, 1, 1, w);
+    run_check(&t, &in, y, nx / 4);
     free(x), free(w), free(y), free(acc);
+}
+
+/* Random small shapes: groups, stride, padding, kernel sizes, both directions. */
+static void test_random(void **unused)
+{
+    (void)unused;
+    uint64_t seed = 0x5eed3d;
+    for (int it = 0; it < 40; it++) {
+        bool tr = it % 2;
+        int64_t groups = trng_int(&seed, 1, 3), cin = groups * trng_int(&seed, 1, 3);
+        int64_t cout = groups * trng_int(&seed, 1, 3), k = trng_int(&seed, 1, 3);
+        int64_t s = trng_int(&seed, 1, 2), p = trng_int(&seed, 0, k - 1);
+        int64_t xd[5] = { 1, cin, trng_int(&seed, k, 6), trng_int(&seed, k, 7),
+                          trng_int(&seed, k, 9) };
+        int64_t od[5] = { 1, cout, 0, 0, 0 };
+        for (int i = 2; i < 5; i++) {
+            od[i] = tr ? (xd[i] - 1) * s - 2 * p + k : (xd[i] + 2 * p - k) / s + 1;
+        }
+        size_t nx = (size_t)(cin * xd[2] * xd[3] * xd[4]), nw = (size_t)(cin * cout * k * k * k);
+        size_t ny = (size_t)(cout * od[2] * od[3] * od[4]);
+        float *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), *y = malloc(ny * sizeof *y);
+        double *acc = malloc(ny * sizeof *acc);
+        trng_fill(&seed, x, nx);
+        trng_fill(&seed, w, nw);
+        if (tr) {
+            naive_deconv(x, xd, w, cout, groups, k, s, p, od, acc);
+            for (size_t i = 0; i < ny; i++) {
+                y[i] = (float)acc[i];
+            }
+        } else {
+            naive_conv(x, xd, w, cout, groups, k, s, p, od, y);
+        }
+        top t;
+        conv3d_op(&t, tr ? "nn.ConvTranspose3d" : "nn.Conv3d", cin, cout, k, groups, w);
+        top_ints3(&t, "stride", s, s, s);
+        top_ints3(&t, "padding", p, p, p);
+        ki_tensor in = { ki_shape_make(5, xd), x };
+        run_check(&t, &in, y, ny);
+        free(x), free(w), free(y), free(acc);
+    }
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_create_errors),
-        cmocka_unit_test(test_shape_errors),
-        cmocka_unit_test(test_conv_chunks),
-        cmocka_unit_test(test_deconv_chunks),
+        cmocka_unit_test(test_create_errors), cmocka_unit_test(test_shape_errors),
+        cmocka_unit_test(test_conv_chunks),   cmocka_unit_test(test_deconv_chunks),
+        cmocka_unit_test(test_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
