@@ -367,8 +367,11 @@ static void pack_panel(const conv3d *c, const c3_geom *g, const float *x, int64_
             int64_t iy = ki_vol_pad_index(oy * c->s[1] - g->lo[1] + ky * c->dl[1], g->x.h, c->mode);
             int64_t ix = ki_vol_pad_index(ox * c->s[2] - g->lo[2] + kx * c->dl[2], g->x.w, c->mode);
             b[jj] = iz >= 0 && iy >= 0 && ix >= 0 ? src[(iz * g->x.h + iy) * g->x.w + ix] : 0.0f;
-            if (++ox == g->o[2]) {
-                ox = 0, oz += ++oy == g->o[1], oy = oy == g->o[1] ? 0 : oy;
+            if (++ox == g->o[2]) { /* the next output row, and plane */
+                ox = 0;
+                if (++oy == g->o[1]) {
+                    oy = 0, oz++;
+                }
             }
         }
         for (; jj < KI_GEMM_NR; jj++) {
