@@ -11,6 +11,7 @@
 #include "reg_elementwise.def"
 #include "reg_expr.def"
 #include "reg_ops_rnn.def"
+#include "reg_ops3d.def"
 #include "reg_shape.def"
 #include "reg_yolo.def"
 #undef KI_LAYER
@@ -22,6 +23,7 @@ static const ki_layer_ops *const table[] = {
 #include "reg_elementwise.def"
 #include "reg_expr.def"
 #include "reg_ops_rnn.def"
+#include "reg_ops3d.def"
 #include "reg_shape.def"
 #include "reg_yolo.def"
 };
