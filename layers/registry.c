@@ -10,6 +10,7 @@
 #include "reg_conv.def"
 #include "reg_elementwise.def"
 #include "reg_expr.def"
+#include "reg_ops_func.def"
 #include "reg_shape.def"
 #include "reg_yolo.def"
 #undef KI_LAYER
@@ -20,6 +21,7 @@ static const ki_layer_ops *const table[] = {
 #include "reg_conv.def"
 #include "reg_elementwise.def"
 #include "reg_expr.def"
+#include "reg_ops_func.def"
 #include "reg_shape.def"
 #include "reg_yolo.def"
 };
