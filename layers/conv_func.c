@@ -22,14 +22,6 @@ typedef struct conv_func {
  * whether a weight is present. */
 static const float no_data;
 
-/* Slot of $key, or the position pos when the inputs carry no names. */
-static int slot(const ki_op_desc *op, const char *key, int pos)
-{
-    int i = ki_op_input_index(op, key);
-    const bool unnamed = pos < op->n_inputs && (!op->input_keys || !op->input_keys[pos]);
-    return i >= 0 ? i : unnamed ? pos : -1;
-}
-
 /* The convolution's state for a weight of dims wd, or an error naming the bad parameter. */
 static ki_status bind_conv(const conv_func *f, const int64_t wd[4], const float *w, const float *b,
                            ki_conv2d *c, ki_error *err)
@@ -61,7 +53,8 @@ static ki_status cf_create(const ki_op_desc *op, void **state, ki_error *err)
     f->op = op;
     f->transposed = strcmp(op->type, "F.conv_transpose2d") == 0;
     f->isa = ki_cpu_isa();
-    f->x = slot(op, "input", 0), f->w = slot(op, "weight", 1), f->b = slot(op, "bias", 2);
+    f->x = ki_op_input_slot(op, "input", 0), f->w = ki_op_input_slot(op, "weight", 1);
+    f->b = ki_op_input_slot(op, "bias", 2);
     ki_status st = KI_OK;
     if (op->n_inputs < 2 || op->n_inputs > 3 || op->n_outputs != 1 || f->x < 0 || f->w < 0 ||
         (op->n_inputs == 3) != (f->b >= 0) || f->x == f->w || f->x == f->b || f->w == f->b) {
