@@ -1,6 +1,6 @@
 /* as2d.c - the 1-D operators run as their 2-D forms over a height of one: nn.Conv1d,
  * nn.ConvTranspose1d, nn.MaxPool1d / F.max_pool1d, nn.AvgPool1d / F.avg_pool1d and
- * nn.AdaptiveAvgPool1d / nn.AdaptiveMaxPool1d (and their F. forms), F.conv1d and
+ * nn.AdaptiveAvgPool1d / nn.AdaptiveMaxPool1d and nn.LPPool1d (and their F. forms), F.conv1d and
  * F.conv_transpose1d (whose 3-D weight input gains the height like the data). create() rewrites the
  * description: each spatial parameter v becomes (1, v) (padding and output_padding (0, v)), a 3-D
  * weight (a, b, k) becomes (a, b, 1, k) and the declared shapes gain the height; the 2-D layer
@@ -31,6 +31,8 @@ static const char *type2d(const char *t)
         { "nn.AdaptiveMaxPool1d", "nn.AdaptiveMaxPool2d" },
         { "F.adaptive_max_pool1d", "F.adaptive_max_pool2d" },
         { "F.conv1d", "F.conv2d" },
+        { "nn.LPPool1d", "nn.LPPool2d" },
+        { "F.lp_pool1d", "F.lp_pool2d" },
         { "F.conv_transpose1d", "F.conv_transpose2d" },
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
@@ -266,4 +268,6 @@ AS2D_LAYER(ki_layer_f_adaptive_avg_pool1d, "F.adaptive_avg_pool1d");
 AS2D_LAYER(ki_layer_adaptive_max_pool1d, "nn.AdaptiveMaxPool1d");
 AS2D_LAYER(ki_layer_f_adaptive_max_pool1d, "F.adaptive_max_pool1d");
 AS2D_LAYER(ki_layer_f_conv1d, "F.conv1d");
+AS2D_LAYER(ki_layer_lp_pool1d, "nn.LPPool1d");
+AS2D_LAYER(ki_layer_f_lp_pool1d, "F.lp_pool1d");
 AS2D_LAYER(ki_layer_f_conv_transpose1d, "F.conv_transpose1d");
