@@ -81,46 +81,62 @@ static ki_status cf_create(const ki_op_desc *op, void **state, ki_error *err)
     return KI_OK;
 }
 
-/* The weight's dims from its shape: a 4-D tensor. */
-static ki_status weight_dims(const ki_shape *w, int64_t wd[4], ki_error *err)
+/* One run's layer: the convolution (or transposed one) for these shapes and data, its geometry. */
+typedef struct bound {
+    ki_conv2d c;
+    ki_deconv2d d;
+    ki_conv2d_geom g;
+    int64_t out_ch;
+} bound;
+
+/* Binds the weight of shape ws (4-D) and data w, bias b, for input shape xs. */
+static ki_status bind(const conv_func *f, const ki_shape *xs, const ki_shape *ws, const float *w,
+                      const float *b, bound *u, ki_error *err)
 {
     char buf[96];
-    if (w->kind != KI_KIND_TENSOR || w->ndim != 4) {
-        return KI_FAIL(err, KI_ERR_SHAPE, "weight %s is not 4-D", ki_shape_str(w, buf, sizeof buf));
+    if (ws->kind != KI_KIND_TENSOR || ws->ndim != 4) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "weight %s is not 4-D",
+                       ki_shape_str(ws, buf, sizeof buf));
     }
-    memcpy(wd, w->d, 4 * sizeof *wd);
-    return KI_OK;
+    ki_status st;
+    if (f->transposed) {
+        st = bind_deconv(f, ws->d, w, b, &u->d, err);
+        st = st != KI_OK ? st : ki_deconv2d_geom_make(&u->d, xs, &u->g, err);
+        u->out_ch = u->d.out_ch;
+    } else {
+        st = bind_conv(f, ws->d, w, b, &u->c, err);
+        st = st != KI_OK ? st : ki_conv2d_geom_make(&u->c, xs, &u->g, err);
+        u->out_ch = u->c.out_ch;
+    }
+    return st;
+}
+
+/* Workspace bytes per thread of the path the bound layer runs. */
+static size_t bound_workspace(const conv_func *f, const bound *u, int n_threads)
+{
+    if (f->transposed) {
+        return ki_deconv2d_workspace_for(&u->d, &u->g, ki_deconv2d_pick(&u->d, &u->g), n_threads);
+    }
+    return ki_conv2d_workspace_for(&u->c, &u->g, ki_conv2d_pick(&u->c, &u->g), n_threads);
 }
 
 static ki_status cf_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out, int n_out,
                           ki_error *err)
 {
     const conv_func *f = state;
-    int64_t wd[4], oc = 0;
-    ki_conv2d_geom g;
+    bound u;
     char buf[96];
     if (n_in != f->op->n_inputs || n_out != 1) {
         return KI_FAIL(err, KI_ERR_INTERNAL, "wrong input/output count");
     }
-    ki_status st = weight_dims(&in[f->w], wd, err);
-    if (st == KI_OK && f->transposed) {
-        ki_deconv2d d;
-        st = bind_deconv(f, wd, &no_data, NULL, &d, err);
-        st = st != KI_OK ? st : ki_deconv2d_geom_make(&d, &in[f->x], &g, err);
-        oc = d.out_ch;
-    } else if (st == KI_OK) {
-        ki_conv2d c;
-        st = bind_conv(f, wd, &no_data, NULL, &c, err);
-        st = st != KI_OK ? st : ki_conv2d_geom_make(&c, &in[f->x], &g, err);
-        oc = c.out_ch;
-    }
+    ki_status st = bind(f, &in[f->x], &in[f->w], &no_data, NULL, &u, err);
     if (st == KI_OK && f->b >= 0 &&
-        (in[f->b].kind != KI_KIND_TENSOR || in[f->b].ndim != 1 || in[f->b].d[0] != oc)) {
+        (in[f->b].kind != KI_KIND_TENSOR || in[f->b].ndim != 1 || in[f->b].d[0] != u.out_ch)) {
         st = KI_FAIL(err, KI_ERR_SHAPE, "bias %s is not (%lld)",
-                     ki_shape_str(&in[f->b], buf, sizeof buf), (long long)oc);
+                     ki_shape_str(&in[f->b], buf, sizeof buf), (long long)u.out_ch);
     }
     if (st == KI_OK) {
-        out[0] = ki_cv_nchw_shape(g.in.batched, g.in.n, oc, g.oh, g.ow);
+        out[0] = ki_cv_nchw_shape(u.g.in.batched, u.g.in.n, u.out_ch, u.g.oh, u.g.ow);
     }
     return st;
 }
@@ -129,26 +145,12 @@ static size_t cf_workspace(const void *state, const ki_shape *in, int n_in, cons
                            int n_out, int n_threads)
 {
     const conv_func *f = state;
-    int64_t wd[4];
-    ki_conv2d_geom g;
+    bound u;
     (void)n_in, (void)out, (void)n_out;
-    if (weight_dims(&in[f->w], wd, NULL) != KI_OK) {
+    if (bind(f, &in[f->x], &in[f->w], &no_data, NULL, &u, NULL) != KI_OK) {
         return 0;
     }
-    if (f->transposed) {
-        ki_deconv2d d;
-        if (bind_deconv(f, wd, &no_data, NULL, &d, NULL) != KI_OK ||
-            ki_deconv2d_geom_make(&d, &in[f->x], &g, NULL) != KI_OK) {
-            return 0;
-        }
-        return ki_deconv2d_workspace_for(&d, &g, ki_deconv2d_pick(&d, &g), n_threads);
-    }
-    ki_conv2d c;
-    if (bind_conv(f, wd, &no_data, NULL, &c, NULL) != KI_OK ||
-        ki_conv2d_geom_make(&c, &in[f->x], &g, NULL) != KI_OK) {
-        return 0;
-    }
-    return ki_conv2d_workspace_for(&c, &g, ki_conv2d_pick(&c, &g), n_threads);
+    return bound_workspace(f, &u, n_threads);
 }
 
 static ki_status cf_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
@@ -156,36 +158,23 @@ static ki_status cf_forward(const void *state, const ki_tensor *in, int n_in, ki
 {
     const conv_func *f = state;
     const float *b = f->b >= 0 ? in[f->b].data : NULL;
-    int64_t wd[4];
-    ki_conv2d_geom g;
+    bound u;
     (void)n_in, (void)n_out;
-    if (weight_dims(&in[f->w].shape, wd, NULL) != KI_OK) {
+    if (bind(f, &in[f->x].shape, &in[f->w].shape, in[f->w].data, b, &u, NULL) != KI_OK) {
         return KI_ERR_SHAPE;
     }
-    if (f->transposed) {
-        ki_deconv2d d;
-        if (bind_deconv(f, wd, in[f->w].data, b, &d, NULL) != KI_OK ||
-            ki_deconv2d_geom_make(&d, &in[f->x].shape, &g, NULL) != KI_OK) {
-            return KI_ERR_SHAPE;
-        }
-        ki_deconv2d_path p = ki_deconv2d_pick(&d, &g);
-        if (ki_deconv2d_workspace_for(&d, &g, p, ex->n_threads) > ex->ws_per_thread) {
-            return KI_ERR_INTERNAL;
-        }
-        ki_deconv2d_run(&d, &g, p, in[f->x].data, out[0].data, ex);
-        return KI_OK;
-    }
-    ki_conv2d c;
-    if (bind_conv(f, wd, in[f->w].data, b, &c, NULL) != KI_OK ||
-        ki_conv2d_geom_make(&c, &in[f->x].shape, &g, NULL) != KI_OK) {
-        return KI_ERR_SHAPE;
-    }
-    ki_conv2d_path p = ki_conv2d_pick(&c, &g);
-    if (!ki_conv2d_path_ok(&c, &g, p) ||
-        ki_conv2d_workspace_for(&c, &g, p, ex->n_threads) > ex->ws_per_thread) {
+    if (bound_workspace(f, &u, ex->n_threads) > ex->ws_per_thread) {
         return KI_ERR_INTERNAL;
     }
-    ki_conv2d_run(&c, &g, p, in[f->x].data, out[0].data, ex);
+    if (f->transposed) {
+        ki_deconv2d_run(&u.d, &u.g, ki_deconv2d_pick(&u.d, &u.g), in[f->x].data, out[0].data, ex);
+        return KI_OK;
+    }
+    ki_conv2d_path p = ki_conv2d_pick(&u.c, &u.g);
+    if (!ki_conv2d_path_ok(&u.c, &u.g, p)) {
+        return KI_ERR_INTERNAL;
+    }
+    ki_conv2d_run(&u.c, &u.g, p, in[f->x].data, out[0].data, ex);
     return KI_OK;
 }
 
