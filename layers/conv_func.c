@@ -68,6 +68,9 @@ static ki_status cf_create(const ki_op_desc *op, void **state, ki_error *err)
         ki_conv2d c;
         ki_deconv2d d;
         st = ki_op_get_int(op, "groups", 1, &groups, err);
+        if (st == KI_OK && (groups < 1 || groups > KI_MAX_DIM)) {
+            st = KI_FAIL(err, KI_ERR_FORMAT, "groups=%lld is out of range", (long long)groups);
+        }
         wd[0] = groups >= 1 && groups <= KI_MAX_DIM ? groups : 1;
         st = st != KI_OK     ? st
              : f->transposed ? bind_deconv(f, wd, NULL, NULL, &d, err)
