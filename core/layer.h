@@ -185,5 +185,8 @@ ki_status ki_op_require_attr(const ki_op_desc *op, const char *key, int ndim, co
                              const ki_attr **out, ki_error *err);
 /* Index of the input bound to `$key`, or -1. */
 int ki_op_input_index(const ki_op_desc *op, const char *key);
+/* The same, or pos when no input is bound to `$key` and input pos carries no `$` name (the
+ * argument passed by position); else -1. */
+int ki_op_input_slot(const ki_op_desc *op, const char *key, int pos);
 
 #endif

@@ -249,3 +249,12 @@ int ki_op_input_index(const ki_op_desc *op, const char *key)
     }
     return -1;
 }
+
+int ki_op_input_slot(const ki_op_desc *op, const char *key, int pos)
+{
+    int i = ki_op_input_index(op, key);
+    if (i >= 0) {
+        return i;
+    }
+    return pos >= 0 && pos < op->n_inputs && !op->input_keys[pos] ? pos : -1;
+}

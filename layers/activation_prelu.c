@@ -1,5 +1,6 @@
 /* activation_prelu.c - nn.PReLU: y = x > 0 ? x : w[c] * x, with one weight or one per channel
- * (dim 1), as torch.nn.PReLU. The state points at the @weight data, which outlives it. */
+ * (dim 1), as torch.nn.PReLU. The state points at the @weight data, which outlives it. F.prelu
+ * takes the weight as its second input ($weight), read each run. */
 #include <stdlib.h>
 
 #include "../core/layer.h"
@@ -41,6 +42,21 @@ static ki_status prelu_create(const ki_op_desc *op, void **state, ki_error *err)
     return KI_OK;
 }
 
+/* out = x's shape; with more than one weight, dim 1 is the channel dim and must match (PyTorch). */
+static ki_status check_input(int64_t n_weights, const ki_shape *x, ki_shape *out, ki_error *err)
+{
+    if (x->kind != KI_KIND_TENSOR) {
+        return KI_FAIL(err, KI_ERR_UNSUPPORTED, "input is not a tensor");
+    }
+    if (n_weights > 1 && (x->ndim < 2 || x->d[1] != n_weights)) {
+        char buf[128];
+        return KI_FAIL(err, KI_ERR_SHAPE, "input %s has no dim 1 of size %lld (num_parameters)",
+                       ki_shape_str(x, buf, sizeof buf), (long long)n_weights);
+    }
+    *out = ki_shape_make(x->ndim, x->d);
+    return KI_OK;
+}
+
 static ki_status prelu_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
                              int n_out, ki_error *err)
 {
@@ -48,38 +64,23 @@ static ki_status prelu_shape(const void *state, const ki_shape *in, int n_in, ki
     if (n_in != 1 || n_out != 1) {
         return KI_FAIL(err, KI_ERR_SHAPE, "expects 1 input and 1 output");
     }
-    if (in[0].kind != KI_KIND_TENSOR) {
-        return KI_FAIL(err, KI_ERR_UNSUPPORTED, "input is not a tensor");
-    }
-    /* PyTorch: with more than one weight, dim 1 is the channel dim and must match. */
-    if (p->n_weights > 1 && (in[0].ndim < 2 || in[0].d[1] != p->n_weights)) {
-        char buf[128];
-        return KI_FAIL(err, KI_ERR_SHAPE, "input %s has no dim 1 of size %lld (num_parameters)",
-                       ki_shape_str(&in[0], buf, sizeof buf), (long long)p->n_weights);
-    }
-    out[0] = ki_shape_make(in[0].ndim, in[0].d);
-    return KI_OK;
+    return check_input(p->n_weights, &in[0], &out[0], err);
 }
 
-static ki_status prelu_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
-                               int n_out, const ki_exec *ex)
+static void prelu_run(const prelu_state *p, const ki_tensor *x, float *dst, int nt)
 {
-    const prelu_state *p = state;
-    const float *src = in[0].data;
-    float *dst = out[0].data;
-    const int64_t n = ki_shape_count(&in[0].shape);
+    const float *src = x->data;
+    const int64_t n = ki_shape_count(&x->shape);
     int64_t block = PRELU_CHUNK;
-    (void)n_in;
-    (void)n_out;
     if (p->n_weights > 1) {
         /* One block per (batch, channel) plane, so each block has a single weight. */
         block = 1;
-        for (int i = 2; i < in[0].shape.ndim; i++) {
-            block *= in[0].shape.d[i];
+        for (int i = 2; i < x->shape.ndim; i++) {
+            block *= x->shape.d[i];
         }
     }
     const int64_t n_blocks = block > 0 ? (n + block - 1) / block : 0;
-#pragma omp parallel for num_threads(ex->n_threads) schedule(static) if (n_blocks > 1)
+#pragma omp parallel for num_threads(nt) schedule(static) if (n_blocks > 1)
     for (int64_t b = 0; b < n_blocks; b++) {
         const float w = p->weight[p->n_weights > 1 ? b % p->n_weights : 0];
         const int64_t lo = b * block;
@@ -88,6 +89,14 @@ static ki_status prelu_forward(const void *state, const ki_tensor *in, int n_in,
             dst[i] = src[i] > 0.0f ? src[i] : w * src[i];
         }
     }
+}
+
+static ki_status prelu_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
+                               int n_out, const ki_exec *ex)
+{
+    (void)n_in;
+    (void)n_out;
+    prelu_run(state, &in[0], out[0].data, ex->n_threads);
     return KI_OK;
 }
 
@@ -103,3 +112,47 @@ const ki_layer_ops ki_layer_nn_prelu = { .type = "nn.PReLU",
                                          .workspace = NULL,
                                          .forward = prelu_forward,
                                          .destroy = prelu_destroy };
+
+/* ---- F.prelu(input, weight): no state; the weight (one value, or one per channel) is input 1 */
+
+static ki_status fprelu_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    if (op->n_inputs != 2 || op->n_outputs != 1 || ki_op_input_slot(op, "input", 0) != 0 ||
+        ki_op_input_slot(op, "weight", 1) != 1) {
+        return KI_FAIL(err, KI_ERR_UNSUPPORTED, "expects $input, $weight and 1 output");
+    }
+    *state = NULL;
+    return KI_OK;
+}
+
+static ki_status fprelu_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
+                              int n_out, ki_error *err)
+{
+    char buf[96];
+    int64_t n_w;
+    (void)state;
+    if (n_in != 2 || n_out != 1) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "expects 2 inputs and 1 output");
+    }
+    if (in[1].kind != KI_KIND_TENSOR || in[1].ndim > 1 || !ki_shape_numel(&in[1], &n_w) ||
+        n_w < 1) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "weight %s is not one value or one per channel",
+                       ki_shape_str(&in[1], buf, sizeof buf));
+    }
+    return check_input(n_w, &in[0], &out[0], err);
+}
+
+static ki_status fprelu_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
+                                int n_out, const ki_exec *ex)
+{
+    const prelu_state p = { ki_shape_count(&in[1].shape), in[1].data };
+    (void)state, (void)n_in, (void)n_out;
+    prelu_run(&p, &in[0], out[0].data, ex->n_threads);
+    return KI_OK;
+}
+
+const ki_layer_ops ki_layer_f_prelu = { .type = "F.prelu",
+                                        .flags = KI_LAYER_INPLACE,
+                                        .create = fprelu_create,
+                                        .shape = fprelu_shape,
+                                        .forward = fprelu_forward };

@@ -1,21 +1,17 @@
 /* as2d.c - the 1-D operators run as their 2-D forms over a height of one: nn.Conv1d,
  * nn.ConvTranspose1d, nn.MaxPool1d / F.max_pool1d, nn.AvgPool1d / F.avg_pool1d and
- * nn.AdaptiveAvgPool1d / nn.AdaptiveMaxPool1d (and their F. forms). create() rewrites the
+ * nn.AdaptiveAvgPool1d / nn.AdaptiveMaxPool1d and nn.LPPool1d (and their F. forms), F.conv1d and
+ * F.conv_transpose1d (whose 3-D weight input gains the height like the data). create() rewrites the
  * description: each spatial parameter v becomes (1, v) (padding and output_padding (0, v)), a 3-D
  * weight (a, b, k) becomes (a, b, 1, k) and the declared shapes gain the height; the 2-D layer
  * is created from it and keeps everything it needs. Tensors keep their memory: (N, C, L) is
  * (N, C, 1, L). Only activations are fused (a residual operand would lack the height). State:
- * the 2-D layer's, owned; thread-safe as that layer. */
+ * the 2-D layer's and the rewritten description, owned; thread-safe as that layer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "registry.h"
-
-typedef struct as2d {
-    const ki_layer_ops *inner;
-    void *st;
-} as2d;
 
 static const char *const spatial[] = { "kernel_size", "stride",         "padding",
                                        "dilation",    "output_padding", "output_size" };
@@ -34,6 +30,10 @@ static const char *type2d(const char *t)
         { "F.adaptive_avg_pool1d", "F.adaptive_avg_pool2d" },
         { "nn.AdaptiveMaxPool1d", "nn.AdaptiveMaxPool2d" },
         { "F.adaptive_max_pool1d", "F.adaptive_max_pool2d" },
+        { "F.conv1d", "F.conv2d" },
+        { "nn.LPPool1d", "nn.LPPool2d" },
+        { "F.lp_pool1d", "F.lp_pool2d" },
+        { "F.conv_transpose1d", "F.conv_transpose2d" },
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         if (strcmp(t, map[i][0]) == 0) {
@@ -77,6 +77,13 @@ typedef struct desc2d {
     ki_attr *attrs;
     ki_shape *in_decl, *out_decl;
 } desc2d;
+
+/* The state: the 2-D layer and its description, which it may keep pointing at (F.conv2d). */
+typedef struct as2d {
+    const ki_layer_ops *inner;
+    void *st;
+    desc2d x;
+} as2d;
 
 static void desc_free(desc2d *x)
 {
@@ -150,16 +157,17 @@ static ki_status as2d_create(const ki_op_desc *op, void **state, ki_error *err)
 {
     const char *t2 = type2d(op->type);
     const ki_layer_ops *inner = t2 ? ki_registry_find(t2) : NULL;
-    desc2d x;
     if (!inner) {
         return KI_FAIL(err, KI_ERR_INTERNAL, "no 2-D form of %s", op->type);
     }
     as2d *a = calloc(1, sizeof *a);
-    ki_status st = a ? desc_make(op, t2, &x, err) : KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    ki_status st = a ? desc_make(op, t2, &a->x, err) : KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     if (st == KI_OK) {
         a->inner = inner;
-        st = inner->create(&x.d, &a->st, err);
-        desc_free(&x);
+        st = inner->create(&a->x.d, &a->st, err);
+        if (st != KI_OK) {
+            desc_free(&a->x);
+        }
     }
     if (st != KI_OK) {
         free(a);
@@ -228,6 +236,9 @@ static void as2d_destroy(void *state)
     if (a && a->inner->destroy) {
         a->inner->destroy(a->st);
     }
+    if (a) {
+        desc_free(&a->x);
+    }
     free(a);
 }
 
@@ -256,3 +267,7 @@ AS2D_LAYER(ki_layer_adaptive_avg_pool1d, "nn.AdaptiveAvgPool1d");
 AS2D_LAYER(ki_layer_f_adaptive_avg_pool1d, "F.adaptive_avg_pool1d");
 AS2D_LAYER(ki_layer_adaptive_max_pool1d, "nn.AdaptiveMaxPool1d");
 AS2D_LAYER(ki_layer_f_adaptive_max_pool1d, "F.adaptive_max_pool1d");
+AS2D_LAYER(ki_layer_f_conv1d, "F.conv1d");
+AS2D_LAYER(ki_layer_lp_pool1d, "nn.LPPool1d");
+AS2D_LAYER(ki_layer_f_lp_pool1d, "F.lp_pool1d");
+AS2D_LAYER(ki_layer_f_conv_transpose1d, "F.conv_transpose1d");

@@ -75,32 +75,26 @@ static ki_status parse_padding(const ki_op_desc *op, ki_conv2d *c, ki_error *err
     return check_range("padding", all, 4, 0, err);
 }
 
-static ki_status parse_weights(const ki_op_desc *op, ki_conv2d *c, ki_error *err)
+/* groups, channels and kernel size from the weight's dims wd (out, in/groups, kh, kw), checked
+ * against the optional kernel_size / in_channels / out_channels parameters. */
+static ki_status parse_dims(const ki_op_desc *op, const int64_t wd[4], ki_conv2d *c, ki_error *err)
 {
-    static const int64_t any4[4] = { -1, -1, -1, -1 };
-    const ki_attr *w, *b;
-    bool has_bias;
-    ki_status st = ki_op_require_attr(op, "weight", 4, any4, &w, err);
-    if (st == KI_OK) {
-        st = ki_op_get_int(op, "groups", 1, &c->groups, err);
-    }
+    ki_status st = ki_op_get_int(op, "groups", 1, &c->groups, err);
     if (st != KI_OK) {
         return st;
     }
-    if (c->groups < 1 || w->shape.d[0] % c->groups != 0) {
+    if (c->groups < 1 || wd[0] % c->groups != 0) {
         return KI_FAIL(err, KI_ERR_SHAPE, "groups=%lld does not divide out_channels=%lld",
-                       (long long)c->groups, (long long)w->shape.d[0]);
+                       (long long)c->groups, (long long)wd[0]);
     }
-    if (w->shape.d[1] < 1 || !ki_ckd_mul_i64(&c->in_ch, w->shape.d[1], c->groups) ||
-        c->in_ch > KI_MAX_DIM) {
-        return KI_FAIL(err, KI_ERR_SHAPE, "@weight has %lld input channels per group",
-                       (long long)w->shape.d[1]);
+    if (wd[1] < 1 || !ki_ckd_mul_i64(&c->in_ch, wd[1], c->groups) || c->in_ch > KI_MAX_DIM) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "weight has %lld input channels per group",
+                       (long long)wd[1]);
     }
-    c->out_ch = w->shape.d[0];
-    c->weight = w->data;
-    int64_t k[2] = { w->shape.d[2], w->shape.d[3] };
-    st = ki_op_get_ints(op, "kernel_size", 2, &w->shape.d[2], k, err);
-    if (st == KI_OK && (k[0] != w->shape.d[2] || k[1] != w->shape.d[3])) {
+    c->out_ch = wd[0];
+    int64_t k[2] = { wd[2], wd[3] };
+    st = ki_op_get_ints(op, "kernel_size", 2, &wd[2], k, err);
+    if (st == KI_OK && (k[0] != wd[2] || k[1] != wd[3])) {
         st = KI_FAIL(err, KI_ERR_SHAPE, "kernel_size does not match @weight");
     }
     if (st == KI_OK) {
@@ -109,29 +103,15 @@ static ki_status parse_weights(const ki_op_desc *op, ki_conv2d *c, ki_error *err
     if (st == KI_OK) {
         st = ki_cv_check_count(op, "out_channels", c->out_ch, err);
     }
-    if (st == KI_OK) {
-        st = ki_op_get_bool(op, "bias", ki_op_attr(op, "bias") != NULL, &has_bias, err);
-    }
-    if (st == KI_OK && has_bias) {
-        st = ki_op_require_attr(op, "bias", 1, &c->out_ch, &b, err);
-        c->ep.bias = st == KI_OK ? b->data : NULL;
-    }
     c->kh = k[0], c->kw = k[1];
-    return st;
+    return st == KI_OK ? check_range("kernel_size", k, 2, 1, err) : st;
 }
 
-static ki_status parse(const ki_op_desc *op, ki_conv2d *c, ki_error *err)
+ki_status ki_conv2d_parse(const ki_op_desc *op, const int64_t wd[4], ki_conv2d *c, ki_error *err)
 {
     static const int64_t ones[2] = { 1, 1 };
     int64_t s[2], d[2];
-    ki_status st = ki_cv_check_io(op, 1, 1, err);
-    if (st == KI_OK) {
-        st = parse_weights(op, c, err);
-    }
-    if (st == KI_OK) {
-        int64_t k[2] = { c->kh, c->kw };
-        st = check_range("kernel_size", k, 2, 1, err);
-    }
+    ki_status st = parse_dims(op, wd, c, err);
     if (st == KI_OK) {
         st = ki_op_get_ints(op, "stride", 2, ones, s, err);
     }
@@ -150,6 +130,31 @@ static ki_status parse(const ki_op_desc *op, ki_conv2d *c, ki_error *err)
     c->sh = s[0], c->sw = s[1], c->dh = d[0], c->dw = d[1];
     st = parse_padding(op, c, err);
     return st == KI_OK ? parse_pad_mode(op, c, err) : st;
+}
+
+/* nn.Conv2d: the parameters for @weight, then its data and the optional @bias. */
+static ki_status parse(const ki_op_desc *op, ki_conv2d *c, ki_error *err)
+{
+    static const int64_t any4[4] = { -1, -1, -1, -1 };
+    const ki_attr *w, *b;
+    bool has_bias;
+    ki_status st = ki_cv_check_io(op, 1, 1, err);
+    if (st == KI_OK) {
+        st = ki_op_require_attr(op, "weight", 4, any4, &w, err);
+    }
+    if (st == KI_OK) {
+        st = ki_conv2d_parse(op, w->shape.d, c, err);
+    }
+    if (st != KI_OK) {
+        return st;
+    }
+    c->weight = w->data;
+    st = ki_op_get_bool(op, "bias", ki_op_attr(op, "bias") != NULL, &has_bias, err);
+    if (st == KI_OK && has_bias) {
+        st = ki_op_require_attr(op, "bias", 1, &c->out_ch, &b, err);
+        c->ep.bias = st == KI_OK ? b->data : NULL;
+    }
+    return st;
 }
 
 ki_status ki_conv2d_alloc_weights(size_t a, size_t b, size_t c, const char *what, float **out,

@@ -443,6 +443,11 @@ void ki_conv2d_pack_cols(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_c
 void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n);
 void ki_conv2d_gather2_avx2(const float *src, float *restrict d, int64_t n);
 
+/* The parameters of op (nn.Conv2d or F.conv2d) for a weight of dims wd (out, in/groups, kh, kw):
+ * every geometry field of c, but not the weight and bias data. F.conv2d, whose weight is an
+ * input, calls it for each weight shape. */
+ki_status ki_conv2d_parse(const ki_op_desc *op, const int64_t wd[4], ki_conv2d *c, ki_error *err);
+
 /* conv2d_policy.c: every choice of how a layer runs. Sets the kernels to those of level isa (or
  * the highest below it this CPU runs). */
 void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa);
@@ -470,6 +475,10 @@ typedef enum ki_deconv2d_path {
     KI_DECONV2D_GEMM     /* cblas_sgemm into columns, then col2im */
 } ki_deconv2d_path;
 
+/* As ki_conv2d_parse for nn.ConvTranspose2d / F.conv_transpose2d, weight dims wd
+ * (in, out/groups, kh, kw). */
+ki_status ki_deconv2d_parse(const ki_op_desc *op, const int64_t wd[4], ki_deconv2d *c,
+                            ki_error *err);
 ki_status ki_deconv2d_geom_make(const ki_deconv2d *c, const ki_shape *in, ki_conv2d_geom *g,
                                 ki_error *err);
 ki_deconv2d_path ki_deconv2d_pick(const ki_deconv2d *c, const ki_conv2d_geom *g);

@@ -20,57 +20,45 @@ static ki_status get_pair(const ki_op_desc *op, const char *key, int64_t def, in
     return st;
 }
 
-static ki_status parse_weights(const ki_op_desc *op, ki_deconv2d *c, ki_error *err)
+/* groups, channels and kernel size from the weight's dims wd (in, out/groups, kh, kw). */
+static ki_status parse_dims(const ki_op_desc *op, const int64_t wd[4], ki_deconv2d *c,
+                            ki_error *err)
 {
-    static const int64_t any4[4] = { -1, -1, -1, -1 };
-    const ki_attr *w, *b;
-    bool has_bias;
-    ki_status st = ki_op_require_attr(op, "weight", 4, any4, &w, err);
-    if (st == KI_OK) {
-        st = ki_op_get_int(op, "groups", 1, &c->groups, err);
-    }
+    ki_status st = ki_op_get_int(op, "groups", 1, &c->groups, err);
     if (st != KI_OK) {
         return st;
     }
-    if (c->groups < 1 || w->shape.d[0] % c->groups != 0 || w->shape.d[0] == 0) {
+    if (c->groups < 1 || wd[0] % c->groups != 0 || wd[0] == 0) {
         return KI_FAIL(err, KI_ERR_SHAPE, "groups=%lld does not divide in_channels=%lld",
-                       (long long)c->groups, (long long)w->shape.d[0]);
+                       (long long)c->groups, (long long)wd[0]);
     }
-    if (!ki_ckd_mul_i64(&c->out_ch, w->shape.d[1], c->groups) || c->out_ch > KI_MAX_DIM) {
+    if (!ki_ckd_mul_i64(&c->out_ch, wd[1], c->groups) || c->out_ch > KI_MAX_DIM) {
         return KI_FAIL(err, KI_ERR_SHAPE, "@weight has too many output channels");
     }
-    c->in_ch = w->shape.d[0];
-    c->kh = w->shape.d[2], c->kw = w->shape.d[3];
-    c->weight = w->data;
+    c->in_ch = wd[0];
+    c->kh = wd[2], c->kw = wd[3];
     int64_t k[2];
-    st = get_pair(op, "kernel_size", c->kh, 1, k, err);
+    st = ki_op_get_ints(op, "kernel_size", 2, &wd[2], k, err);
     if (st == KI_OK && (k[0] != c->kh || k[1] != c->kw)) {
         st = KI_FAIL(err, KI_ERR_SHAPE, "kernel_size does not match @weight");
+    }
+    if (st == KI_OK &&
+        (c->kh < 1 || c->kw < 1 || c->kh > KI_CV_MAX_PARAM || c->kw > KI_CV_MAX_PARAM)) {
+        st = KI_FAIL(err, KI_ERR_SHAPE, "the weight's kernel %lldx%lld is out of range",
+                     (long long)c->kh, (long long)c->kw);
     }
     if (st == KI_OK) {
         st = ki_cv_check_count(op, "in_channels", c->in_ch, err);
     }
-    if (st == KI_OK) {
-        st = ki_cv_check_count(op, "out_channels", c->out_ch, err);
-    }
-    if (st == KI_OK) {
-        st = ki_op_get_bool(op, "bias", ki_op_attr(op, "bias") != NULL, &has_bias, err);
-    }
-    if (st == KI_OK && has_bias) {
-        st = ki_op_require_attr(op, "bias", 1, &c->out_ch, &b, err);
-        c->ep.bias = st == KI_OK ? b->data : NULL;
-    }
-    return st;
+    return st == KI_OK ? ki_cv_check_count(op, "out_channels", c->out_ch, err) : st;
 }
 
-static ki_status parse(const ki_op_desc *op, ki_deconv2d *c, ki_error *err)
+ki_status ki_deconv2d_parse(const ki_op_desc *op, const int64_t wd[4], ki_deconv2d *c,
+                            ki_error *err)
 {
     int64_t s[2], d[2], p[2], op_[2];
     const char *mode;
-    ki_status st = ki_cv_check_io(op, 1, 1, err);
-    if (st == KI_OK) {
-        st = parse_weights(op, c, err);
-    }
+    ki_status st = parse_dims(op, wd, c, err);
     if (st == KI_OK) {
         st = get_pair(op, "stride", 1, 1, s, err);
     }
@@ -102,6 +90,31 @@ static ki_status parse(const ki_op_desc *op, ki_deconv2d *c, ki_error *err)
     c->sh = s[0], c->sw = s[1], c->dh = d[0], c->dw = d[1];
     c->ph = p[0], c->pw = p[1], c->oph = op_[0], c->opw = op_[1];
     return KI_OK;
+}
+
+/* nn.ConvTranspose2d: the parameters for @weight, then its data and the optional @bias. */
+static ki_status parse(const ki_op_desc *op, ki_deconv2d *c, ki_error *err)
+{
+    static const int64_t any4[4] = { -1, -1, -1, -1 };
+    const ki_attr *w, *b;
+    bool has_bias;
+    ki_status st = ki_cv_check_io(op, 1, 1, err);
+    if (st == KI_OK) {
+        st = ki_op_require_attr(op, "weight", 4, any4, &w, err);
+    }
+    if (st == KI_OK) {
+        st = ki_deconv2d_parse(op, w->shape.d, c, err);
+    }
+    if (st != KI_OK) {
+        return st;
+    }
+    c->weight = w->data;
+    st = ki_op_get_bool(op, "bias", ki_op_attr(op, "bias") != NULL, &has_bias, err);
+    if (st == KI_OK && has_bias) {
+        st = ki_op_require_attr(op, "bias", 1, &c->out_ch, &b, err);
+        c->ep.bias = st == KI_OK ? b->data : NULL;
+    }
+    return st;
 }
 
 static ki_status deconv_create(const ki_op_desc *op, void **state, ki_error *err)

@@ -6,7 +6,8 @@
  * packed: a layer declared one row, or generic code). The weight and bias point into the model's
  * attribute data, but for a large classifier whose weights are all exactly binary16 values (exports
  * that store f16 weights): with AVX-512 it keeps them as binary16 (half the bytes to stream each
- * run, the same dot products) and releases the originals. */
+ * run, the same dot products) and releases the originals. F.linear, whose weight and bias are
+ * inputs, runs the same kernels on them in place (nothing packed: they may change between runs). */
 #include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -179,17 +180,12 @@ static ki_status linear_create(const ki_op_desc *op, void **state, ki_error *err
     return KI_OK;
 }
 
-static ki_status linear_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
-                              int n_out, ki_error *err)
+/* Output shape for input x: x's with the last dim out_features. */
+static ki_status check_shape(const linear *l, const ki_shape *x, ki_shape *out, ki_error *err)
 {
-    const linear *l = state;
     char buf[96];
     int64_t rows = 1;
     bool ok = true;
-    if (n_in != 1 || n_out != 1) {
-        return KI_FAIL(err, KI_ERR_INTERNAL, "wrong input/output count");
-    }
-    const ki_shape *x = &in[0];
     if (x->kind != KI_KIND_TENSOR || x->ndim < 1 || x->d[x->ndim - 1] != l->in_f) {
         return KI_FAIL(err, KI_ERR_SHAPE, "input %s does not end in in_features=%lld",
                        ki_shape_str(x, buf, sizeof buf), (long long)l->in_f);
@@ -204,6 +200,15 @@ static ki_status linear_shape(const void *state, const ki_shape *in, int n_in, k
         st = KI_FAIL(err, KI_ERR_LIMIT, "input %s is too large", ki_shape_str(x, buf, sizeof buf));
     }
     return st;
+}
+
+static ki_status linear_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
+                              int n_out, ki_error *err)
+{
+    if (n_in != 1 || n_out != 1) {
+        return KI_FAIL(err, KI_ERR_INTERNAL, "wrong input/output count");
+    }
+    return check_shape(state, &in[0], out, err);
 }
 
 /* Rows of x: y[r][o] = act(W[o] . x[r] + b[o]), the rows' outputs split over the team. */
@@ -246,23 +251,20 @@ static void gemm_rows(const linear *l, const float *x, int64_t rows, float *rest
     }
 }
 
-static ki_status linear_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
-                                int n_out, const ki_exec *ex)
+/* y = act(x W^T + b) for an input x of any rank. */
+static void run(const linear *l, const ki_tensor *x, float *restrict y, const ki_exec *ex)
 {
-    const linear *l = state;
     int64_t rows = 1;
-    float *y = out[0].data;
-    (void)n_in, (void)n_out;
-    for (int i = 0; i < in[0].shape.ndim - 1; i++) {
-        rows *= in[0].shape.d[i];
+    for (int i = 0; i < x->shape.ndim - 1; i++) {
+        rows *= x->shape.d[i];
     }
     if (rows == 1 || !l->weight) { /* binary16 weights: row by row */
-        gemv(l, in[0].data, rows, y, ex->n_threads);
-        return KI_OK;
+        gemv(l, x->data, rows, y, ex->n_threads);
+        return;
     }
     if (l->wp && l->in_f > 0) {
-        gemm_rows(l, in[0].data, rows, y, ex->n_threads);
-        return KI_OK;
+        gemm_rows(l, x->data, rows, y, ex->n_threads);
+        return;
     }
     /* The bias (or zero) is written first and the product added with beta = 1, which also
      * gives the right answer for in_features = 0, where sgemm may not touch y. */
@@ -275,12 +277,18 @@ static ki_status linear_forward(const void *state, const ki_tensor *in, int n_in
     }
     if (rows > 0 && l->out_f > 0 && l->in_f > 0) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)l->out_f, (int)l->in_f,
-                    1.0f, in[0].data, (int)l->in_f, l->weight, (int)l->in_f, 1.0f, y,
-                    (int)l->out_f);
+                    1.0f, x->data, (int)l->in_f, l->weight, (int)l->in_f, 1.0f, y, (int)l->out_f);
     }
     if (l->act.kind != KI_ACT_NONE) {
         ki_act_apply_n(&l->act, y, y, rows * l->out_f);
     }
+}
+
+static ki_status linear_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
+                                int n_out, const ki_exec *ex)
+{
+    (void)n_in, (void)n_out;
+    run(state, &in[0], out[0].data, ex);
     return KI_OK;
 }
 
@@ -321,4 +329,88 @@ const ki_layer_ops ki_layer_linear = {
     .forward = linear_forward,
     .destroy = linear_destroy,
     .fuse = linear_fuse,
+};
+
+/* ---- F.linear: the weight (out, in) and optional bias (out) are inputs, read in place each run
+ * (nothing packed: they may change between runs). State: the input slots and the dot product. */
+
+typedef struct f_linear {
+    int x, w, b; /* b: -1 without a bias */
+    dot_fn dot;
+} f_linear;
+
+static ki_status flin_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    f_linear *f = calloc(1, sizeof *f);
+    if (!f) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    f->x = ki_op_input_slot(op, "input", 0), f->w = ki_op_input_slot(op, "weight", 1);
+    f->b = ki_op_input_slot(op, "bias", 2);
+    f->dot = ki_cpu_isa() >= KI_ISA_AVX2 ? KI_X86(ki_linear_dot_avx2) : dot_ref;
+    if (op->n_inputs < 2 || op->n_inputs > 3 || op->n_outputs != 1 || f->x != 0 || f->w < 0 ||
+        (op->n_inputs == 3) != (f->b >= 0) || f->w == f->b || ki_op_has(op, "bias")) {
+        free(f);
+        return KI_FAIL(err, KI_ERR_UNSUPPORTED,
+                       "expects $input, $weight and an optional $bias, and 1 output");
+    }
+    *state = f;
+    return KI_OK;
+}
+
+/* The layer for these weight and bias shapes (and data, NULL for shapes only). */
+static ki_status flin_bind(const f_linear *f, const ki_shape *in, const float *w, const float *b,
+                           linear *l, ki_error *err)
+{
+    char buf[96];
+    const ki_shape *ws = &in[f->w], *bs = f->b >= 0 ? &in[f->b] : NULL;
+    memset(l, 0, sizeof *l);
+    if (ws->kind != KI_KIND_TENSOR || ws->ndim != 2 || !ki_cv_blas_ok(ws->d[0]) ||
+        !ki_cv_blas_ok(ws->d[1])) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "weight %s is not 2-D (out, in)",
+                       ki_shape_str(ws, buf, sizeof buf));
+    }
+    l->out_f = ws->d[0], l->in_f = ws->d[1];
+    if (bs && (bs->kind != KI_KIND_TENSOR || bs->ndim != 1 || bs->d[0] != l->out_f)) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "bias %s is not (%lld)",
+                       ki_shape_str(bs, buf, sizeof buf), (long long)l->out_f);
+    }
+    l->weight = w, l->bias = b, l->dot = f->dot;
+    return KI_OK;
+}
+
+static ki_status flin_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
+                            int n_out, ki_error *err)
+{
+    const f_linear *f = state;
+    linear l;
+    (void)n_in, (void)n_out;
+    ki_status st = flin_bind(f, in, NULL, NULL, &l, err);
+    return st == KI_OK ? check_shape(&l, &in[f->x], out, err) : st;
+}
+
+static ki_status flin_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
+                              int n_out, const ki_exec *ex)
+{
+    const f_linear *f = state;
+    ki_shape s[3];
+    linear l;
+    (void)n_out;
+    for (int i = 0; i < n_in && i < 3; i++) {
+        s[i] = in[i].shape;
+    }
+    if (n_in > 3 ||
+        flin_bind(f, s, in[f->w].data, f->b >= 0 ? in[f->b].data : NULL, &l, NULL) != KI_OK) {
+        return KI_ERR_SHAPE;
+    }
+    run(&l, &in[f->x], out[0].data, ex);
+    return KI_OK;
+}
+
+const ki_layer_ops ki_layer_f_linear = {
+    .type = "F.linear",
+    .create = flin_create,
+    .shape = flin_shape,
+    .forward = flin_forward,
+    .destroy = free,
 };

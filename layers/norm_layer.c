@@ -1,4 +1,5 @@
-/* norm_layer.c - nn.LayerNorm / F.layer_norm and nn.GroupNorm.
+/* norm_layer.c - nn.LayerNorm / F.layer_norm, nn.GroupNorm / F.group_norm and
+ * nn.InstanceNorm1d/2d/3d / F.instance_norm.
  *
  * Both normalise contiguous rows: LayerNorm over the last dims given by normalized_shape,
  * GroupNorm over each (batch, group) block of channels x spatial. Mean and biased variance are
@@ -25,6 +26,9 @@ typedef struct gn_state {
     int64_t groups, channels; /* channels -1 when not given and there are no weights */
     float eps;
     const float *w, *b; /* channels entries each, or NULL */
+    int w_in, b_in;     /* F.group_norm / F.instance_norm: input slots of weight, bias, or -1 */
+    bool per_channel;   /* F.instance_norm: one group per channel of the input */
+    int extra;          /* F.instance_norm: running statistics given as inputs (not read) */
 } gn_state;
 
 /* Mean and 1/sqrt(var + eps) of x[0..n-1], n > 0: sums in double, in eight interleaved partial
@@ -272,6 +276,7 @@ static ki_status gn_create(const ki_op_desc *op, void **state, ki_error *err)
     if (!p) {
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
+    p->w_in = p->b_in = -1;
     ki_status st = gn_setup(op, p, err);
     if (st != KI_OK) {
         free(p);
@@ -286,15 +291,24 @@ static ki_status gn_shape(const void *state, const ki_shape *in, int n_in, ki_sh
 {
     const gn_state *p = state;
     char buf[128];
-    if (n_in != 1 || n_out != 1) {
-        return KI_FAIL(err, KI_ERR_SHAPE, "expects 1 input and 1 output");
+    if (n_in != 1 + (p->w_in >= 0) + (p->b_in >= 0) + p->extra || n_out != 1) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "wrong number of inputs or outputs");
     }
+    const int64_t groups = p->per_channel && in[0].ndim >= 2 ? in[0].d[1] : p->groups;
     /* PyTorch: input (N, C, *) with C divisible by num_groups (and equal to num_channels). */
-    if (in[0].kind != KI_KIND_TENSOR || in[0].ndim < 2 || in[0].d[1] % p->groups != 0 ||
+    if (in[0].kind != KI_KIND_TENSOR || in[0].ndim < 2 || groups < 1 || in[0].d[1] % groups != 0 ||
         (p->channels >= 0 && in[0].d[1] != p->channels)) {
         return KI_FAIL(err, KI_ERR_SHAPE,
                        "input %s: dim 1 must be num_channels and divisible by %lld groups",
-                       ki_shape_str(&in[0], buf, sizeof buf), (long long)p->groups);
+                       ki_shape_str(&in[0], buf, sizeof buf), (long long)groups);
+    }
+    for (int k = 0; k < 2; k++) {
+        int idx = k ? p->b_in : p->w_in;
+        if (idx >= 0 &&
+            (in[idx].kind != KI_KIND_TENSOR || in[idx].ndim != 1 || in[idx].d[0] != in[0].d[1])) {
+            return KI_FAIL(err, KI_ERR_SHAPE, "%s %s is not one value per channel",
+                           k ? "bias" : "weight", ki_shape_str(&in[idx], buf, sizeof buf));
+        }
     }
     out[0] = ki_shape_make(in[0].ndim, in[0].d);
     return KI_OK;
@@ -305,14 +319,17 @@ static ki_status gn_forward(const void *state, const ki_tensor *in, int n_in, ki
 {
     const gn_state *p = state;
     const ki_shape *s = &in[0].shape;
+    const float *w = p->w_in >= 0 ? in[p->w_in].data : p->w;
+    const float *bias = p->b_in >= 0 ? in[p->b_in].data : p->b;
     int64_t inner = 1;
     (void)n_in;
     (void)n_out;
     for (int i = 2; i < s->ndim; i++) {
         inner *= s->d[i];
     }
-    const int64_t cpg = s->d[1] / p->groups; /* channels per group */
-    const int64_t blocks = s->d[0] * p->groups;
+    const int64_t groups = p->per_channel ? s->d[1] : p->groups;
+    const int64_t cpg = s->d[1] / groups; /* channels per group */
+    const int64_t blocks = s->d[0] * groups;
     const int64_t n = cpg * inner;
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static) if (blocks * n > 8192)
     for (int64_t blk = 0; blk < blocks; blk++) {
@@ -323,14 +340,66 @@ static ki_status gn_forward(const void *state, const ki_tensor *in, int n_in, ki
             row_stats(x, n, p->eps, &mean, &rstd);
         }
         for (int64_t c = 0; c < cpg; c++) {
-            const int64_t ch = (blk % p->groups) * cpg + c;
-            const float a = p->w ? rstd * p->w[ch] : rstd;
-            const float b = (p->b ? p->b[ch] : 0.0f) - mean * a;
+            const int64_t ch = (blk % groups) * cpg + c;
+            const float a = w ? rstd * w[ch] : rstd;
+            const float b = (bias ? bias[ch] : 0.0f) - mean * a;
             for (int64_t i = 0; i < inner; i++) {
                 y[c * inner + i] = x[c * inner + i] * a + b;
             }
         }
     }
+    return KI_OK;
+}
+
+/* ---- F.group_norm and F.instance_norm: weight and bias absent or inputs ($weight, $bias);
+ * F.instance_norm normalises each channel with the input's own statistics (use_input_stats, its
+ * default; running statistics given as inputs only get updated, which inference skips) ---- */
+
+/* Input slots of $weight / $bias (-1 when absent); fails unless $input is first and every
+ * input is one of them (or, for F.instance_norm, $running_mean / $running_var). */
+static ki_status fgn_slots(const ki_op_desc *op, gn_state *p, ki_error *err)
+{
+    p->w_in = ki_op_input_slot(op, "weight", 1);
+    p->b_in = ki_op_input_slot(op, "bias", 1 + (p->w_in >= 0));
+    if (p->per_channel) {
+        p->extra = (ki_op_input_index(op, "running_mean") >= 0) +
+                   (ki_op_input_index(op, "running_var") >= 0);
+    }
+    int want = 1 + (p->w_in >= 0) + (p->b_in >= 0) + p->extra;
+    if (ki_op_input_slot(op, "input", 0) != 0 || op->n_inputs != want || op->n_outputs != 1 ||
+        ki_op_has(op, "weight") || ki_op_has(op, "bias")) {
+        return KI_FAIL(err, KI_ERR_UNSUPPORTED,
+                       "expects $input first, optional $weight and $bias, and 1 output");
+    }
+    return KI_OK;
+}
+
+static ki_status fgn_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    bool inst = strcmp(op->type, "F.instance_norm") == 0, stats = true;
+    double eps;
+    gn_state *p = calloc(1, sizeof *p);
+    if (!p) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    p->channels = -1, p->groups = 1, p->per_channel = inst;
+    ki_status st = ki_op_get_float(op, "eps", 1e-5, &eps, err);
+    if (st == KI_OK && inst) {
+        st = ki_op_get_bool(op, "use_input_stats", true, &stats, err);
+    } else if (st == KI_OK) {
+        st = ki_op_get_int(op, "num_groups", 0, &p->groups, err);
+    }
+    if (st == KI_OK && (!stats || p->groups < 1 || p->groups > KI_MAX_DIM || !(eps >= 0.0))) {
+        st = KI_FAIL(err, KI_ERR_FORMAT,
+                     "num_groups must be positive, eps non-negative, use_input_stats true");
+    }
+    st = st != KI_OK ? st : fgn_slots(op, p, err);
+    if (st != KI_OK) {
+        free(p);
+        return st;
+    }
+    p->eps = (float)eps;
+    *state = p;
     return KI_OK;
 }
 
@@ -343,10 +412,10 @@ static ki_status in_create(const ki_op_desc *op, void **state, ki_error *err)
     double eps = 1e-5;
     const ki_attr *w, *b;
     gn_state *p = calloc(1, sizeof *p);
-    ki_status st = !p                                         ? KI_FAIL(err, KI_ERR_NOMEM, "out of memory")
-                   : op->n_inputs != 1 || op->n_outputs != 1 ? KI_FAIL(err, KI_ERR_UNSUPPORTED,
-                                                                       "expects 1 input and 1 output")
-                                                             : KI_OK;
+    ki_status st = !p ? KI_FAIL(err, KI_ERR_NOMEM, "out of memory")
+                   : op->n_inputs != 1 || op->n_outputs != 1
+                       ? KI_FAIL(err, KI_ERR_UNSUPPORTED, "expects 1 input and 1 output")
+                       : KI_OK;
     st = st != KI_OK ? st : ki_op_get_int(op, "num_features", -1, &p->channels, err);
     st = st != KI_OK ? st : ki_op_get_float(op, "eps", 1e-5, &eps, err);
     st = st != KI_OK ? st : ki_op_get_bool(op, "affine", false, &affine, err);
@@ -370,6 +439,7 @@ static ki_status in_create(const ki_op_desc *op, void **state, ki_error *err)
     }
     p->groups = p->channels;
     p->eps = (float)eps;
+    p->w_in = p->b_in = -1;
     *state = p;
     return KI_OK;
 }
@@ -410,3 +480,14 @@ const ki_layer_ops ki_layer_nn_group_norm = { .type = "nn.GroupNorm",
 IN_LAYER(ki_layer_nn_instance_norm1d, "nn.InstanceNorm1d");
 IN_LAYER(ki_layer_nn_instance_norm2d, "nn.InstanceNorm2d");
 IN_LAYER(ki_layer_nn_instance_norm3d, "nn.InstanceNorm3d");
+
+#define FGN_LAYER(sym, name)                                                                       \
+    const ki_layer_ops sym = { .type = name,                                                       \
+                               .flags = KI_LAYER_INPLACE,                                          \
+                               .create = fgn_create,                                               \
+                               .shape = gn_shape,                                                  \
+                               .forward = gn_forward,                                              \
+                               .destroy = norm_destroy }
+
+FGN_LAYER(ki_layer_f_group_norm, "F.group_norm");
+FGN_LAYER(ki_layer_f_instance_norm, "F.instance_norm");

@@ -1,5 +1,7 @@
 /* pool2d.c - nn.MaxPool2d / F.max_pool2d and nn.AvgPool2d / F.avg_pool2d, with PyTorch's
- * window, padding, dilation, ceil_mode, count_include_pad and divisor_override rules. The
+ * window, padding, dilation, ceil_mode, count_include_pad and divisor_override rules, and
+ * nn.LPPool2d / F.lp_pool2d, which PyTorch computes as (avg_pool2d(x^p) * kh * kw)^(1/p) with no
+ * padding (the average pool's divisor, so a window clipped by ceil_mode is scaled up). The
  * kernels are direct loops (the reference), one plane per iteration of a parallel loop.
  * With return_indices the second output holds each maximum's flat index h*W+w in its plane,
  * stored as float. */
@@ -17,6 +19,7 @@ typedef struct pool2d {
     ki_pool_max_s2_fn s2k; /* the stride-2 plane kernel for this CPU level, or NULL */
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
     int64_t divisor; /* divisor_override, 0 when None */
+    float lp;        /* LP pooling: norm_type p (0 for max and average pooling) */
 } pool2d;
 
 static ki_status check_pairs(const pool2d *p, ki_error *err)
@@ -82,12 +85,27 @@ static ki_status parse_flags(const ki_op_desc *op, pool2d *p, ki_error *err)
     return st;
 }
 
-static ki_status pool_create(const ki_op_desc *op, bool is_max, void **state, ki_error *err)
+/* lp: LP pooling, whose norm_type is read here. */
+static ki_status pool_create(const ki_op_desc *op, bool is_max, bool lp, void **state,
+                             ki_error *err)
 {
+    double norm = 0.0;
     pool2d *p = calloc(1, sizeof *p);
     if (!p) {
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
+    ki_status st0 = lp ? ki_op_get_float(op, "norm_type", NAN, &norm, err) : KI_OK;
+    if (st0 == KI_OK && lp && !(isfinite(norm) && norm != 0.0 && fabs(norm) < 1e30)) {
+        st0 = KI_FAIL(err, KI_ERR_FORMAT, "norm_type must be a finite nonzero number");
+    }
+    if (st0 == KI_OK && lp && (ki_op_has(op, "padding") || ki_op_has(op, "dilation"))) {
+        st0 = KI_FAIL(err, KI_ERR_FORMAT, "LP pooling has no padding or dilation");
+    }
+    if (st0 != KI_OK) {
+        free(p);
+        return st0;
+    }
+    p->lp = (float)norm;
     p->is_max = is_max;
     p->avx2 = ki_cpu_isa() >= KI_ISA_AVX2;
     p->s2k = ki_cpu_isa() >= KI_ISA_AVX512 ? KI_X86(ki_pool_max_s2_avx512)
@@ -107,12 +125,17 @@ static ki_status pool_create(const ki_op_desc *op, bool is_max, void **state, ki
 
 static ki_status max_create(const ki_op_desc *op, void **state, ki_error *err)
 {
-    return pool_create(op, true, state, err);
+    return pool_create(op, true, false, state, err);
 }
 
 static ki_status avg_create(const ki_op_desc *op, void **state, ki_error *err)
 {
-    return pool_create(op, false, state, err);
+    return pool_create(op, false, false, state, err);
+}
+
+static ki_status lp_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    return pool_create(op, false, true, state, err);
 }
 
 /* PyTorch's pooling_output_shape: with ceil_mode the last window must start inside the input
@@ -205,7 +228,7 @@ static float avg_window(const pool2d *p, const float *x, int64_t h, int64_t w, i
     float sum = 0.0f;
     for (int64_t y = y0; y < y1; y++) {
         for (int64_t xx = x0; xx < x1; xx++) {
-            sum += x[y * w + xx];
+            sum += p->lp != 0.0f ? powf(x[y * w + xx], p->lp) : x[y * w + xx];
         }
     }
     int64_t div =
@@ -349,6 +372,9 @@ static void pool_plane_ref(const pool2d *p, const ki_cv_nchw *x, const float *sr
         } else {
             v = avg_window(p, src, x->h, x->w, i / ow, i % ow), at = 0;
         }
+        if (p->lp != 0.0f) { /* PyTorch: (sign(v) * relu(|v|) * kw * kh)^(1/p) */
+            v = powf(v * (float)(p->kh * p->kw), (float)(1.0 / p->lp));
+        }
         dst[i] = v;
         if (ind) {
             ind[i] = at;
@@ -435,3 +461,5 @@ POOL_OPS(ki_layer_max_pool2d, "nn.MaxPool2d", max_create);
 POOL_OPS(ki_layer_f_max_pool2d, "F.max_pool2d", max_create);
 POOL_OPS(ki_layer_avg_pool2d, "nn.AvgPool2d", avg_create);
 POOL_OPS(ki_layer_f_avg_pool2d, "F.avg_pool2d", avg_create);
+POOL_OPS(ki_layer_lp_pool2d, "nn.LPPool2d", lp_create);
+POOL_OPS(ki_layer_f_lp_pool2d, "F.lp_pool2d", lp_create);

@@ -12,6 +12,7 @@
 #include "reg_expr.def"
 #include "reg_ops_rnn.def"
 #include "reg_ops3d.def"
+#include "reg_ops_func.def"
 #include "reg_shape.def"
 #include "reg_yolo.def"
 #undef KI_LAYER
@@ -24,6 +25,7 @@ static const ki_layer_ops *const table[] = {
 #include "reg_expr.def"
 #include "reg_ops_rnn.def"
 #include "reg_ops3d.def"
+#include "reg_ops_func.def"
 #include "reg_shape.def"
 #include "reg_yolo.def"
 };

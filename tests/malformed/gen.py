@@ -114,6 +114,12 @@ def params():
     wr('p_no_output.pnnx.param', '7767517\n2 2\npnnx.Input in 0 1 0 #0=(1,4)f32\nnn.ReLU r 1 1 0 1\n')
     wr('p_huge_line.pnnx.param',
        with_conv(CONV_LINE + ''.join(' k%d=1' % i for i in range(5000))))
+    # the functional forms, whose weights are inputs: a bad parameter, a bad weight, no broadcast
+    two = '7767517\n4 3\npnnx.Input x 0 1 0\npnnx.Input w 0 1 1\n%s\npnnx.Output out 1 0 2\n'
+    wr('p_f_conv2d_groups.pnnx.param',
+       two % 'F.conv2d c 2 1 0 1 2 bias=None groups=0 stride=(1,1) $input=0 $weight=1')
+    wr('p_f_linear_weight_1d.pnnx.param', two % 'F.linear l 2 1 0 1 2 bias=None $input=0 $weight=1')
+    wr('p_f_pdist_broadcast.pnnx.param', two % 'F.pairwise_distance d 2 1 0 1 2 p=2.0 $x1=0 $x2=1')
     # a bin that matches the 5x5 declaration, so the layer itself must object
     wr('b_conv_5x5.pnnx.bin', stored_zip([('conv2d_0.bias', BIAS),
                                           ('conv2d_0.weight', b'\x00\x00\x80\x3f' * (16 * 3 * 5 * 5))]))
