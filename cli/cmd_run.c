@@ -57,16 +57,20 @@ static void run_usage(FILE *f)
         "                     be the input's HxW, and sets a '?' side\n"
         "  --bgr              give the model the channels as B,G,R (OpenCV-trained models)\n"
         "  --letterbox        keep the aspect ratio, pad with 114/255 (on for detectors)\n"
-        "  --task T           classify | detect | raw: how to present outputs (default:\n"
-        "                     automatic; an output (N, >=100 boxes, 5+classes) is a YOLOv5\n"
-        "                     detector, (N, 4+classes, >=100 boxes) a YOLOv8 one)\n"
+        "  --task T           classify | detect | segment | raw: how to present outputs\n"
+        "                     (default: automatic; an output (N, >=100 boxes, 5+classes) is a\n"
+        "                     YOLOv5 detector, (N, 4+classes, >=100 boxes) a YOLOv8 one,\n"
+        "                     (N, 2..255 classes, H, W) at the input's HxW a segmenter)\n"
+        "  --mask OUT.png     segmenter: write the per-pixel class (argmax) as a palette PNG\n"
+        "                     at the image's size (several images: OUT_0.png, ...)\n"
         "  --conf C           detector: keep boxes with objectness x class score >= C (0.25)\n"
         "  --iou T            detector: class-aware NMS IoU threshold (default 0.45; 0.7 for\n"
         "                     a YOLOv8-style output, as ultralytics)\n"
         "  --max-det N        detector: at most N boxes per image (default 300); boxes left\n"
         "                     with no area after clipping to the image are dropped; an\n"
         "                     80-class detector without --labels gets the COCO names\n"
-        "  --draw OUT.jpg     detector: write the image with boxes (.png/.bmp/.tga/JPEG;\n"
+        "  --draw OUT.jpg     detector: write the image with boxes, segmenter: with the\n"
+        "                     classes' colours over it (.png/.bmp/.tga/JPEG;\n"
         "                     several images give OUT_0.jpg, OUT_1.jpg, ...)\n"
         "  --json             machine-readable results on stdout (one JSON document)\n"
         "  --jsonl            one JSON object per input and line, as each batch finishes\n"
@@ -113,7 +117,8 @@ static const char *const value_opts[][2] = {
     { "--save-dir", "a directory" },
     { "--labels", "a file of class names" },
     { "--draw", "an image file to write" },
-    { "--task", "classify, detect or raw" },
+    { "--mask", "a .png file to write" },
+    { "--task", "classify, detect, segment or raw" },
     { "--isa", "generic, avx2 or avx512" },
     { "--scores", "raw or softmax" },
     { "--threads", "an integer from 1 to 1024" },
@@ -130,7 +135,7 @@ static const char *const value_opts[][2] = {
     { "--resize", "S or WxH, sides from 1 to 16384" },
     { "--crop", "S or WxH, sides from 1 to 16384" },
 };
-static const char *const all_opts[] = { "--save-dir", "--labels",   "--draw",    "--task",
+static const char *const all_opts[] = { "--save-dir", "--labels",   "--draw",    "--mask", "--task",
                                         "--isa",      "--scores",   "--threads", "--memory-limit",
                                         "--topk",     "--max-det",  "--conf",    "--iou",
                                         "--mean",     "--std",      "--json",    "--letterbox",
@@ -172,9 +177,11 @@ static int parse_value_opt(const char *a, const char *next, run_opts *o)
         o->labels_path = next;
     } else if (strcmp(a, "--draw") == 0) {
         o->draw = next;
+    } else if (strcmp(a, "--mask") == 0) {
+        o->mask = next;
     } else if (strcmp(a, "--task") == 0) {
         o->task = next;
-        return one_of(next, "classify", "detect", "raw");
+        return one_of(next, "classify", "detect", "raw") || strcmp(next, "segment") == 0;
     } else if (strcmp(a, "--isa") == 0) {
         o->isa = next;
     } else if (strcmp(a, "--scores") == 0) {
@@ -919,6 +926,36 @@ static bool dir_writable(const char *dir, char *why, size_t n)
 /* Checks the output options before any work, so a bad one loses nothing: --save-dir is created
  * (with its parents) and must be writable; --draw's directory must exist and be writable and its
  * extension be one kinfer writes. A usage error (exit 2) names the option. */
+/* An output picture's option (--draw, --mask): a file name with one of exts (n of them) whose
+ * directory exists and is writable. */
+static int check_out_picture(const char *opt, const char *path, const char *const *exts, int n,
+                             const char *allowed)
+{
+    char why[256];
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    bool known = false;
+    for (int i = 0; dot && (!slash || dot > slash) && i < n; i++) {
+        known = known || strcasecmp(dot, exts[i]) == 0;
+    }
+    if (!known) {
+        ki_cli_error("run: %s %s: the file name must end in %s", opt, path, allowed);
+        return KI_EXIT_USAGE;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+             slash ? path : ".");
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        ki_cli_error("run: %s %s: directory %s does not exist", opt, path, dir);
+        return KI_EXIT_USAGE;
+    }
+    if (!dir_writable(dir, why, sizeof why)) {
+        ki_cli_error("run: %s %s: cannot write in %s: %s", opt, path, dir, why);
+        return KI_EXIT_USAGE;
+    }
+    return KI_EXIT_OK;
+}
+
 static int preflight(const run_opts *o)
 {
     char why[256];
@@ -930,33 +967,15 @@ static int preflight(const run_opts *o)
         ki_cli_error("run: --save-dir %s: cannot write there: %s", o->save_dir, why);
         return KI_EXIT_USAGE;
     }
-    if (!o->draw) {
-        return KI_EXIT_OK;
-    }
     static const char *const exts[] = { ".jpg", ".jpeg", ".png", ".bmp", ".tga" };
-    const char *slash = strrchr(o->draw, '/'), *dot = strrchr(o->draw, '.');
-    bool known = false;
-    for (size_t i = 0; dot && (!slash || dot > slash) && i < sizeof exts / sizeof *exts; i++) {
-        known = known || strcasecmp(dot, exts[i]) == 0;
+    int rc = KI_EXIT_OK;
+    if (o->draw) {
+        rc = check_out_picture("--draw", o->draw, exts, 5, ".jpg, .jpeg, .png, .bmp or .tga");
     }
-    if (!known) {
-        ki_cli_error("run: --draw %s: the file name must end in .jpg, .jpeg, .png, .bmp or .tga",
-                     o->draw);
-        return KI_EXIT_USAGE;
+    if (rc == KI_EXIT_OK && o->mask) {
+        rc = check_out_picture("--mask", o->mask, exts + 2, 1, ".png");
     }
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - o->draw) + (slash == o->draw) : 1,
-             slash ? o->draw : ".");
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        ki_cli_error("run: --draw %s: directory %s does not exist", o->draw, dir);
-        return KI_EXIT_USAGE;
-    }
-    if (!dir_writable(dir, why, sizeof why)) {
-        ki_cli_error("run: --draw %s: cannot write in %s: %s", o->draw, dir, why);
-        return KI_EXIT_USAGE;
-    }
-    return KI_EXIT_OK;
+    return rc;
 }
 
 /* Checks the options against the model once it is loaded: --imagenet needs a 3-channel input;
@@ -983,7 +1002,13 @@ static int check_against_model(const run_opts *o, const ki_model *m, const label
                 "kinfer: warning: --labels %s has %d names but the model has %lld classes\n",
                 o->labels_path, lb->n, (long long)out.d[1]);
     }
-    if (o->draw && !ki_run_detector_layout(&out, true) &&
+    bool segmenter = (o->task && strcmp(o->task, "segment") == 0) ||
+                     (!o->task && out.ndim == 4 && out.d[1] >= 2);
+    if (o->mask && !segmenter) {
+        fprintf(stderr, "kinfer: warning: --mask: %s is not a segmenter; nothing will be written\n",
+                o->param);
+    }
+    if (o->draw && !ki_run_detector_layout(&out, true) && !segmenter &&
         (!o->task || strcmp(o->task, "detect") != 0)) {
         fprintf(stderr, "kinfer: warning: --draw: %s is not a detector; nothing will be drawn\n",
                 o->param);

@@ -133,7 +133,12 @@ ki_detect_map ki_detect_map_image(const ki_image_prep *p, const ki_image_info *i
         mp.sx = mp.sy = 1.0f;
         return mp;
     }
-    if (p->letterbox) {
+    if (p->center_crop) { /* resized, then cropped or padded: x_net = x * scale + offset */
+        mp.sx = info->scale;
+        mp.sy = info->scale_y;
+        mp.px = info->pad_x;
+        mp.py = info->pad_y;
+    } else if (p->letterbox) {
         /* cli/image.c scales by info->scale, rounds the scaled size and places the picture at
          * the floored offset: undo exactly that */
         mp.sx = (float)lroundf((float)info->orig_w * info->scale) / (float)info->orig_w;

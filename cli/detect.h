@@ -73,6 +73,12 @@ const unsigned char *ki_detect_color(int cls);
 void ki_detect_draw(unsigned char *rgb, int w, int h, const ki_det *d, int n,
                     const char *const *names, int n_names);
 
+/* Decodes src as RGB, lets paint change its pixels (w*h*3 bytes), then writes dst atomically:
+ * PNG, BMP or TGA by dst's extension, JPEG (quality 90) otherwise. */
+typedef void (*ki_paint_fn)(unsigned char *rgb, int w, int h, void *ctx);
+ki_status ki_image_repaint_file(const char *src, const char *dst, ki_paint_fn paint, void *ctx,
+                               ki_error *err);
+
 /* Decodes src, draws the boxes and writes dst atomically: PNG, BMP or TGA by dst's extension,
  * JPEG (quality 90) otherwise. */
 ki_status ki_detect_draw_file(const char *src, const char *dst, const ki_det *d, int n,

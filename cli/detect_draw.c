@@ -194,8 +194,8 @@ static bool encode(const char *dst, const unsigned char *rgb, int w, int h, memb
     return stbi_write_jpg_to_func(mem_write, m, w, h, 3, rgb, 90) && !m->failed;
 }
 
-ki_status ki_detect_draw_file(const char *src, const char *dst, const ki_det *d, int n,
-                              const char *const *names, int n_names, ki_error *err)
+ki_status ki_image_repaint_file(const char *src, const char *dst, ki_paint_fn paint, void *ctx,
+                               ki_error *err)
 {
     int w, h, comp;
     if (!stbi_info(src, &w, &h, &comp) || w <= 0 || h <= 0 ||
@@ -207,7 +207,7 @@ ki_status ki_detect_draw_file(const char *src, const char *dst, const ki_det *d,
         return KI_FAIL(err, KI_ERR_FORMAT, "%s: cannot decode image: %s", src,
                        stbi_failure_reason() ? stbi_failure_reason() : "unknown error");
     }
-    ki_detect_draw(rgb, w, h, d, n, names, n_names);
+    paint(rgb, w, h, ctx);
     membuf m = { NULL, 0, 0, false };
     ki_status st = encode(dst, rgb, w, h, &m)
                        ? ki_file_write_atomic(dst, m.data, m.len, err)
@@ -215,4 +215,24 @@ ki_status ki_detect_draw_file(const char *src, const char *dst, const ki_det *d,
     free(m.data);
     stbi_image_free(rgb);
     return st;
+}
+
+typedef struct boxes_ctx {
+    const ki_det *d;
+    int n;
+    const char *const *names;
+    int n_names;
+} boxes_ctx;
+
+static void paint_boxes(unsigned char *rgb, int w, int h, void *ctx)
+{
+    const boxes_ctx *b = ctx;
+    ki_detect_draw(rgb, w, h, b->d, b->n, b->names, b->n_names);
+}
+
+ki_status ki_detect_draw_file(const char *src, const char *dst, const ki_det *d, int n,
+                              const char *const *names, int n_names, ki_error *err)
+{
+    boxes_ctx b = { d, n, names, n_names };
+    return ki_image_repaint_file(src, dst, paint_boxes, &b, err);
 }

@@ -111,8 +111,9 @@ static ki_status center_crop_into(unsigned char *img, int w, int h, const ki_ima
     if (st == KI_OK) {
         planes_from(&crop, p, dst);
         info->scale = (float)sized.w / (float)w;
-        info->pad_x = (float)(p->width - sized.w) / 2.0f;
-        info->pad_y = (float)(p->height - sized.h) / 2.0f;
+        info->scale_y = (float)sized.h / (float)h;
+        info->pad_x = (float)ki_image_crop_offset(sized.w, p->width);
+        info->pad_y = (float)ki_image_crop_offset(sized.h, p->height);
     }
     if (sized.px != img) {
         free(sized.px);

@@ -24,8 +24,9 @@ typedef struct ki_image_prep {
 
 typedef struct ki_image_info {
     int orig_w, orig_h;
-    float scale;        /* network pixels per original pixel */
+    float scale;        /* network pixels per original pixel (across) */
     float pad_x, pad_y; /* letterbox offsets in network pixels */
+    float scale_y;      /* with center_crop: down; then pad_x/y is where pixel 0 lands */
 } ki_image_info;
 
 /* Decodes path and writes channels*height*width floats to dst. */

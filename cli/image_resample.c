@@ -203,6 +203,14 @@ void ki_image_short_side(int w, int h, int s, int *ow, int *oh)
     *oh = w <= h ? nl : s;
 }
 
+int ki_image_crop_offset(int in, int crop)
+{
+    /* zero padding to at least the crop (left/top get the smaller half), then the centre at
+     * round((padded - crop) / 2), rounded half to even as Python's round() */
+    int pad = crop > in ? (crop - in) / 2 : 0, padded = crop > in ? crop : in;
+    return pad - (int)rint((padded - crop) / 2.0);
+}
+
 ki_status ki_image_center_crop(const ki_u8_image *in, int cw, int chh, ki_u8_image *out,
                                ki_error *err)
 {
@@ -210,14 +218,11 @@ ki_status ki_image_center_crop(const ki_u8_image *in, int cw, int chh, ki_u8_ima
     if (st != KI_OK) {
         return st;
     }
-    /* zero padding to at least the crop (left/top get the smaller half), then the centre */
-    int pl = cw > in->w ? (cw - in->w) / 2 : 0, pt = chh > in->h ? (chh - in->h) / 2 : 0;
-    int pw = cw > in->w ? cw : in->w, ph = chh > in->h ? chh : in->h;
-    int left = (int)rint((pw - cw) / 2.0), top = (int)rint((ph - chh) / 2.0);
+    const int ox = ki_image_crop_offset(in->w, cw), oy = ki_image_crop_offset(in->h, chh);
     const int c = in->c;
     for (int y = 0; y < chh; y++) {
         for (int x = 0; x < cw; x++) {
-            int sy = y + top - pt, sx = x + left - pl;
+            int sy = y - oy, sx = x - ox;
             bool inside = sy >= 0 && sy < in->h && sx >= 0 && sx < in->w;
             for (int k = 0; k < c; k++) {
                 out->px[((size_t)y * cw + x) * c + k] =

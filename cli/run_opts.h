@@ -15,7 +15,7 @@ typedef struct run_opts {
     const char *param, *bin;
     const char **inputs;
     int n_inputs;
-    const char *save_dir, *labels_path, *task, *draw;
+    const char *save_dir, *labels_path, *task, *draw, *mask;
     int threads, topk, max_det;
     const char *isa;    /* --isa, or NULL */
     const char *scores; /* --scores raw|softmax, or NULL: from the graph's last operator */

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "npy.h"
 #include "run_opts.h"
+#include "segment.h"
 
 #define MAX_LABELS      100000
 #define MAX_LABELS_FILE ((size_t)16 << 20)
@@ -89,7 +90,7 @@ static void csv_string(const char *str)
     putchar('"');
 }
 
-typedef enum run_task { TASK_RAW, TASK_CLASSIFY, TASK_DETECT } run_task;
+typedef enum run_task { TASK_RAW, TASK_CLASSIFY, TASK_DETECT, TASK_SEGMENT } run_task;
 
 int ki_run_detector_layout(const ki_shape *s, bool allow_unknown)
 {
@@ -106,13 +107,18 @@ int ki_run_detector_layout(const ki_shape *s, bool allow_unknown)
 static run_task pick_task(const run_opts *o, const ki_session *s, const ki_model *m)
 {
     if (o->task) {
-        return strcmp(o->task, "classify") == 0 ? TASK_CLASSIFY
-               : strcmp(o->task, "detect") == 0 ? TASK_DETECT
-                                                : TASK_RAW;
+        return strcmp(o->task, "classify") == 0  ? TASK_CLASSIFY
+               : strcmp(o->task, "detect") == 0  ? TASK_DETECT
+               : strcmp(o->task, "segment") == 0 ? TASK_SEGMENT
+                                                 : TASK_RAW;
     }
-    ki_tensor t = ki_session_output(s, 0);
+    ki_tensor t = ki_session_output(s, 0), x = ki_session_input(s, 0);
     if (ki_run_detector_layout(&t.shape, false)) {
         return TASK_DETECT;
+    }
+    if (t.shape.ndim == 4 && t.shape.d[1] >= 2 && t.shape.d[1] <= KI_SEGMENT_MAX_CLASSES &&
+        x.shape.ndim == 4 && x.shape.d[2] == t.shape.d[2] && x.shape.d[3] == t.shape.d[3]) {
+        return TASK_SEGMENT; /* a class score per input pixel */
     }
     bool cls = ki_model_n_outputs(m) == 1 && t.shape.ndim == 2 && t.shape.d[1] > 1;
     return cls ? TASK_CLASSIFY : TASK_RAW;
@@ -373,12 +379,119 @@ static ki_status print_detections(const run_opts *o, const ki_session *s, const 
     return st;
 }
 
+/* One image's class map: the share of each class (the topk largest) printed, the map written as
+ * a palette PNG (--mask) and over the image (--draw), at the image's size when it came from
+ * one. map has room for the network's pixels. */
+static ki_status segment_image(const run_opts *o, const ki_tensor *t, int64_t r, const labels *lb,
+                               const run_sources *src, uint8_t *map, ki_error *err)
+{
+    const int64_t c = t->shape.d[1], h = t->shape.d[2], w = t->shape.d[3];
+    const char *path = r < src->n ? src->paths[r] : src->paths[0];
+    const int idx = src->first + (int)r;
+    ki_segment_argmax(t->data + r * c * h * w, c, h * w, map);
+    int64_t count[KI_SEGMENT_MAX_CLASSES] = { 0 };
+    for (int64_t p = 0; p < h * w; p++) {
+        count[map[p]]++;
+    }
+    const bool js = o->json || o->jsonl;
+    if (js) {
+        printf("%s{\"input\": ", o->jsonl ? "" : "    ");
+        json_string(path);
+        printf(", \"index\": %d, \"segments\": [", idx);
+    } else if (!o->csv) {
+        printf("%s: %lldx%lld, %lld classes\n", path, (long long)w, (long long)h, (long long)c);
+    }
+    bool shown[KI_SEGMENT_MAX_CLASSES] = { false };
+    for (int rank = 0; rank < o->topk; rank++) {
+        int best = -1;
+        for (int k = 0; k < c; k++) {
+            best = !shown[k] && count[k] > 0 && (best < 0 || count[k] > count[best]) ? k : best;
+        }
+        if (best < 0) {
+            break;
+        }
+        shown[best] = true;
+        const double f = (double)count[best] / (double)(h * w);
+        const char *name = lb->names && best < lb->n ? lb->names[best] : NULL;
+        if (o->csv) {
+            csv_string(path);
+            printf(",%d,%d,%d,%.6f,", idx, rank + 1, best, f);
+            csv_string(name ? name : "");
+            putchar('\n');
+        } else if (js) {
+            printf("%s{\"class\": %d, \"fraction\": %.6f", rank ? ", " : "", best, f);
+            if (name) {
+                printf(", \"label\": ");
+                json_string(name);
+            }
+            printf("}");
+        } else {
+            printf("  %d. class %-5d %6.2f%%  %s\n", rank + 1, best, 100.0 * f, name ? name : "");
+        }
+    }
+    if (js) {
+        printf("]}%s\n", idx + 1 >= src->total || o->jsonl ? "" : ",");
+    }
+    if (!o->mask && !o->draw) {
+        return KI_OK;
+    }
+    /* the class of each of the image's own pixels (nearest network pixel) */
+    const ki_detect_map *mp = src->maps && r < src->n ? &src->maps[r] : NULL;
+    if (o->draw && !mp) {
+        return KI_FAIL(err, KI_ERR_UNSUPPORTED, "--draw needs image inputs");
+    }
+    int iw = mp ? mp->width : (int)w, ih = mp ? mp->height : (int)h;
+    uint8_t *img = mp ? malloc((size_t)iw * (size_t)ih) : map;
+    if (!img) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory for a %dx%d class map", iw, ih);
+    }
+    if (mp) {
+        ki_segment_unmap(map, (int)w, (int)h, mp, img);
+    }
+    char out[4096];
+    ki_status st = KI_OK;
+    if (o->mask) {
+        draw_path(o->mask, idx, src->total, out, sizeof out);
+        st = ki_segment_write_png(out, img, iw, ih, err);
+    }
+    if (st == KI_OK && o->draw) {
+        draw_path(o->draw, idx, src->total, out, sizeof out);
+        st = ki_segment_overlay_file(path, out, img, iw, ih, err);
+    }
+    if (img != map) {
+        free(img);
+    }
+    return st;
+}
+
+static ki_status print_segments(const run_opts *o, const ki_session *s, const labels *lb,
+                                const run_sources *src, ki_error *err)
+{
+    ki_tensor t = ki_session_output(s, 0);
+    char b[128];
+    if (t.shape.ndim != 4 || t.shape.d[1] < 1 || t.shape.d[1] > KI_SEGMENT_MAX_CLASSES) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "output 0 has shape %s, not (N, 1..%d classes, H, W)",
+                       ki_shape_str(&t.shape, b, sizeof b), KI_SEGMENT_MAX_CLASSES);
+    }
+    uint8_t *map = malloc((size_t)(t.shape.d[2] * t.shape.d[3]) + 1);
+    if (!map) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory for a class map");
+    }
+    ki_status st = KI_OK;
+    for (int64_t r = 0; r < t.shape.d[0] && st == KI_OK; r++) {
+        st = segment_image(o, &t, r, lb, src, map, err);
+    }
+    free(map);
+    return st;
+}
+
 void ki_run_print_begin(const run_opts *o, const ki_model *m, const ki_session *s)
 {
-    static const char *const names[] = { "raw", "classify", "detect" };
+    static const char *const names[] = { "raw", "classify", "detect", "segment" };
     static const char *const csv_headers[] = { "output,name,shape,min,max,mean",
                                                "input,index,rank,class,score,logit,label",
-                                               "input,index,class,label,score,x1,y1,x2,y2" };
+                                               "input,index,class,label,score,x1,y1,x2,y2",
+                                               "input,index,rank,class,fraction,label" };
     if (o->csv) {
         printf("%s\n", csv_headers[pick_task(o, s, m)]);
     }
@@ -414,6 +527,8 @@ ki_status ki_run_print(const run_opts *o, const ki_model *m, const ki_session *s
         }
     } else if (task == TASK_DETECT) {
         st = print_detections(o, s, lb, src, err);
+    } else if (task == TASK_SEGMENT) {
+        st = print_segments(o, s, lb, src, err);
     } else {
         print_stats(o, m, s, src->last_batch);
     }

@@ -17,6 +17,8 @@
 
 #include "../../cli/npy.h"
 
+#include <stb_image.h>
+
 static char kinfer[600];
 
 /* Runs a shell command line with kinfer substituted for %K; returns the exit status and the
@@ -164,6 +166,75 @@ static void test_yolov8_layout(void **state)
     }
     assert_int_equal(i, s.d[0]);
     free(want);
+}
+
+/* A segmenter's output (N, classes, H, W at the input's H x W) is recognised: each class's share
+ * of the pixels and the --mask palette PNG follow the argmax of PyTorch's own output
+ * (tests/data/segment/make_cases.py); the PNG, read back with stb_image, holds the VOC colours
+ * (class 1 (128,0,0), 2 (0,128,0), 3 (128,128,0), 4 (0,0,128), 0 black). */
+#define SEG "tests/data/segment/tiny/"
+
+static void test_segment(void **state)
+{
+    (void)state;
+    static const unsigned char voc[5][3] = {
+        { 0, 0, 0 }, { 128, 0, 0 }, { 0, 128, 0 }, { 128, 128, 0 }, { 0, 0, 128 }
+    };
+    char out[8192], dir[] = "/tmp/kinfer-seg-XXXXXX", cmd[1024], png[600];
+    assert_non_null(mkdtemp(dir));
+    snprintf(png, sizeof png, "%s/m.png", dir);
+    snprintf(cmd, sizeof cmd,
+             "%%s run " SEG "model.pnnx.param " SEG "model.pnnx.bin " SEG
+             "in0.npy --json --topk 5 --mask %s 2>/dev/null%%s",
+             png);
+    assert_int_equal(run(cmd, NULL, out, sizeof out), 0);
+    assert_non_null(strstr(out, "\"task\": \"segment\""));
+    ki_shape s;
+    float *y = NULL;
+    ki_error err;
+    assert_int_equal(ki_npy_read(SEG "out0.npy", &s, &y, &err), KI_OK);
+    const int64_t c = s.d[1], hw = s.d[2] * s.d[3];
+    int *cls = malloc((size_t)hw * sizeof *cls), count[5] = { 0 };
+    for (int64_t p = 0; p < hw; p++) {
+        cls[p] = 0;
+        for (int64_t k = 1; k < c; k++) {
+            cls[p] = y[k * hw + p] > y[cls[p] * hw + p] ? (int)k : cls[p];
+        }
+        count[cls[p]]++;
+    }
+    for (int k = 0; k < 5; k++) {
+        char want[64];
+        snprintf(want, sizeof want, "{\"class\": %d, \"fraction\": %.6f}", k,
+                 (double)count[k] / (double)hw);
+        if (count[k] && !strstr(out, want)) {
+            fail_msg("no '%s' in:\n%s", want, out);
+        }
+    }
+    int w, h, comp;
+    unsigned char *rgb = stbi_load(png, &w, &h, &comp, 3);
+    assert_non_null(rgb);
+    assert_int_equal(w, s.d[3]);
+    assert_int_equal(h, s.d[2]);
+    for (int64_t p = 0; p < hw; p++) {
+        assert_memory_equal(rgb + 3 * p, voc[cls[p]], 3);
+    }
+    stbi_image_free(rgb);
+    /* from an image: the mask and the overlay at the image's own size */
+    snprintf(cmd, sizeof cmd,
+             "%%s run " SEG "model.pnnx.param " SEG "model.pnnx.bin samples/digits/digit_3.png "
+             "--mask %s/i.png --draw %s/o.png > /dev/null 2>&1%%s",
+             dir, dir);
+    assert_int_equal(run(cmd, NULL, NULL, 0), 0);
+    for (int i = 0; i < 2; i++) {
+        snprintf(png, sizeof png, "%s/%s.png", dir, i ? "o" : "i");
+        assert_true(stbi_info(png, &w, &h, &comp));
+        assert_int_equal(w, 28);
+        assert_int_equal(h, 28);
+    }
+    free(cls);
+    free(y);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 /* Image preprocessing as torchvision does it to a PIL image (tests/data/preprocess/make_refs.py):
@@ -502,6 +573,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_preprocess_torchvision),
         cmocka_unit_test(test_csv),
         cmocka_unit_test(test_yolov8_layout),
+        cmocka_unit_test(test_segment),
         cmocka_unit_test(test_bench_old_detect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
