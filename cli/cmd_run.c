@@ -32,6 +32,8 @@ static void run_usage(FILE *f)
         "\n"
         "options:\n"
         "  --batch N          images per run (default 1)\n"
+        "  --tokens IDS       a text model's input as token ids, e.g. 5,17,3: one sequence\n"
+        "                     (1, n), instead of INPUT (an int64 .npy works as INPUT too)\n"
         "  --input-shape S    N,C,H,W for a model whose H or W is '?' (default: 640 for a\n"
         "                     detector, else 224)\n"
         "  --save-dir DIR     write each output as DIR/out0.npy, out1.npy, ... (float32), and the\n"
@@ -118,6 +120,7 @@ static const char *const value_opts[][2] = {
     { "--labels", "a file of class names" },
     { "--draw", "an image file to write" },
     { "--mask", "a .png file to write" },
+    { "--tokens", "token ids, comma-separated integers from 0 to 16777216" },
     { "--task", "classify, detect, segment or raw" },
     { "--isa", "generic, avx2 or avx512" },
     { "--scores", "raw or softmax" },
@@ -135,7 +138,7 @@ static const char *const value_opts[][2] = {
     { "--resize", "S or WxH, sides from 1 to 16384" },
     { "--crop", "S or WxH, sides from 1 to 16384" },
 };
-static const char *const all_opts[] = { "--save-dir", "--labels",   "--draw",    "--mask", "--task",
+static const char *const all_opts[] = { "--save-dir", "--labels",   "--draw",    "--mask", "--tokens", "--task",
                                         "--isa",      "--scores",   "--threads", "--memory-limit",
                                         "--topk",     "--max-det",  "--conf",    "--iou",
                                         "--mean",     "--std",      "--json",    "--letterbox",
@@ -146,6 +149,28 @@ static const char *const all_opts[] = { "--save-dir", "--labels",   "--draw",   
 static bool one_of(const char *v, const char *a, const char *b, const char *c)
 {
     return strcmp(v, a) == 0 || strcmp(v, b) == 0 || (c && strcmp(v, c) == 0);
+}
+
+/* Token ids "5,17,3" into ids (when not NULL): their count, 0 when the list is not valid. Ids are
+ * exact in float32 up to 2^24. */
+static int64_t parse_tokens(const char *s, float *ids)
+{
+    int64_t n = 0;
+    for (const char *p = s;; p++) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > (1L << 24) || (*end != ',' && *end != '\0') || n >= 1 << 20) {
+            return 0;
+        }
+        if (ids) {
+            ids[n] = (float)v;
+        }
+        n++;
+        if (*end == '\0') {
+            return n;
+        }
+        p = end;
+    }
 }
 
 /* "S" (*w = S, *h = 0) or "WxH", sides from 1 to 16384: 1 when valid. */
@@ -179,6 +204,9 @@ static int parse_value_opt(const char *a, const char *next, run_opts *o)
         o->draw = next;
     } else if (strcmp(a, "--mask") == 0) {
         o->mask = next;
+    } else if (strcmp(a, "--tokens") == 0) {
+        o->tokens = next;
+        return parse_tokens(next, NULL) > 0;
     } else if (strcmp(a, "--task") == 0) {
         o->task = next;
         return one_of(next, "classify", "detect", "raw") || strcmp(next, "segment") == 0;
@@ -339,7 +367,11 @@ static int parse_args(int argc, char **argv, run_opts *o)
             o->inputs[o->n_inputs++] = a;
         }
     }
-    if (!o->param || !o->bin || o->n_inputs == 0) {
+    if (!o->param || !o->bin || (o->n_inputs == 0) == !o->tokens) {
+        if (o->tokens && o->n_inputs > 0) {
+            ki_cli_error("run: --tokens is the model's input: give no INPUT files with it");
+            return KI_EXIT_USAGE;
+        }
         run_usage(stderr);
         return KI_EXIT_USAGE;
     }
@@ -488,7 +520,7 @@ static int expand_dirs(run_opts *o, char ***owned, int *n_owned)
             rc = list_add(&l, a, false) ? KI_EXIT_OK : KI_EXIT_FAIL;
         }
     }
-    if (rc == KI_EXIT_OK && l.n == 0) {
+    if (rc == KI_EXIT_OK && l.n == 0 && !o->tokens) {
         ki_cli_error("run: no inputs");
         rc = KI_EXIT_USAGE;
     }
@@ -581,17 +613,30 @@ static ki_status image_prep(const run_opts *o, const ki_model *m, ki_image_prep 
 
 static bool all_images(const run_opts *o, const ki_model *m)
 {
-    bool all = ki_model_n_inputs(m) == 1;
+    bool all = !o->tokens && ki_model_n_inputs(m) == 1;
     for (int i = 0; all && i < o->n_inputs; i++) {
         all = !strstr(o->inputs[i], ".npy");
     }
     return all;
 }
 
-/* One .npy per model input. */
+/* One .npy per model input, or the --tokens sequence as the only one. */
 static ki_status load_npys(const run_opts *o, const ki_model *m, input_buf *ib, ki_error *err)
 {
     int need = ki_model_n_inputs(m);
+    if (o->tokens) {
+        if (need != 1) {
+            return KI_FAIL(err, KI_ERR_SHAPE, "--tokens: the model has %d inputs, not one", need);
+        }
+        int64_t n = parse_tokens(o->tokens, NULL), d[2] = { 1, n };
+        ib[0].shape = ki_shape_make(2, d);
+        ib[0].data = malloc((size_t)n * sizeof *ib[0].data);
+        if (!ib[0].data) {
+            return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+        }
+        parse_tokens(o->tokens, ib[0].data);
+        return KI_OK;
+    }
     if (o->n_inputs != need) {
         return KI_FAIL(err, KI_ERR_SHAPE, "the model has %d input%s, %d given", need,
                        need == 1 ? "" : "s", o->n_inputs);
@@ -739,14 +784,16 @@ static ki_status run_npys(const run_opts *o, const ki_model *m, const labels *lb
     if (st == KI_OK) {
         ki_tensor y = ki_session_output(s, 0);
         int rows = y.shape.ndim >= 1 && y.shape.d[0] < INT32_MAX ? (int)y.shape.d[0] : 1;
-        run_sources src = { o->inputs, o->n_inputs, NULL, 0, rows, true };
+        static const char *const tokens[] = { "tokens" };
+        run_sources src = { o->tokens ? tokens : o->inputs, o->tokens ? 1 : o->n_inputs, NULL, 0,
+                            rows, true };
         ki_run_print_begin(o, m, s);
         st = ki_run_print(o, m, s, lb, &src, err);
         ki_run_print_end(o);
     }
     if (st == KI_OK) {
         double dt = now_s() - t0;
-        print_summary(o->n_inputs, dt, &dt, 1);
+        print_summary(o->tokens ? 1 : o->n_inputs, dt, &dt, 1);
     }
     for (int i = 0; ib && i < n_in; i++) {
         free(ib[i].data);

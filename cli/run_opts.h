@@ -16,6 +16,7 @@ typedef struct run_opts {
     const char **inputs;
     int n_inputs;
     const char *save_dir, *labels_path, *task, *draw, *mask;
+    const char *tokens; /* --tokens 5,17,3, or NULL */
     int threads, topk, max_det;
     const char *isa;    /* --isa, or NULL */
     const char *scores; /* --scores raw|softmax, or NULL: from the graph's last operator */

@@ -237,6 +237,40 @@ static void test_segment(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* --tokens: a text model's input given as ids on the command line is the int64 .npy's first row,
+ * and the saved output equals PyTorch's first row (tests/data/ops/embedding, dynamic export). */
+static void test_tokens(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/kinfer-tok-XXXXXX", cmd[1024], path[600];
+    assert_non_null(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd,
+             "%%s run tests/data/ops/embedding/model_dyn.pnnx.param "
+             "tests/data/ops/embedding/model.pnnx.bin --tokens 20,38,24,47,2,18,17,28,43 "
+             "--save-dir %s > /dev/null 2>&1%%s",
+             dir);
+    assert_int_equal(run(cmd, NULL, NULL, 0), 0);
+    snprintf(path, sizeof path, "%s/out0.npy", dir);
+    ki_shape sg, sr;
+    float *got = NULL, *ref = NULL;
+    ki_error err;
+    assert_int_equal(ki_npy_read(path, &sg, &got, &err), KI_OK);
+    assert_int_equal(ki_npy_read("tests/data/ops/embedding/out0.npy", &sr, &ref, &err), KI_OK);
+    assert_int_equal(sg.d[0], 1);
+    const int64_t n = ki_shape_count(&sg);
+    assert_int_equal(n * sr.d[0], ki_shape_count(&sr));
+    for (int64_t i = 0; i < n; i++) {
+        assert_true(fabsf(got[i] - ref[i]) <= 1e-5f * (1.0f + fabsf(ref[i])));
+    }
+    free(got);
+    free(ref);
+    /* ids out of range, and files given beside --tokens: usage errors */
+    assert_int_equal(run("%s run " SAMPLE "--tokens 1,-2 2>/dev/null%s", NULL, NULL, 0), 2);
+    assert_int_equal(run("%s run " SAMPLE "x.npy --tokens 1 2>/dev/null%s", NULL, NULL, 0), 2);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* Image preprocessing as torchvision does it to a PIL image (tests/data/preprocess/make_refs.py):
  * `kinfer run --save-dir` writes the input the model saw, and it must equal torchvision's tensor
  * within 1e-5 — Resize(256) + CenterCrop(224) + ImageNet Normalize on both sample photos, and
@@ -574,6 +608,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_csv),
         cmocka_unit_test(test_yolov8_layout),
         cmocka_unit_test(test_segment),
+        cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_bench_old_detect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
