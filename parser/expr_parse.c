@@ -232,6 +232,106 @@ static ki_status parse_term(parser *ps, int depth, int *out)
     }
 }
 
+/* ---- pnnx's own reading: a prefix stream of tokens ----
+ * pnnx drops brackets and commas and takes each function's fixed number of operands from the
+ * tokens that follow it, so `expm1,sub(@0,0.5)` is expm1(sub(@0,0.5)) and
+ * `add(add(@0,expm1),@0),log1p,abs(@1)` is add(add(@0,expm1(@0)),log1p(abs(@1))). Used when
+ * the grammar above does not take a text; when this fails too, the grammar's error stands. */
+
+/* The token after p that carries meaning (not a bracket or comma). */
+static int next_meaningful(const ki_expr *e, int p)
+{
+    while (e->tokens[p].kind == KI_TOK_LPAREN || e->tokens[p].kind == KI_TOK_RPAREN ||
+           e->tokens[p].kind == KI_TOK_COMMA || e->tokens[p].kind == KI_TOK_RBRACKET) {
+        p++;
+    }
+    return p;
+}
+
+/* One prefix term from ps->pos (at a meaningful token), leaving ps->pos after its last token;
+ * false when the stream does not parse (the end reached early, a bracket or word in the way). */
+static bool prefix_term(parser *ps, int depth, int *out)
+{
+    ki_expr *e = ps->e;
+    const ki_expr_token *t = tok(ps);
+    ki_expr_node_kind kind;
+    switch (t->kind) {
+    case KI_TOK_NAME: {
+        const ki_expr_func *f = ki_expr_func_find(e->text + t->start, t->end - t->start);
+        int node, last = -1, child;
+        if (depth > KI_EXPR_MAX_DEPTH || new_node(ps, KI_NODE_CALL, &node) != KI_OK) {
+            return false;
+        }
+        e->nodes[node].op = f->op;
+        ps->pos++;
+        for (int i = 0; i < f->max_args; i++) { /* size: its two-operand form */
+            ps->pos = next_meaningful(e, ps->pos);
+            if (!prefix_term(ps, depth + 1, &child)) {
+                return false;
+            }
+            add_child(e, node, &last, child);
+        }
+        *out = node;
+        return true;
+    }
+    case KI_TOK_REF:
+        kind = KI_NODE_REF;
+        break;
+    case KI_TOK_INT:
+    case KI_TOK_FLOAT:
+    case KI_TOK_BOOL:
+        kind = KI_NODE_NUM;
+        break;
+    case KI_TOK_COMPLEX:
+        kind = KI_NODE_COMPLEX;
+        break;
+    case KI_TOK_NONE:
+        kind = KI_NODE_NONE;
+        break;
+    default:
+        return false;
+    }
+    return parse_leaf(ps, kind, out) == KI_OK;
+}
+
+/* The whole text as a prefix stream (a list only as the outermost form); false if it does not
+ * parse that way either, or its brackets do not pair up (a cut-off text stays an error). */
+static bool parse_prefix_stream(parser *ps)
+{
+    ki_expr *e = ps->e;
+    int open = 0, lists = 0;
+    for (int i = 0; i < e->n_tokens && open >= 0 && lists >= 0; i++) {
+        const ki_expr_tok_kind k = e->tokens[i].kind;
+        open += k == KI_TOK_LPAREN ? 1 : k == KI_TOK_RPAREN ? -1 : 0;
+        lists += k == KI_TOK_LBRACKET ? 1 : k == KI_TOK_RBRACKET ? -1 : 0;
+    }
+    if (open != 0 || lists != 0) {
+        return false;
+    }
+    e->n_nodes = 0;
+    e->n_refs = 0;
+    ps->pos = next_meaningful(e, 0);
+    if (tok(ps)->kind != KI_TOK_LBRACKET) {
+        if (!prefix_term(ps, 1, &e->root)) {
+            return false;
+        }
+        ps->pos = next_meaningful(e, ps->pos);
+        return tok(ps)->kind == KI_TOK_END;
+    }
+    int last = -1, child;
+    if (new_node(ps, KI_NODE_LIST, &e->root) != KI_OK) {
+        return false;
+    }
+    for (ps->pos = next_meaningful(e, ps->pos + 1); tok(ps)->kind != KI_TOK_END;
+         ps->pos = next_meaningful(e, ps->pos)) {
+        if (!prefix_term(ps, 2, &child)) {
+            return false;
+        }
+        add_child(e, e->root, &last, child);
+    }
+    return true;
+}
+
 ki_status ki_expr_parse(ki_expr *e, size_t *err_pos, ki_error *err)
 {
     parser ps = { .e = e, .pos = 0, .cap = 0, .err_pos = err_pos, .err = err };
@@ -254,13 +354,24 @@ ki_status ki_expr_parse(ki_expr *e, size_t *err_pos, ki_error *err)
     } else {
         st = parse_term(&ps, 1, &e->root);
     }
-    if (st != KI_OK) {
-        return st;
+    if (st == KI_OK && tok(&ps)->kind != KI_TOK_END) {
+        st = fail_expected(&ps, "the end of the expression", false);
     }
-    if (tok(&ps)->kind != KI_TOK_END) {
-        return fail_expected(&ps, "the end of the expression", false);
+    /* not the grammar: pnnx's prefix reading (of a text without spaces, as pnnx writes them:
+     * its reader would not split `add(@0 @1)`), else the grammar's error (message kept) */
+    if (st == KI_ERR_FORMAT && err && !strpbrk(e->text, " \t\r\n\v\f")) {
+        ki_error saved = *err;
+        size_t saved_pos = err_pos ? *err_pos : 0;
+        parser pp = { .e = e, .pos = 0, .cap = ps.cap, .err_pos = NULL, .err = NULL };
+        if (parse_prefix_stream(&pp)) {
+            return KI_OK;
+        }
+        *err = saved;
+        if (err_pos) {
+            *err_pos = saved_pos;
+        }
     }
-    return KI_OK;
+    return st;
 }
 
 ki_status ki_expr_compile(const char *text, ki_expr **out, size_t *err_pos, ki_error *err)

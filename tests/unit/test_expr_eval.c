@@ -491,10 +491,45 @@ static void test_sizes_and_lists(void **state)
     ki_expr_destroy(e);
 }
 
+/* pnnx writes some unary functions as bare tokens and reads an expression as a prefix stream
+ * (brackets and commas only separate tokens; each function takes its fixed number of operands
+ * from what follows): those texts evaluate as pnnx means them. */
+static void test_prefix_stream(void **state)
+{
+    (void)state;
+    const double a = 2.0, b = -3.0;
+    const struct {
+        const char *text;
+        double want;
+    } cases[] = {
+        { "expm1,sub(@0,0.5)", expm1(a - 0.5) },
+        { "add(add(@0,expm1),@0),log1p,abs(@1)", (a + expm1(a)) + log1p(fabs(b)) },
+        { "mul(neg,@1,@0)", -b * a },
+        { "sqrt,abs,@1", sqrt(fabs(b)) },
+        { "add(@0,@1,)", a + b }, /* empty arguments: pnnx drops them */
+        { "add(,@0,@1)", a + b },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double got = eval_d(cases[i].text, a, b);
+        if (fabs(got - cases[i].want) > 1e-12 * fabs(cases[i].want)) {
+            fail_msg("%s: %.17g, want %.17g", cases[i].text, got, cases[i].want);
+        }
+    }
+    /* streams that do not parse either way keep the grammar's error */
+    ki_expr *e = NULL;
+    ki_error err;
+    size_t pos = 0;
+    assert_int_equal(ki_expr_compile("add(@0)", &e, &pos, &err), KI_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "'add' takes 2 arguments, got 1"));
+    assert_int_equal(ki_expr_compile("neg,@0,@1", &e, &pos, &err), KI_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "expected '(' after 'neg'"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unary_vs_libm), cmocka_unit_test(test_binary_vs_libm),
+        cmocka_unit_test(test_prefix_stream),
         cmocka_unit_test(test_torch_rules),   cmocka_unit_test(test_bitwise_and_casts),
         cmocka_unit_test(test_int_rules),     cmocka_unit_test(test_sizes_and_lists),
     };

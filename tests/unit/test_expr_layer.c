@@ -389,9 +389,9 @@ static void test_errors(void **state)
     (void)state;
     expect_create_fail("add(@0,@2)", 2, KI_ERR_FORMAT,
                        "expr uses @2 but the operator has 2 inputs: add(@0,@2)");
-    expect_create_fail("add(add(@0,expm1),@0),log1p,abs(@1)", 2, KI_ERR_FORMAT,
-                       "bad expr: expected '(' after 'expm1', got ')' at column 17: "
-                       "add(add(@0,expm1),@0),log1p,abs(@1)");
+    expect_create_fail("add(@0,expm1)", 2, KI_ERR_FORMAT,
+                       "bad expr: expected '(' after 'expm1', got ')' at column 13: "
+                       "add(@0,expm1)");
     expect_create_fail("add(@0,", 1, KI_ERR_FORMAT, "bad expr: ");
     expect_create_fail(NULL, 1, KI_ERR_FORMAT, "missing parameter expr");
     expect_create_fail("add(@0,None)", 1, KI_ERR_UNSUPPORTED, "None");
