@@ -21,7 +21,8 @@
 #include "gemm.h"
 #include "softmax.h"
 
-/* Query rows per work item of the attention proper (scores of ATT_ROWS x S in a thread's slice). */
+/* Query rows per work item of the attention proper (scores of ATT_ROWS x S in a thread's slice):
+ * two row tiles, so that a 197-token sequence of three heads is 39 items to share out. */
 #define ATT_ROWS 32
 
 typedef struct mha {
@@ -33,6 +34,8 @@ typedef struct mha {
     float *p_in, *p_out;
     ki_gemm_ukernel uk;
     ki_softmax_row_fn row;
+    int res_in;    /* a fused residual add(@0,@1): the input added to the output, or -1 */
+    int n_in_decl; /* the operator's own inputs (a fused residual comes after them) */
 } mha;
 
 /* W^T of a (n x k) weight into panels of KI_GEMM_NR columns (the B of x W^T), or NULL. */
@@ -54,24 +57,53 @@ static float *pack_t(const float *w, int64_t n, int64_t k)
     return b;
 }
 
-/* c (rows x n, row stride ldc) = a (rows x k, row stride lda) times the packed B + bias. */
-static void gemm_packed(const mha *m, const float *a, int64_t lda, int64_t rows, const float *bp,
-                        int64_t n, const float *bias, float *c, int64_t ldc, int nt)
+/* What a projection's row blocks are finished with: + bias per column, then + res (same
+ * layout as the output), or neither. */
+typedef struct proj_finish {
+    const float *bias, *res;
+} proj_finish;
+
+static void finish_rows(const void *ctx, float *c, int64_t ldc, int64_t m0, int64_t mr, int64_t n0,
+                        int64_t nr)
 {
-    const ki_gemm_args ga = {
-        rows, n, m->e, a, lda, bp, c, ldc, NULL, NULL, 0, m->uk, NULL, NULL, 0
-    };
-#pragma omp parallel num_threads(nt)
-    {
-        ki_gemm_compute(&ga, omp_get_thread_num(), omp_get_num_threads());
-#pragma omp barrier
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            for (int64_t j = 0; bias && j < n; j++) {
-                c[r * ldc + j] += bias[j];
+    const proj_finish *f = ctx;
+    const float *restrict bias = f->bias ? f->bias + n0 : NULL;
+    for (int64_t i = 0; i < mr; i++) {
+        float *restrict p = c + i * ldc;
+        const float *restrict r = f->res ? f->res + (m0 + i) * ldc + n0 : NULL;
+        if (bias) {
+            for (int64_t j = 0; j < nr; j++) {
+                p[j] += bias[j];
+            }
+        }
+        if (r) {
+            for (int64_t j = 0; j < nr; j++) {
+                p[j] += r[j];
             }
         }
     }
+}
+
+/* c (rows x n, row stride ldc) = a (rows x k, row stride lda) times the packed B + bias (+ res,
+ * with c's layout), each thread finishing its own row blocks. */
+static void gemm_packed(const mha *m, const float *a, int64_t lda, int64_t rows, const float *bp,
+                        int64_t n, const float *bias, const float *res, float *c, int64_t ldc,
+                        int nt)
+{
+    const proj_finish f = { bias, res };
+    const ki_gemm_args ga = { .m = rows,
+                              .n = n,
+                              .k = m->e,
+                              .a = a,
+                              .lda = lda,
+                              .bp = bp,
+                              .c = c,
+                              .ldc = ldc,
+                              .uk = m->uk,
+                              .rows_done = bias || res ? finish_rows : NULL,
+                              .done_ctx = &f };
+#pragma omp parallel num_threads(nt)
+    ki_gemm_compute(&ga, omp_get_thread_num(), omp_get_num_threads());
 }
 
 static ki_status mha_create(const ki_op_desc *op, void **state, ki_error *err)
@@ -113,6 +145,8 @@ static ki_status mha_create(const ki_op_desc *op, void **state, ki_error *err)
     /* inputs: query [key value] by position or key, attn_mask by key */
     m->mask_in = ki_op_input_index(op, "attn_mask");
     m->q_in = 0;
+    m->res_in = -1;
+    m->n_in_decl = op->n_inputs;
     int pos = 0;
     int idx[3] = { 0, 0, 0 };
     for (int i = 0; i < op->n_inputs && pos < 3; i++) {
@@ -190,6 +224,9 @@ static ki_status mha_shape(const void *state, const ki_shape *in, int n_in, ki_s
         if (!ok) {
             return KI_FAIL(err, KI_ERR_SHAPE, "attn_mask must be (L, S) or (N*heads, L, S)");
         }
+    }
+    if (m->res_in >= 0 && (n_in <= m->res_in || !ki_shape_equal(&in[m->res_in], &in[m->q_in]))) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "the fused residual is not the output's shape");
     }
     for (int i = 0; i < n_out; i++) {
         out[i] = in[m->q_in];
@@ -299,7 +336,7 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
         const int64_t boff = m->batch_first ? b * l * e : b * e;
         const int64_t bkoff = m->batch_first ? b * s * e : b * e;
         if (fused) {
-            gemm_packed(m, in[m->q_in].data + boff, ld, l, m->p_in, 3 * e, m->b_in, q, 3 * e,
+            gemm_packed(m, in[m->q_in].data + boff, ld, l, m->p_in, 3 * e, m->b_in, NULL, q, 3 * e,
                         ex->n_threads);
         } else {
             project(in[m->q_in].data + boff, l, ld, m->w_in, m->b_in, e, q);
@@ -320,9 +357,13 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
         {
             if (m->uk) {
 #pragma omp for schedule(static)
-                for (int64_t h = 0; h < m->heads; h++) {
-                    pack_kt(k + h * hd, lq, s, hd, scale, kp + h * kp_size);
-                    pack_v(v + h * hd, lq, s, hd, vp + h * vp_size);
+                for (int64_t it = 0; it < 2 * m->heads; it++) { /* each head's K^T, then its V */
+                    const int64_t h = it / 2;
+                    if (it % 2 == 0) {
+                        pack_kt(k + h * hd, lq, s, hd, scale, kp + h * kp_size);
+                    } else {
+                        pack_v(v + h * hd, lq, s, hd, vp + h * vp_size);
+                    }
                 }
             }
 #pragma omp for schedule(dynamic, 1)
@@ -334,9 +375,15 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
                              (l + 2 * s) * e; /* where thread 0 keeps sc */
                 const float *qh = q + r0 * lq + h * hd;
                 if (m->uk) {
-                    const ki_gemm_args g = { nr,   s,    hd,   qh,   lq,    kp + h * kp_size,
-                                             tsc,  s,    NULL, NULL, 0,     m->uk,
-                                             NULL, NULL, 0 };
+                    const ki_gemm_args g = { .m = nr,
+                                             .n = s,
+                                             .k = hd,
+                                             .a = qh,
+                                             .lda = lq,
+                                             .bp = kp + h * kp_size,
+                                             .c = tsc,
+                                             .ldc = s,
+                                             .uk = m->uk };
                     ki_gemm_compute(&g, 0, 1);
                 } else {
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)s, (int)hd,
@@ -355,20 +402,27 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
                 }
                 float *oh = o + r0 * e + h * hd;
                 if (m->uk) {
-                    const ki_gemm_args g = { nr,   hd,   s,    tsc,  s,     vp + h * vp_size,
-                                             oh,   e,    NULL, NULL, 0,     m->uk,
-                                             NULL, NULL, 0 };
+                    const ki_gemm_args g = { .m = nr,
+                                             .n = hd,
+                                             .k = s,
+                                             .a = tsc,
+                                             .lda = s,
+                                             .bp = vp + h * vp_size,
+                                             .c = oh,
+                                             .ldc = e,
+                                             .uk = m->uk };
                     ki_gemm_compute(&g, 0, 1);
                 } else {
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)hd,
-                                (int)s, 1.0f, tsc, (int)s, v + h * hd, (int)lq, 0.0f, oh, (int)e);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)hd, (int)s,
+                                1.0f, tsc, (int)s, v + h * hd, (int)lq, 0.0f, oh, (int)e);
                 }
             }
         }
-        /* out rows of this batch entry = heads x out_proj^T + bias */
+        /* out rows of this batch entry = heads x out_proj^T + bias (+ the fused residual) */
         float *dst = out[0].data + boff;
+        const float *res = m->res_in >= 0 ? in[m->res_in].data + boff : NULL;
         if (m->p_out) {
-            gemm_packed(m, o, e, l, m->p_out, e, m->b_out, dst, ld, ex->n_threads);
+            gemm_packed(m, o, e, l, m->p_out, e, m->b_out, res, dst, ld, ex->n_threads);
             continue;
         }
         for (int64_t r = 0; r < l; r++) {
@@ -378,8 +432,26 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)l, (int)e, (int)e, 1.0f, o,
                     (int)e, m->w_out, (int)e, 1.0f, dst, (int)ld);
+        for (int64_t r = 0; res && r < l; r++) {
+            for (int64_t c = 0; c < e; c++) {
+                dst[r * ld + c] += res[r * ld + c];
+            }
+        }
     }
     return KI_OK;
+}
+
+/* Absorbs a residual add(@0,@1) of the output and an earlier tensor (a transformer block's
+ * x + attention(x)): that operand becomes the last input, added after the projection's bias. */
+static bool mha_fuse(void *state, const ki_op_desc *next, int slot)
+{
+    mha *m = state;
+    (void)slot;
+    if (m->res_in >= 0 || !ki_cv_is_residual_add(next)) {
+        return false;
+    }
+    m->res_in = m->n_in_decl;
+    return true;
 }
 
 const ki_layer_ops ki_layer_multihead_attention = {
@@ -389,4 +461,5 @@ const ki_layer_ops ki_layer_multihead_attention = {
     .workspace = mha_workspace,
     .forward = mha_forward,
     .destroy = mha_destroy,
+    .fuse = mha_fuse,
 };

@@ -482,17 +482,6 @@ static void conv_destroy(void *state)
 }
 
 /* Whether next is a residual add of two operands of the same declared shape (when declared). */
-static bool is_residual_add(const ki_op_desc *next)
-{
-    const ki_param *e = ki_op_param(next, "expr");
-    if (next->n_inputs != 2 || strcmp(next->type, "pnnx.Expression") != 0 || !e || !e->raw ||
-        strcmp(e->raw, "add(@0,@1)") != 0) {
-        return false;
-    }
-    const ki_shape *d = next->input_decl;
-    return !d || d[0].ndim < 0 || d[1].ndim < 0 || ki_shape_equal(&d[0], &d[1]);
-}
-
 /* Whether op is nn.MaxPool2d with a 3x3 window, stride 2, padding 1, dilation 1, floor mode
  * and one output (no indices): the pool ki_conv2d_forward_direct_pool runs. */
 static bool is_pool3s2(const ki_op_desc *op)
@@ -560,7 +549,7 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
         return c->pool;
     }
     if (next->n_inputs == 2) {
-        if (c->residual || !is_residual_add(next)) {
+        if (c->residual || !ki_cv_is_residual_add(next)) {
             return false;
         }
         c->residual = true;

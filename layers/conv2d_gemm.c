@@ -222,21 +222,18 @@ static ki_gemm_args gemm_item_args(const ki_conv2d *c, const ki_conv2d_geom *g, 
     int64_t cig = c->in_ch / c->groups, cog = c->out_ch / c->groups, n = it / c->groups,
             gi = it % c->groups;
     int64_t k = cig * c->kh * c->kw, hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
-    ki_gemm_args ga = { cog,
-                        ohw,
-                        k,
-                        c->weight + gi * cog * k,
-                        k,
-                        NULL,
-                        out + (n * c->out_ch + gi * cog) * ohw,
-                        ohw,
-                        &c->ep,
-                        c->epf,
-                        gi * cog,
-                        c->uk,
-                        c->res ? c->res + (n * c->out_ch + gi * cog) * ohw : NULL,
-                        NULL,
-                        0 };
+    ki_gemm_args ga = { .m = cog,
+                        .n = ohw,
+                        .k = k,
+                        .a = c->weight + gi * cog * k,
+                        .lda = k,
+                        .c = out + (n * c->out_ch + gi * cog) * ohw,
+                        .ldc = ohw,
+                        .ep = &c->ep,
+                        .epf = c->epf,
+                        .ch0 = gi * cog,
+                        .uk = c->uk,
+                        .res = c->res ? c->res + (n * c->out_ch + gi * cog) * ohw : NULL };
     *x = in + (n * c->in_ch + gi * cig) * hw;
     if (!use_col && cog <= 3 * KI_GEMM_MR) { /* see ki_conv2d_forward_gemm */
         ga.bin = *x, ga.ldb = hw;

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../core/ckd.h"
 #include "../core/cpu.h"
@@ -138,6 +139,19 @@ static inline bool ki_cv_fuse_act(ki_cv_epilogue *ep, const ki_op_desc *next)
     default:
         return false;
     }
+}
+
+/* Whether next is the pnnx.Expression add(@0,@1) of two operands declared the same shape (or
+ * undeclared): a residual add that conv-like layers absorb (fuse hook with two inputs). */
+static inline bool ki_cv_is_residual_add(const ki_op_desc *next)
+{
+    const ki_param *e = ki_op_param(next, "expr");
+    if (next->n_inputs != 2 || strcmp(next->type, "pnnx.Expression") != 0 || !e || !e->raw ||
+        strcmp(e->raw, "add(@0,@1)") != 0) {
+        return false;
+    }
+    const ki_shape *d = next->input_decl;
+    return !d || d[0].ndim < 0 || d[1].ndim < 0 || ki_shape_equal(&d[0], &d[1]);
 }
 
 /* Reads an optional count parameter (in_channels, out_features...) and checks that it agrees

@@ -199,10 +199,18 @@ void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt)
                  KI_GEMM_NR, late);
         }
     }
-    for (int64_t mi = t0 / np; late && t0 < t1 && mi * np < t1; mi++) { /* its part of each row */
-        int64_t p0, p1;
+    for (int64_t mi = t0 / np; (late || g->rows_done) && t0 < t1 && mi * np < t1; mi++) {
+        int64_t p0, p1; /* its part of each row */
         ki_row_span(t0, t1, mi, np, &p0, &p1);
-        rows_epilogue(g, mi, p0 * KI_GEMM_NR, p1 * KI_GEMM_NR < g->n ? p1 * KI_GEMM_NR : g->n);
+        const int64_t c0 = p0 * KI_GEMM_NR, c1 = p1 * KI_GEMM_NR < g->n ? p1 * KI_GEMM_NR : g->n;
+        if (late) {
+            rows_epilogue(g, mi, c0, c1);
+        }
+        if (g->rows_done) {
+            const int64_t m0 = mi * KI_GEMM_MR;
+            g->rows_done(g->done_ctx, g->c + m0 * g->ldc + c0, g->ldc, m0,
+                         g->m - m0 < KI_GEMM_MR ? g->m - m0 : KI_GEMM_MR, c0, c1 - c0);
+        }
     }
 }
 

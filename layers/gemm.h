@@ -72,6 +72,12 @@ typedef struct ki_gemm_args {
      * then every panel is packed */
     const float *bin;
     int64_t ldb;
+    /* ki_gemm_compute calls it once per row block on the thread's finished part of it (rows
+     * m0.., mr of them, columns n0.., nr), after all its tiles and without a barrier: a
+     * per-column finish (nn.Linear's bias, activation and residual); or NULL */
+    void (*rows_done)(const void *ctx, float *c, int64_t ldc, int64_t m0, int64_t mr, int64_t n0,
+                      int64_t nr);
+    const void *done_ctx;
 } ki_gemm_args;
 
 /* Computes thread tid's share of the tiles (call from inside a parallel region, every tid in

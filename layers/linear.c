@@ -36,9 +36,11 @@ typedef struct linear {
     const float *bias;   /* (out_f) or NULL */
     ki_act act;          /* fused activation, KI_ACT_NONE without */
     dot_fn dot;
-    float *wp;          /* W^T as packed GEMM panels (owned), or NULL: see pack_weights */
-    ki_gemm_ukernel uk; /* the level's micro-kernel for wp */
+    float *wp;             /* W^T as packed GEMM panels (owned), or NULL: see pack_weights */
+    ki_gemm_ukernel uk;    /* the level's micro-kernel for wp */
     ki_cv_epilogue_fn epf; /* applies act to the rows of the wp path */
+    bool residual;         /* a fused add(@0,@1): input 1 is added to the output */
+    bool res_after;        /* ... after the activation (linear, act, add) */
 } linear;
 
 /* W^T (in_f x out_f) into panels of KI_GEMM_NR output features, k = in_f rows each, zero past
@@ -205,10 +207,55 @@ static ki_status check_shape(const linear *l, const ki_shape *x, ki_shape *out, 
 static ki_status linear_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
                               int n_out, ki_error *err)
 {
-    if (n_in != 1 || n_out != 1) {
+    const linear *l = state;
+    char a[96], b[96];
+    if (n_in != 1 + l->residual || n_out != 1) {
         return KI_FAIL(err, KI_ERR_INTERNAL, "wrong input/output count");
     }
-    return check_shape(state, &in[0], out, err);
+    ki_status st = check_shape(l, &in[0], out, err);
+    if (st == KI_OK && l->residual && !ki_shape_equal(&in[1], out)) {
+        st = KI_FAIL(err, KI_ERR_SHAPE, "the fused residual %s is not the output's shape %s",
+                     ki_shape_str(&in[1], a, sizeof a), ki_shape_str(out, b, sizeof b));
+    }
+    return st;
+}
+
+/* What the GEMM path's tiles need to finish themselves. */
+typedef struct tile_finish {
+    const linear *l;
+    const float *res; /* the fused residual (rows x out_f), or NULL */
+} tile_finish;
+
+/* + bias per column, then the residual and the activation in the unfused graph's order, on a
+ * thread's finished part of a row block (ki_gemm_args.rows_done). */
+static void finish_tile(const void *ctx, float *c, int64_t ldc, int64_t m0, int64_t mr, int64_t n0,
+                        int64_t nr)
+{
+    const tile_finish *f = ctx;
+    const linear *l = f->l;
+    const ki_cv_epilogue ep = { NULL, l->act, l->res_after };
+    const float *restrict bias = l->bias ? l->bias + n0 : NULL;
+    for (int64_t i = 0; i < mr; i++) {
+        float *restrict p = c + i * ldc;
+        if (bias) {
+            for (int64_t j = 0; j < nr; j++) {
+                p[j] += bias[j];
+            }
+        }
+        const float *res = f->res ? f->res + (m0 + i) * ldc + n0 : NULL;
+        if (l->act.kind != KI_ACT_NONE || res) {
+            l->epf(&ep, res, 0, p, (size_t)nr);
+        }
+    }
+}
+
+/* The residual and activation over y = x W^T + b of the paths that do not finish by tiles (the
+ * activation is already applied there unless a residual comes before it). */
+static void finish_rows(const linear *l, const float *res, float *y, int64_t n)
+{
+    for (int64_t i = 0; res && i < n; i++) {
+        y[i] = l->res_after ? y[i] + res[i] : ki_act_apply(&l->act, y[i] + res[i]);
+    }
 }
 
 /* Rows of x: y[r][o] = act(W[o] . x[r] + b[o]), the rows' outputs split over the team. */
@@ -224,35 +271,35 @@ static void gemv(const linear *l, const float *x, int64_t rows, float *restrict 
 #else
         float v = l->dot(l->weight + o * l->in_f, xr, l->in_f);
 #endif
-        y[i] = ki_act_apply(&l->act, v + (l->bias ? l->bias[o] : 0.0f));
+        v += l->bias ? l->bias[o] : 0.0f;
+        y[i] = l->residual && !l->res_after ? v : ki_act_apply(&l->act, v);
     }
 }
 
-/* y = x W^T on the packed panels, then + bias and the activation over each finished row. */
-static void gemm_rows(const linear *l, const float *x, int64_t rows, float *restrict y, int nt)
+/* y = x W^T on the packed panels, each thread finishing its rows with finish_tile. */
+static void gemm_rows(const linear *l, const float *x, int64_t rows, const float *res,
+                      float *restrict y, int nt)
 {
-    const ki_gemm_args ga = { rows, l->out_f, l->in_f, x,     l->in_f, l->wp, y, l->out_f,
-                              NULL, NULL,     0,       l->uk, NULL,    NULL,  0 };
+    const tile_finish f = { l, res };
+    const ki_gemm_args ga = { .m = rows,
+                              .n = l->out_f,
+                              .k = l->in_f,
+                              .a = x,
+                              .lda = l->in_f,
+                              .bp = l->wp,
+                              .c = y,
+                              .ldc = l->out_f,
+                              .uk = l->uk,
+                              .rows_done = finish_tile,
+                              .done_ctx = &f };
 #pragma omp parallel num_threads(nt)
-    {
-        ki_gemm_compute(&ga, omp_get_thread_num(), omp_get_num_threads());
-#pragma omp barrier
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            float *yr = y + r * l->out_f;
-            for (int64_t c = 0; l->bias && c < l->out_f; c++) {
-                yr[c] += l->bias[c];
-            }
-            if (l->act.kind != KI_ACT_NONE) { /* the level's vector activation */
-                const ki_cv_epilogue ep = { NULL, l->act, false };
-                l->epf(&ep, NULL, 0, yr, (size_t)l->out_f);
-            }
-        }
-    }
+    ki_gemm_compute(&ga, omp_get_thread_num(), omp_get_num_threads());
 }
 
-/* y = act(x W^T + b) for an input x of any rank. */
-static void run(const linear *l, const ki_tensor *x, float *restrict y, const ki_exec *ex)
+/* y = act(x W^T + b) (with a fused residual: + res before or after the activation) for an input
+ * x of any rank. */
+static void run(const linear *l, const ki_tensor *x, const float *res, float *restrict y,
+                const ki_exec *ex)
 {
     int64_t rows = 1;
     for (int i = 0; i < x->shape.ndim - 1; i++) {
@@ -260,10 +307,11 @@ static void run(const linear *l, const ki_tensor *x, float *restrict y, const ki
     }
     if (rows == 1 || !l->weight) { /* binary16 weights: row by row */
         gemv(l, x->data, rows, y, ex->n_threads);
+        finish_rows(l, res, y, rows * l->out_f);
         return;
     }
     if (l->wp && l->in_f > 0) {
-        gemm_rows(l, x->data, rows, y, ex->n_threads);
+        gemm_rows(l, x->data, rows, res, y, ex->n_threads);
         return;
     }
     /* The bias (or zero) is written first and the product added with beta = 1, which also
@@ -279,26 +327,37 @@ static void run(const linear *l, const ki_tensor *x, float *restrict y, const ki
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)l->out_f, (int)l->in_f,
                     1.0f, x->data, (int)l->in_f, l->weight, (int)l->in_f, 1.0f, y, (int)l->out_f);
     }
-    if (l->act.kind != KI_ACT_NONE) {
+    if (l->act.kind != KI_ACT_NONE && !(res && !l->res_after)) {
         ki_act_apply_n(&l->act, y, y, rows * l->out_f);
     }
+    finish_rows(l, res, y, rows * l->out_f);
 }
 
 static ki_status linear_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
                                 int n_out, const ki_exec *ex)
 {
+    const linear *l = state;
     (void)n_in, (void)n_out;
-    run(state, &in[0], out[0].data, ex);
+    run(l, &in[0], l->residual ? in[1].data : NULL, out[0].data, ex);
     return KI_OK;
 }
 
-/* Absorbs a following activation (see ki_cv_fuse_act); the bias stays per feature. */
+/* Absorbs a following activation (see ki_cv_fuse_act; also GELU) or residual add(@0,@1); the
+ * bias stays per feature. */
 static bool linear_fuse(void *state, const ki_op_desc *next, int slot)
 {
+    linear *l = state;
+    if (next->n_inputs == 2) { /* a residual add: the other operand becomes input 1 */
+        if (l->residual || !ki_cv_is_residual_add(next)) {
+            return false;
+        }
+        l->residual = true;
+        l->res_after = l->act.kind != KI_ACT_NONE;
+        return true;
+    }
     if (next->n_inputs != 1 || slot != 0) {
         return false;
     }
-    linear *l = state;
     ki_cv_epilogue ep = { NULL, l->act, false };
     bool ok = ki_cv_fuse_act(&ep, next);
     ki_act a;
@@ -403,7 +462,7 @@ static ki_status flin_forward(const void *state, const ki_tensor *in, int n_in, 
         flin_bind(f, s, in[f->w].data, f->b >= 0 ? in[f->b].data : NULL, &l, NULL) != KI_OK) {
         return KI_ERR_SHAPE;
     }
-    run(&l, &in[f->x], out[0].data, ex);
+    run(&l, &in[f->x], NULL, out[0].data, ex);
     return KI_OK;
 }
 

@@ -28,6 +28,23 @@ static inline __attribute__((always_inline)) __m512 ki_vsig_div_avx512(__m512 nu
     return _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
+/* GELU, erf form: ki_vgelu_avx2's operations lane by lane (the same bits). */
+static inline __attribute__((always_inline)) __m512 ki_vgelu_avx512(__m512 x)
+{
+    const __m512 a = _mm512_abs_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)));
+    const __m512 t = _mm512_div_ps(
+        _mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), a, _mm512_set1_ps(1.0f)));
+    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(1.061405429f), t, _mm512_set1_ps(-1.453152027f));
+    q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(1.421413741f));
+    q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(-0.284496736f));
+    q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(0.254829592f));
+    q = _mm512_mul_ps(_mm512_mul_ps(q, t),
+                      ki_vexp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(a, a))));
+    const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    const __m512 one_plus_erf = _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(2.0f), q), q);
+    return _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)), one_plus_erf);
+}
+
 /* One vector of activation a, for the kinds conv2d_avx2.c's epilogue vectorises (ReLU, ReLU6,
  * Hardtanh, LeakyReLU, Hardswish, Hardsigmoid, SiLU, Sigmoid); any other kind returns v.
  * max(0, v) and min(6, .) return a NaN v (second operand), as the scalar comparisons keep it. */

@@ -26,7 +26,8 @@ static void gemm_run(ki_gemm_ukernel uk, int64_t m, int64_t n, int64_t k, const 
         ki_gemm_pack_row(b + r * n, r, k, n, bp);
     }
     ki_cv_epilogue ep = { NULL, { KI_ACT_NONE, 0, 0 }, false };
-    ki_gemm_args g = { m, n, k, a, lda, bp, c, n, &ep, ki_cv_epilogue_ref, 0, uk, NULL, NULL, 0 };
+    ki_gemm_args g = { .m = m, .n = n, .k = k, .a = a, .lda = lda, .bp = bp, .c = c, .ldc = n,
+                       .ep = &ep, .epf = ki_cv_epilogue_ref, .uk = uk };
     for (int t = 0; t < nt; t++) {
         ki_gemm_compute(&g, t, nt);
     }
@@ -290,7 +291,7 @@ static void test_epilogue_avx2_spans(void **unused)
 #endif
 }
 
-/* The AVX-512 SiLU and Sigmoid give the AVX2 version's bits, over the range where exp overflows,
+/* The AVX-512 SiLU, Sigmoid and GELU give the AVX2 version's bits, over the range where exp overflows,
  * goes subnormal or is exact, NaN and infinities included, at every tail length, with and
  * without a residual; other activations pass through to the AVX2 version. */
 static void test_epilogue_avx512_same(void **unused)
@@ -300,6 +301,7 @@ static void test_epilogue_avx512_same(void **unused)
     enum { N = 64 };
     static const ki_act acts[] = { { KI_ACT_SILU, 0, 0 },
                                    { KI_ACT_SIGMOID, 0, 0 },
+                                   { KI_ACT_GELU, 0, 0 },
                                    { KI_ACT_HARDSWISH, 0, 0 } };
     if (!ki_gemm_ukernel_for(KI_ISA_AVX512)) {
         skip();
@@ -314,7 +316,7 @@ static void test_epilogue_avx512_same(void **unused)
                                                             : (float)((i * 7919) % 997 - 498) / 5.0f;
         res[i] = (float)(i % 5) - 2.0f;
     }
-    for (int q = 0; q < 3; q++) {
+    for (int q = 0; q < 4; q++) {
         for (int r = 0; r < 3; r++) { /* r = 2: the residual after the activation */
             ki_cv_epilogue ep = { r ? bias : NULL, acts[q], r == 2 };
             for (size_t len = 0; len <= N; len++) {
