@@ -3,14 +3,14 @@
  *
  * The index list has one entry per leading dim of x: None (the whole dim) or an integer index
  * array. A static export writes it as the parameter expr=[None,[0,2,1]] (entries None, an int or
- * a flat int list); a dynamic one passes index tensors, which core/fold.c splices in as inputs
- * after $input with the string parameter indices_pattern (N for None, T for the next tensor).
- * As in PyTorch, the index arrays broadcast to one shape B; the result has B in place of the
- * indexed dims when those are adjacent, else B first, then the remaining dims of x. Indices are
- * float32 holding whole numbers, negative from the end; one out of range fails the run
- * (KI_ERR_LIMIT). Boolean masks (a data-dependent shape) are rejected. Duplicate targets in
- * index_put: the last write wins, or all add up in order with accumulate. Reference kernels,
- * sequential. State: the index list, immutable; thread-safe. */
+ * a flat int list; an int is a 0-d index array, as in aten::index, not a select); a dynamic one
+ * passes index tensors, which core/fold.c splices in as inputs after $input with the string
+ * parameter indices_pattern (N for None, T for the next tensor). As in PyTorch, the index arrays
+ * broadcast to one shape B; the result has B in place of the indexed dims when those are adjacent,
+ * else B first, then the remaining dims of x. Indices are float32 holding whole numbers, negative
+ * from the end; one out of range fails the run (KI_ERR_LIMIT). Boolean masks (a data-dependent
+ * shape) are rejected. Duplicate targets in index_put: the last write wins, or all add up in order
+ * with accumulate. Reference kernels, sequential. State: the index list, immutable; thread-safe. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
