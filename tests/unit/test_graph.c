@@ -163,6 +163,43 @@ static void test_fold_lists(void **state)
     ki_graph_destroy(g);
 }
 
+/* An index list with a computed element feeding Tensor.index: the element becomes an expression
+ * of its own, and Tensor.index takes the tensors with indices_pattern. */
+static void test_fold_index_list(void **state)
+{
+    (void)state;
+    const char *t = "7767517\n6 5\n"
+                    "pnnx.Input in 0 1 0\n"
+                    "pnnx.Input i 0 1 1\n"
+                    "pnnx.Input j 0 1 2\n"
+                    "pnnx.Expression e 2 1 1 2 3 expr=[remainder(@1,2),None,@0]\n"
+                    "Tensor.index ix 2 1 0 3 4 $input=0 $expr=3\n"
+                    "pnnx.Output out 1 0 4\n";
+    ki_graph *g;
+    ki_error err;
+    assert_int_equal(ki_param_parse("f", t, strlen(t), &g, &err), KI_OK);
+    assert_int_equal(ki_graph_build(g, &err), KI_OK);
+    assert_int_equal(g->n_nodes, 6); /* 3 inputs, the element's expression, index, out */
+    const ki_node *ix = NULL, *el = NULL;
+    for (int n = 0; n < g->n_nodes; n++) {
+        const ki_node *nd = &g->nodes[n];
+        ix = strcmp(nd->desc.type, "Tensor.index") == 0 ? nd : ix;
+        el = strcmp(nd->desc.type, "pnnx.Expression") == 0 ? nd : el;
+    }
+    assert_non_null(ix);
+    assert_non_null(el);
+    assert_string_equal(ki_op_param(&el->desc, "expr")->raw, "remainder(@0,2)");
+    assert_int_equal(el->desc.n_inputs, 1);
+    assert_string_equal(el->desc.input_names[0], "2");
+    assert_int_equal(ix->desc.n_inputs, 3);
+    assert_string_equal(ix->desc.input_keys[0], "input");
+    assert_string_equal(ix->desc.input_names[1], el->desc.output_names[0]);
+    assert_string_equal(ix->desc.input_names[2], "1");
+    assert_string_equal(ki_op_param(&ix->desc, "indices_pattern")->raw, "TNT");
+    assert_topological(g);
+    ki_graph_destroy(g);
+}
+
 /* Random lifetimes: no two buffers alive at the same step may overlap. */
 static void test_plan_random(void **state)
 {
@@ -205,7 +242,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_real_models_sorted), cmocka_unit_test(test_seed_graph),
         cmocka_unit_test(test_long_chain),         cmocka_unit_test(test_fold_lists),
-        cmocka_unit_test(test_plan_random),
+        cmocka_unit_test(test_fold_index_list),    cmocka_unit_test(test_plan_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
