@@ -12,6 +12,7 @@
 
 #include "../core/ckd.h"
 #include "../core/layer.h"
+#include "layernorm.h"
 
 typedef struct ln_state {
     int n_dims;                /* rank of normalized_shape */
@@ -20,6 +21,7 @@ typedef struct ln_state {
     float eps;
     int w_in, b_in;     /* input indices of runtime weight/bias, or -1 */
     const float *w, *b; /* attribute data or NULL */
+    ki_ln_row_fn kernel; /* the level's row kernel */
 } ln_state;
 
 typedef struct gn_state {
@@ -70,6 +72,23 @@ static void row_stats(const float *x, int64_t n, float eps, float *mean, float *
 }
 
 /* ---- LayerNorm ---- */
+
+void ki_ln_row_ref(const float *x, int64_t n, float eps, const float *w, const float *b, float *y)
+{
+    float mean, rstd;
+    row_stats(x, n, eps, &mean, &rstd);
+    for (int64_t i = 0; i < n; i++) {
+        const float v = (x[i] - mean) * rstd;
+        y[i] = (w ? v * w[i] : v) + (b ? b[i] : 0.0f);
+    }
+}
+
+ki_ln_row_fn ki_ln_row_for(ki_isa isa)
+{
+    return isa >= KI_ISA_AVX512 ? KI_X86(ki_ln_row_avx512)
+           : isa >= KI_ISA_AVX2 ? KI_X86(ki_ln_row_avx2)
+                                : ki_ln_row_ref;
+}
 
 /* Finds weight or bias: a runtime input, an attribute, or nothing. need: absence is an error. */
 static ki_status ln_affine(const ki_op_desc *op, const char *key, bool need, ln_state *p,
@@ -163,6 +182,7 @@ static ki_status ln_create(const ki_op_desc *op, void **state, ki_error *err)
         free(p);
         return st;
     }
+    p->kernel = ki_ln_row_for(ki_cpu_isa());
     *state = p;
     return KI_OK;
 }
@@ -212,13 +232,7 @@ static ki_status ln_forward(const void *state, const ki_tensor *in, int n_in, ki
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static) if (rows * n > 8192)
     for (int64_t r = 0; r < rows; r++) {
         const float *x = src + r * n;
-        float *y = dst + r * n;
-        float mean, rstd;
-        row_stats(x, n, p->eps, &mean, &rstd);
-        for (int64_t i = 0; i < n; i++) {
-            const float v = (x[i] - mean) * rstd;
-            y[i] = (w ? v * w[i] : v) + (b ? b[i] : 0.0f);
-        }
+        p->kernel(x, n, p->eps, w, b, dst + r * n);
     }
     return KI_OK;
 }

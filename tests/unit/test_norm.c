@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../../core/layer.h"
+#include "../../layers/layernorm.h"
 #include "../../layers/registry.h"
 #include "param_test_util.h"
 
@@ -236,12 +237,49 @@ static void test_group_norm(void **state)
     assert_int_equal(run(&sp, &tin, &tout, 1, &err), KI_ERR_SHAPE);
 }
 
+/* The LayerNorm row kernels of every level this CPU runs against the reference row: lengths
+ * around the vector widths and a transformer's 192 / 768, with and without weight and bias, on
+ * rows with a large common offset (where a one-pass variance would cancel). */
+static void test_ln_row_kernels(void **state)
+{
+    (void)state;
+    enum { MAXN = 1000 };
+    static float x[MAXN], w[MAXN], b[MAXN], a[MAXN], r[MAXN];
+    for (int i = 0; i < MAXN; i++) {
+        w[i] = 0.5f + (float)(i % 7) * 0.25f;
+        b[i] = (float)(i % 5) - 2.0f;
+    }
+    static const int64_t lens[] = { 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 192, 768, 1000 };
+    for (int level = KI_ISA_GENERIC; level <= (int)ki_cpu_get()->isa; level++) {
+        ki_ln_row_fn fn = ki_ln_row_for((ki_isa)level);
+        assert_non_null(fn);
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const int64_t n = lens[li];
+            for (int64_t i = 0; i < n; i++) {
+                x[i] = 100.0f + (float)sin(0.37 * (double)i + (double)n) * 3.0f;
+            }
+            for (int affine = 0; affine < 2; affine++) {
+                fn(x, n, 1e-5f, affine ? w : NULL, affine ? b : NULL, a);
+                ki_ln_row_ref(x, n, 1e-5f, affine ? w : NULL, affine ? b : NULL, r);
+                for (int64_t i = 0; i < n; i++) {
+                    if (!(fabsf(a[i] - r[i]) <= 2e-6f * (1.0f + fabsf(r[i])))) {
+                        fail_msg("%s n=%lld affine=%d [%lld]: %.9g, reference %.9g",
+                                 ki_isa_name((ki_isa)level), (long long)n, affine, (long long)i,
+                                 (double)a[i], (double)r[i]);
+                    }
+                }
+            }
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_batchnorm_errors),
         cmocka_unit_test(test_layer_norm),
+        cmocka_unit_test(test_ln_row_kernels),
         cmocka_unit_test(test_group_norm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
