@@ -49,8 +49,12 @@ static ki_status run(const up_run *r, ki_shape *os, float **y, ki_error *err)
         ki_tensor tin[2] = { { shapes[0], (float *)r->x }, { shapes[1], size_data } };
         ki_tensor tout = { *os, NULL };
         *y = tout.data = malloc((size_t)ki_shape_count(os) * sizeof(float));
-        ki_exec ex = { r->threads, NULL, 0 };
+        size_t ws = ops->workspace ? ops->workspace(st, shapes, op.n_inputs, os, 1, r->threads)
+                                   : 0; /* as the session gives it: per thread */
+        ki_exec ex = { .n_threads = r->threads, .ws_per_thread = ws };
+        ex.workspace = ws ? malloc(ws * (size_t)r->threads) : NULL;
         rc = ops->forward(st, tin, op.n_inputs, &tout, 1, &ex);
+        free(ex.workspace);
     }
     ops->destroy(st);
     return rc;
