@@ -3,11 +3,14 @@
  * Loads the model (with generated weights when no .bin is given), makes one session for the
  * input shapes, fills the inputs with random numbers, warms up, then times each ki_session_run
  * with a monotonic clock and prints min / median / max, planned memory and peak RSS. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <math.h>
 
 #include "bench.h"
 #include "commands.h"
@@ -160,14 +163,18 @@ static ki_status time_runs(ki_session *s, const bench_opts *o, ki_bench_result *
     return st;
 }
 
-static void fill_inputs(ki_session *s, int n)
+/* Random values in [-1, 1), or for an integer input (token ids, indices) small whole numbers
+ * 0..7, valid for any embedding table or index range of at least 8. */
+static void fill_inputs(const ki_model *m, ki_session *s, int n)
 {
     unsigned long long seed = 0x243F6A8885A308D3ULL;
     for (int i = 0; i < n; i++) {
         ki_tensor t = ki_session_input(s, i);
+        const bool ids = ki_model_input_is_integer(m, i);
         int64_t count = ki_shape_count(&t.shape);
         for (int64_t k = 0; k < count; k++) {
-            t.data[k] = ki_bench_rand(&seed, -1.0f, 1.0f);
+            const float r = ki_bench_rand(&seed, -1.0f, 1.0f);
+            t.data[k] = ids ? floorf((r + 1.0f) * 4.0f) : r;
         }
     }
 }
@@ -190,7 +197,7 @@ static int bench(const bench_opts *o)
         st = ki_session_create(m, shapes, ki_model_n_inputs(m), &so, &s, &err);
     }
     if (st == KI_OK) {
-        fill_inputs(s, ki_model_n_inputs(m));
+        fill_inputs(m, s, ki_model_n_inputs(m));
         ki_shape_str(&shapes[0], r.shape, sizeof r.shape);
         st = time_runs(s, o, &r, &err);
     }

@@ -35,6 +35,9 @@ int ki_model_n_inputs(const ki_model *m);
 const char *ki_model_input_name(const ki_model *m, int i);
 /* The input's `#` annotation; ndim -1 when the file has none. Unknown dims are -1. */
 ki_shape ki_model_input_decl(const ki_model *m, int i);
+/* Whether the input is annotated with an integer or bool element type (token ids, indices): its
+ * values are then whole numbers, carried as float32. */
+bool ki_model_input_is_integer(const ki_model *m, int i);
 int ki_model_n_outputs(const ki_model *m);
 const char *ki_model_output_name(const ki_model *m, int i);
 ki_shape ki_model_output_decl(const ki_model *m, int i);

@@ -310,6 +310,13 @@ ki_shape ki_model_input_decl(const ki_model *m, int i)
     return m->g->operands[m->g->inputs[i]].decl;
 }
 
+bool ki_model_input_is_integer(const ki_model *m, int i)
+{
+    const ki_dtype t = m->g->operands[m->g->inputs[i]].dtype;
+    return t == KI_DT_I8 || t == KI_DT_U8 || t == KI_DT_I16 || t == KI_DT_I32 || t == KI_DT_I64 ||
+           t == KI_DT_BOOL;
+}
+
 int ki_model_n_outputs(const ki_model *m)
 {
     return m->g->n_outputs;
