@@ -10,7 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 #include "bench.h"
 #include "commands.h"
 
