@@ -237,25 +237,33 @@ static void test_segment(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Runs `kinfer run ARGS --save-dir TMP` (exit 0 required), reads TMP/saved into *got and ref_npy
+ * into *ref, and removes TMP. */
+static void run_saved(const char *args, const char *saved, const char *ref_npy, ki_shape *sg,
+                      float **got, ki_shape *sr, float **ref)
+{
+    char dir[] = "/tmp/kinfer-saved-XXXXXX", cmd[1024], path[600];
+    ki_error err;
+    assert_non_null(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd, "%%s run %s --save-dir %s > /dev/null 2>&1%%s", args, dir);
+    assert_int_equal(run(cmd, NULL, NULL, 0), 0);
+    snprintf(path, sizeof path, "%s/%s", dir, saved);
+    assert_int_equal(ki_npy_read(path, sg, got, &err), KI_OK);
+    assert_int_equal(ki_npy_read(ref_npy, sr, ref, &err), KI_OK);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* --tokens: a text model's input given as ids on the command line is the int64 .npy's first row,
  * and the saved output equals PyTorch's first row (tests/data/ops/embedding, dynamic export). */
 static void test_tokens(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/kinfer-tok-XXXXXX", cmd[1024], path[600];
-    assert_non_null(mkdtemp(dir));
-    snprintf(cmd, sizeof cmd,
-             "%%s run tests/data/ops/embedding/model_dyn.pnnx.param "
-             "tests/data/ops/embedding/model.pnnx.bin --tokens 20,38,24,47,2,18,17,28,43 "
-             "--save-dir %s > /dev/null 2>&1%%s",
-             dir);
-    assert_int_equal(run(cmd, NULL, NULL, 0), 0);
-    snprintf(path, sizeof path, "%s/out0.npy", dir);
     ki_shape sg, sr;
     float *got = NULL, *ref = NULL;
-    ki_error err;
-    assert_int_equal(ki_npy_read(path, &sg, &got, &err), KI_OK);
-    assert_int_equal(ki_npy_read("tests/data/ops/embedding/out0.npy", &sr, &ref, &err), KI_OK);
+    run_saved("tests/data/ops/embedding/model_dyn.pnnx.param tests/data/ops/embedding/model.pnnx.bin "
+              "--tokens 20,38,24,47,2,18,17,28,43",
+              "out0.npy", "tests/data/ops/embedding/out0.npy", &sg, &got, &sr, &ref);
     assert_int_equal(sg.d[0], 1);
     const int64_t n = ki_shape_count(&sg);
     assert_int_equal(n * sr.d[0], ki_shape_count(&sr));
@@ -267,8 +275,6 @@ static void test_tokens(void **state)
     /* ids out of range, and files given beside --tokens: usage errors */
     assert_int_equal(run("%s run " SAMPLE "--tokens 1,-2 2>/dev/null%s", NULL, NULL, 0), 2);
     assert_int_equal(run("%s run " SAMPLE "x.npy --tokens 1 2>/dev/null%s", NULL, NULL, 0), 2);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
 }
 
 /* Image preprocessing as torchvision does it to a PIL image (tests/data/preprocess/make_refs.py):
@@ -280,17 +286,11 @@ static void test_tokens(void **state)
 
 static void check_input_matches(const char *options, const char *ref_npy)
 {
-    char dir[] = "/tmp/kinfer-prep-XXXXXX", cmd[1024], path[600];
-    assert_non_null(mkdtemp(dir));
-    snprintf(cmd, sizeof cmd, "%%s run " CONVPATHS "%s --save-dir %s/o > /dev/null 2>&1%%s", options,
-             dir);
-    assert_int_equal(run(cmd, NULL, NULL, 0), 0);
-    snprintf(path, sizeof path, "%s/o/in0.npy", dir);
+    char args[512];
     ki_shape sg, sr;
     float *got = NULL, *ref = NULL;
-    ki_error err;
-    assert_int_equal(ki_npy_read(path, &sg, &got, &err), KI_OK);
-    assert_int_equal(ki_npy_read(ref_npy, &sr, &ref, &err), KI_OK);
+    snprintf(args, sizeof args, CONVPATHS "%s", options);
+    run_saved(args, "in0.npy", ref_npy, &sg, &got, &sr, &ref);
     assert_true(ki_shape_equal(&sg, &sr));
     double worst = 0;
     for (int64_t i = 0; i < ki_shape_count(&sr); i++) {
@@ -299,8 +299,6 @@ static void check_input_matches(const char *options, const char *ref_npy)
     }
     free(got);
     free(ref);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
     if (worst > 1e-5) {
         fail_msg("%s: max abs difference %.3g from torchvision (%s)", options, worst, ref_npy);
     }
