@@ -14,6 +14,7 @@
 #include "reg_ops_rnn.def"
 #include "reg_ops3d.def"
 #include "reg_ops_func.def"
+#include "reg_ops_tv.def"
 #include "reg_shape.def"
 #include "reg_yolo.def"
 #undef KI_LAYER
@@ -28,6 +29,7 @@ static const ki_layer_ops *const table[] = {
 #include "reg_ops_rnn.def"
 #include "reg_ops3d.def"
 #include "reg_ops_func.def"
+#include "reg_ops_tv.def"
 #include "reg_shape.def"
 #include "reg_yolo.def"
 };
