@@ -2,7 +2,10 @@
  * torchvision's operator library loaded into pnnx, customop=.../torchvision/_C*.so): average of
  * bilinear samples over each bin of each box. Inputs: x (N, C, H, W) and boxes (K, 5), one row
  * (batch index, x1, y1, x2, y2) per box in input coordinates times spatial_scale; output
- * (K, C, ph, pw). Params: output_size (ph, pw), spatial_scale, sampling_ratio, aligned.
+ * (K, C, ph, pw). Params: output_size (ph, pw), spatial_scale, sampling_ratio, aligned. The
+ * function torchvision.ops.roi_align comes as pnnx.custom_op.torchvision.roi_align, the same
+ * arguments as arg_0 .. arg_6 (input, rois, spatial_scale, pooled_height, pooled_width,
+ * sampling_ratio, aligned), all but the first two constants.
  *
  * The arithmetic follows torchvision's CPU kernel (roi_align_kernel.cpp, roi_align_common.h):
  * aligned shifts the box by -0.5 pixel, otherwise a box is at least 1 x 1; a bin is sampled on a
@@ -30,7 +33,34 @@ typedef struct ra_state {
     bool aligned;
 } ra_state;
 
-static ki_status ra_create(const ki_op_desc *op, void **state, ki_error *err)
+/* The module's parameters, or the custom operator's arguments (input, rois, spatial_scale,
+ * pooled_height, pooled_width, sampling_ratio, aligned as arg_0 .. arg_6). */
+static ki_status ra_params(const ki_op_desc *op, bool custom, ra_state *s, double *scale,
+                           ki_error *err)
+{
+    if (!custom) {
+        ki_status st = ki_op_get_ints(op, "output_size", 2, NULL, s->out, err);
+        st = st != KI_OK ? st : ki_op_get_float(op, "spatial_scale", 1.0, scale, err);
+        st = st != KI_OK ? st : ki_op_get_int(op, "sampling_ratio", -1, &s->ratio, err);
+        return st != KI_OK ? st : ki_op_get_bool(op, "aligned", false, &s->aligned, err);
+    }
+    if (ki_op_input_slot(op, "arg_0", 0) != 0 || ki_op_input_slot(op, "arg_1", 1) != 1) {
+        return KI_FAIL(err, KI_ERR_UNSUPPORTED, "expects $arg_0 (input) and $arg_1 (rois) inputs");
+    }
+    static const char *const keys[5] = { "arg_2", "arg_3", "arg_4", "arg_5", "arg_6" };
+    for (int i = 0; i < 5; i++) {
+        if (!ki_op_has(op, keys[i])) {
+            return KI_FAIL(err, KI_ERR_UNSUPPORTED, "missing constant %s", keys[i]);
+        }
+    }
+    ki_status st = ki_op_get_float(op, "arg_2", 1.0, scale, err);
+    st = st != KI_OK ? st : ki_op_get_int(op, "arg_3", 0, &s->out[0], err);
+    st = st != KI_OK ? st : ki_op_get_int(op, "arg_4", 0, &s->out[1], err);
+    st = st != KI_OK ? st : ki_op_get_int(op, "arg_5", -1, &s->ratio, err);
+    return st != KI_OK ? st : ki_op_get_bool(op, "arg_6", false, &s->aligned, err);
+}
+
+static ki_status ra_create_common(const ki_op_desc *op, bool custom, void **state, ki_error *err)
 {
     double scale = 1.0;
     ra_state *s = calloc(1, sizeof *s);
@@ -38,10 +68,7 @@ static ki_status ra_create(const ki_op_desc *op, void **state, ki_error *err)
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
     ki_status st = ki_shapeop_check_io(op, 2, 1, err);
-    st = st != KI_OK ? st : ki_op_get_ints(op, "output_size", 2, NULL, s->out, err);
-    st = st != KI_OK ? st : ki_op_get_float(op, "spatial_scale", 1.0, &scale, err);
-    st = st != KI_OK ? st : ki_op_get_int(op, "sampling_ratio", -1, &s->ratio, err);
-    st = st != KI_OK ? st : ki_op_get_bool(op, "aligned", false, &s->aligned, err);
+    st = st != KI_OK ? st : ra_params(op, custom, s, &scale, err);
     if (st == KI_OK &&
         (s->out[0] < 1 || s->out[0] > KI_MAX_DIM || s->out[1] < 1 || s->out[1] > KI_MAX_DIM)) {
         st = KI_FAIL(err, KI_ERR_FORMAT, "output_size (%lld,%lld) must be positive",
@@ -58,6 +85,16 @@ static ki_status ra_create(const ki_op_desc *op, void **state, ki_error *err)
     s->scale = (float)scale;
     *state = s;
     return KI_OK;
+}
+
+static ki_status ra_create(const ki_op_desc *op, void **state, ki_error *err)
+{
+    return ra_create_common(op, false, state, err);
+}
+
+static ki_status ra_create_custom(const ki_op_desc *op, void **state, ki_error *err)
+{
+    return ra_create_common(op, true, state, err);
 }
 
 static ki_status ra_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out, int n_out,
@@ -201,6 +238,15 @@ static ki_status ra_forward(const void *state, const ki_tensor *in, int n_in, ki
 const ki_layer_ops ki_layer_tv_roi_align = {
     .type = "torchvision.ops.RoIAlign",
     .create = ra_create,
+    .shape = ra_shape,
+    .forward = ra_forward,
+    .destroy = free,
+};
+
+/* torchvision.ops.roi_align called as a function: pnnx writes the TorchScript operator. */
+const ki_layer_ops ki_layer_tv_roi_align_custom = {
+    .type = "pnnx.custom_op.torchvision.roi_align",
+    .create = ra_create_custom,
     .shape = ra_shape,
     .forward = ra_forward,
     .destroy = free,

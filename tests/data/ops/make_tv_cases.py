@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Zoo cases for the torchvision operators (issue #22): torchvision.ops.DeformConv2d and
-torchvision.ops.RoIAlign, with PyTorch (torchvision's CPU kernels) as the oracle.
+"""Zoo cases for the torchvision operators (issue #22): torchvision.ops.DeformConv2d,
+torchvision.ops.RoIAlign and the function roi_align (pnnx.custom_op.torchvision.roi_align),
+with PyTorch (torchvision's CPU kernels) as the oracle.
 
 pnnx only converts these modules with torchvision's operator library loaded (customop=), so this
 runs zoocase through a small pnnx wrapper that adds it. Run from the repository root:
@@ -73,6 +74,16 @@ def roi_cases():
     write_case(OPS + "/tv_roi_align_adaptive", Lambda(lambda s, x, b: s.ra(x, b), ra=ra),
                [r(2, 4, 10, 10), b1], dyn_inputs=[r(1, 4, 9, 6), b2],
                note="RoIAlign((2,3), spatial_scale=0.25, sampling_ratio=0, aligned=False)")
+
+    # the function (pnnx.custom_op.torchvision.roi_align): aligned with an adaptive grid; a box
+    # given backwards has a negative size and an empty grid.
+    b1 = boxes([[1, 2.0, 3.0, 13.0, 11.0], [0, 8.0, 9.0, 2.0, 1.0], [1, -4, -4, 3, 20],
+                [0, 5.5, 0.25, 6.0, 15.75]])
+    b2 = boxes([[0, 1.0, 1.0, 12.0, 12.0], [0, 0.0, 4.0, 30.0, 9.0]])
+    write_case(OPS + "/tv_roi_align_func",
+               Lambda(lambda s, x, b: torchvision.ops.roi_align(x, b, (3, 2), 0.75, -1, True)),
+               [r(2, 3, 9, 8), b1], dyn_inputs=[r(1, 3, 12, 10), b2],
+               note="torchvision.ops.roi_align(x, boxes, (3,2), 0.75, -1, True)")
 
 
 if __name__ == "__main__":
