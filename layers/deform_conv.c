@@ -5,7 +5,10 @@
  * (N, og*kh*kw, oh, ow), og offset groups (og divides C; read from the offset's channels, as
  * torchvision does). Offset channel 2*(i*kw + j) of a group holds the tap's dy, the next one its
  * dx. Params: in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias;
- * @weight (out, C/groups, kh, kw) and @bias (out).
+ * @weight (out, C/groups, kh, kw) and @bias (out). The function torchvision.ops.deform_conv2d
+ * comes as pnnx.custom_op.torchvision.deform_conv2d: input, weight, offset, mask and bias as
+ * inputs $arg_0 .. $arg_4, then constants stride, padding, dilation (h, w each), groups,
+ * offset_groups and use_mask as arg_5 .. arg_13.
  *
  * The arithmetic follows torchvision's CPU kernel (deform_conv2d_kernel.cpp): the tap of output
  * (oy, ox) at (i, j) reads x at y = (oy*sh - ph + i*dh) + dy, x = (ox*sw - pw + j*dw) + dx by
@@ -30,7 +33,12 @@ typedef struct dcn_state {
     int64_t k[2], stride[2], pad[2], dil[2];
     const float *weight; /* (out_ch, in_ch / groups, kh, kw) */
     const float *bias;   /* out_ch values, or NULL */
-    bool use_mask;       /* a third input */
+    bool use_mask;
+    /* The function's form (pnnx.custom_op.torchvision.deform_conv2d): weight and bias are
+     * inputs, and in_ch, out_ch and k come from the weight's shape when it is bound to a run. */
+    bool custom;
+    int64_t offset_groups;                    /* custom only: arg_12, checked against the offset */
+    int in_x, in_w, in_off, in_mask, in_bias; /* input slots; w and bias -1 for the module */
 } dcn_state;
 
 /* kernel_size (checked against @weight), stride, padding and dilation. */
@@ -114,7 +122,103 @@ static ki_status dcn_create(const ki_op_desc *op, void **state, ki_error *err)
     }
     s->weight = w->data;
     s->use_mask = op->n_inputs == 3;
+    s->in_x = 0, s->in_w = -1, s->in_off = 1, s->in_mask = s->use_mask ? 2 : -1, s->in_bias = -1;
     *state = s;
+    return KI_OK;
+}
+
+/* The function's constants arg_5 .. arg_13: stride, padding and dilation (h, w), groups,
+ * offset_groups, use_mask. */
+static ki_status dcn_custom_params(const ki_op_desc *op, dcn_state *s, ki_error *err)
+{
+    static const char *const keys[9] = { "arg_5",  "arg_6",  "arg_7",  "arg_8", "arg_9",
+                                         "arg_10", "arg_11", "arg_12", "arg_13" };
+    int64_t v[8];
+    ki_status st = KI_OK;
+    for (int i = 0; i < 9 && st == KI_OK; i++) {
+        if (!ki_op_has(op, keys[i])) {
+            return KI_FAIL(err, KI_ERR_UNSUPPORTED, "missing constant %s", keys[i]);
+        }
+        st = i < 8 ? ki_op_get_int(op, keys[i], 0, &v[i], err)
+                   : ki_op_get_bool(op, keys[i], false, &s->use_mask, err);
+    }
+    if (st != KI_OK) {
+        return st;
+    }
+    for (int a = 0; a < 2; a++) {
+        s->stride[a] = v[a], s->pad[a] = v[2 + a], s->dil[a] = v[4 + a];
+        s->k[a] = 1; /* checked again with the weight's */
+        if (s->stride[a] < 1 || s->stride[a] > KI_CV_MAX_PARAM || s->dil[a] < 1 ||
+            s->dil[a] > KI_CV_MAX_PARAM || s->pad[a] < 0 || s->pad[a] > KI_CV_MAX_PARAM) {
+            return KI_FAIL(err, KI_ERR_FORMAT,
+                           "stride and dilation must be in [1, %lld] and padding in [0, %lld]",
+                           (long long)KI_CV_MAX_PARAM, (long long)KI_CV_MAX_PARAM);
+        }
+    }
+    s->groups = v[6], s->offset_groups = v[7];
+    if (s->groups < 1 || s->groups > KI_MAX_DIM || s->offset_groups < 1 ||
+        s->offset_groups > KI_MAX_DIM) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "groups %lld / offset_groups %lld must be positive",
+                       (long long)s->groups, (long long)s->offset_groups);
+    }
+    return KI_OK;
+}
+
+/* pnnx.custom_op.torchvision.deform_conv2d: input, weight, offset, mask, bias as $arg_0 ..
+ * $arg_4 (pnnx passes a None mask or bias as a constant operand; the mask is read only with
+ * use_mask). */
+static ki_status dcn_create_custom(const ki_op_desc *op, void **state, ki_error *err)
+{
+    static const char *const keys[5] = { "arg_0", "arg_1", "arg_2", "arg_3", "arg_4" };
+    int slot[5];
+    dcn_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+    }
+    ki_status st =
+        op->n_inputs == 5 && op->n_outputs == 1
+            ? KI_OK
+            : KI_FAIL(err, KI_ERR_FORMAT, "has %d inputs and %d outputs, expected 5 and 1",
+                      op->n_inputs, op->n_outputs);
+    for (int i = 0; i < 5 && st == KI_OK; i++) {
+        slot[i] = ki_op_input_index(op, keys[i]);
+        if (slot[i] < 0) {
+            st = KI_FAIL(err, KI_ERR_UNSUPPORTED, "expects $arg_0 .. $arg_4 as inputs");
+        }
+    }
+    st = st != KI_OK ? st : dcn_custom_params(op, s, err);
+    if (st != KI_OK) {
+        free(s);
+        return st;
+    }
+    s->custom = true;
+    s->in_x = slot[0], s->in_w = slot[1], s->in_off = slot[2], s->in_bias = slot[4];
+    s->in_mask = s->use_mask ? slot[3] : -1;
+    *state = s;
+    return KI_OK;
+}
+
+/* The layer for these input shapes: the function's takes channels and kernel from the weight
+ * and checks it and the bias; the module's is the state itself. */
+static ki_status dcn_bind(const dcn_state *s, const ki_shape *in, dcn_state *b, ki_error *err)
+{
+    char buf[96];
+    *b = *s;
+    if (!s->custom) {
+        return KI_OK;
+    }
+    const ki_shape *w = &in[s->in_w], *bias = &in[s->in_bias];
+    if (w->kind != KI_KIND_TENSOR || w->ndim != 4 || w->d[0] < 1 || w->d[1] < 1 ||
+        w->d[1] > KI_MAX_DIM / s->groups || w->d[0] % s->groups != 0 || w->d[2] < 1 ||
+        w->d[2] > KI_CV_MAX_PARAM || w->d[3] < 1 || w->d[3] > KI_CV_MAX_PARAM) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "weight %s is not (out, in/%lld, kh, kw)",
+                       ki_shape_str(w, buf, sizeof buf), (long long)s->groups);
+    }
+    if (bias->kind != KI_KIND_TENSOR || bias->ndim != 1 || bias->d[0] != w->d[0]) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "bias %s does not hold %lld values",
+                       ki_shape_str(bias, buf, sizeof buf), (long long)w->d[0]);
+    }
+    b->out_ch = w->d[0], b->in_ch = w->d[1] * s->groups, b->k[0] = w->d[2], b->k[1] = w->d[3];
     return KI_OK;
 }
 
@@ -144,12 +248,17 @@ static ki_status dcn_check_map(const ki_shape *m, const char *what, const int64_
 static ki_status dcn_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
                            int n_out, ki_error *err)
 {
-    const dcn_state *s = state;
-    const ki_shape *x = &in[0];
-    const int64_t kk = s->k[0] * s->k[1];
+    dcn_state bound;
+    const dcn_state *s = &bound;
     char buf[96];
     int64_t og, mg;
     (void)n_in, (void)n_out;
+    ki_status st = dcn_bind(state, in, &bound, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    const ki_shape *x = &in[s->in_x];
+    const int64_t kk = s->k[0] * s->k[1];
     if (x->kind != KI_KIND_TENSOR || x->ndim != 4 || x->d[1] != s->in_ch) {
         return KI_FAIL(err, KI_ERR_SHAPE, "input %s is not (N, %lld, H, W)",
                        ki_shape_str(x, buf, sizeof buf), (long long)s->in_ch);
@@ -159,16 +268,20 @@ static ki_status dcn_shape(const void *state, const ki_shape *in, int n_in, ki_s
         return KI_FAIL(err, KI_ERR_SHAPE, "input %s is too small for the kernel (output %lldx%lld)",
                        ki_shape_str(x, buf, sizeof buf), (long long)d[2], (long long)d[3]);
     }
-    ki_status st = dcn_check_map(&in[1], "offset", d, 2 * kk, &og, err);
+    st = dcn_check_map(&in[s->in_off], "offset", d, 2 * kk, &og, err);
     if (st != KI_OK) {
         return st;
+    }
+    if (s->custom && og != s->offset_groups) {
+        return KI_FAIL(err, KI_ERR_SHAPE, "offset has %lld groups, offset_groups is %lld",
+                       (long long)og, (long long)s->offset_groups);
     }
     if (s->in_ch % og != 0) {
         return KI_FAIL(err, KI_ERR_SHAPE, "%lld offset groups do not divide %lld input channels",
                        (long long)og, (long long)s->in_ch);
     }
     if (s->use_mask) {
-        st = dcn_check_map(&in[2], "mask", d, kk, &mg, err);
+        st = dcn_check_map(&in[s->in_mask], "mask", d, kk, &mg, err);
         if (st == KI_OK && mg != og) {
             st = KI_FAIL(err, KI_ERR_SHAPE, "mask has %lld groups, offset %lld", (long long)mg,
                          (long long)og);
@@ -181,10 +294,14 @@ static ki_status dcn_shape(const void *state, const ki_shape *in, int n_in, ki_s
 static size_t dcn_workspace(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
                             int n_out, int n_threads)
 {
-    const dcn_state *s = state;
+    dcn_state b;
+    ki_error err;
     size_t bytes;
-    (void)in, (void)n_in, (void)out, (void)n_out, (void)n_threads;
-    return ki_cv_floats3(&bytes, s->in_ch * s->k[0], s->k[1], DC_TILE) ? bytes : SIZE_MAX;
+    (void)n_in, (void)out, (void)n_out, (void)n_threads;
+    if (dcn_bind(state, in, &b, &err) != KI_OK) {
+        return SIZE_MAX; /* shape() has failed already */
+    }
+    return ki_cv_floats3(&bytes, b.in_ch * b.k[0], b.k[1], DC_TILE) ? bytes : SIZE_MAX;
 }
 
 /* torchvision's bilinear_interpolate for deformable convolution. */
@@ -263,15 +380,25 @@ static void dcn_gemm(const dcn_state *s, const float *col, int64_t np, float *y,
 static ki_status dcn_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
                              int n_out, const ki_exec *ex)
 {
-    const dcn_state *s = state;
-    const ki_shape *xs = &in[0].shape, *os = &out[0].shape;
-    const int64_t kk = s->k[0] * s->k[1], plane = os->d[2] * os->d[3];
-    const int64_t og = in[1].shape.d[1] / (2 * kk), tiles = (plane + DC_TILE - 1) / DC_TILE;
-    const int64_t tasks = os->d[0] * tiles;
-    (void)n_in, (void)n_out;
-    if (ex->ws_per_thread < dcn_workspace(s, NULL, 0, NULL, 0, ex->n_threads)) {
-        return KI_ERR_INTERNAL;
+    ki_shape shapes[5];
+    dcn_state bound;
+    const dcn_state *s = &bound;
+    ki_error err;
+    (void)n_out;
+    for (int i = 0; i < n_in && i < 5; i++) {
+        shapes[i] = in[i].shape;
     }
+    if (dcn_bind(state, shapes, &bound, &err) != KI_OK ||
+        ex->ws_per_thread < dcn_workspace(state, shapes, n_in, NULL, 0, ex->n_threads)) {
+        return KI_ERR_INTERNAL; /* shape() has checked them */
+    }
+    if (s->custom) {
+        bound.weight = in[s->in_w].data, bound.bias = in[s->in_bias].data;
+    }
+    const ki_shape *xs = &in[s->in_x].shape, *os = &out[0].shape;
+    const int64_t kk = s->k[0] * s->k[1], plane = os->d[2] * os->d[3];
+    const int64_t og = in[s->in_off].shape.d[1] / (2 * kk), tiles = (plane + DC_TILE - 1) / DC_TILE;
+    const int64_t tasks = os->d[0] * tiles;
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
     for (int64_t task = 0; task < tasks; task++) {
         const int64_t b = task / tiles, p0 = task % tiles * DC_TILE;
@@ -279,9 +406,9 @@ static ki_status dcn_forward(const void *state, const ki_tensor *in, int n_in, k
         float *col =
             (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
         const dcn_image im = {
-            .x = in[0].data + b * xs->d[1] * xs->d[2] * xs->d[3],
-            .offset = in[1].data + b * 2 * og * kk * plane,
-            .mask = s->use_mask ? in[2].data + b * og * kk * plane : NULL,
+            .x = in[s->in_x].data + b * xs->d[1] * xs->d[2] * xs->d[3],
+            .offset = in[s->in_off].data + b * 2 * og * kk * plane,
+            .mask = s->use_mask ? in[s->in_mask].data + b * og * kk * plane : NULL,
             .h = xs->d[2],
             .w = xs->d[3],
             .oh = os->d[2],
@@ -297,6 +424,16 @@ static ki_status dcn_forward(const void *state, const ki_tensor *in, int n_in, k
 const ki_layer_ops ki_layer_tv_deform_conv2d = {
     .type = "torchvision.ops.DeformConv2d",
     .create = dcn_create,
+    .shape = dcn_shape,
+    .workspace = dcn_workspace,
+    .forward = dcn_forward,
+    .destroy = free,
+};
+
+/* torchvision.ops.deform_conv2d called as a function: pnnx writes the TorchScript operator. */
+const ki_layer_ops ki_layer_tv_deform_conv2d_custom = {
+    .type = "pnnx.custom_op.torchvision.deform_conv2d",
+    .create = dcn_create_custom,
     .shape = dcn_shape,
     .workspace = dcn_workspace,
     .forward = dcn_forward,

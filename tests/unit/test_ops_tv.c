@@ -1,7 +1,8 @@
-/* test_ops_tv.c - the torchvision layers (deform_conv.c, roi_align.c): malformed parameters and
- * shapes fail with a message, boxes torchvision would read out of bounds fail the run, NaN
- * offsets and boxes do not crash, and outputs of several tiles are bitwise equal at 1 and 2
- * threads. PyTorch's values are checked by the zoo cases (tests/data/ops/tv_*). */
+/* test_ops_tv.c - the torchvision layers (deform_conv.c, roi_align.c; modules and functions):
+ * malformed parameters and shapes fail with a message, boxes torchvision would read out of
+ * bounds fail the run, NaN offsets and boxes do not crash, and outputs of several tiles are
+ * bitwise equal at 1 and 2 threads. PyTorch's values are checked by the zoo cases
+ * (tests/data/ops/tv_*). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -92,6 +93,46 @@ static void test_create_errors(void **unused)
     expect_create_fail(&t, KI_ERR_FORMAT, "inputs");
 }
 
+/* pnnx.custom_op.torchvision.deform_conv2d with its five inputs named (keys, which t points to)
+ * and its nine constants: stride, padding, dilation, groups and offset groups 1, use_mask. */
+static void dcn_custom_op(top *t, const char **keys)
+{
+    static const char *const consts[8] = { "arg_5", "arg_6",  "arg_7",  "arg_8",
+                                           "arg_9", "arg_10", "arg_11", "arg_12" };
+    static const char *const names[5] = { "arg_0", "arg_1", "arg_2", "arg_3", "arg_4" };
+    top_init(t, "pnnx.custom_op.torchvision.deform_conv2d", 5, 1);
+    for (int i = 0; i < 5; i++) {
+        keys[i] = names[i];
+    }
+    t->d.input_keys = keys;
+    for (int i = 0; i < 8; i++) {
+        top_int(t, consts[i], 1);
+    }
+    top_bool(t, "arg_13", 1);
+}
+
+static void test_custom_errors(void **unused)
+{
+    (void)unused;
+    top t;
+    const char *keys[5];
+    dcn_custom_op(&t, keys);
+    keys[3] = NULL;
+    expect_create_fail(&t, KI_ERR_UNSUPPORTED, "$arg_0 .. $arg_4");
+    dcn_custom_op(&t, keys);
+    t.d.n_params--; /* no use_mask */
+    expect_create_fail(&t, KI_ERR_UNSUPPORTED, "arg_13");
+    dcn_custom_op(&t, keys);
+    t.params[6].i = 0; /* groups */
+    expect_create_fail(&t, KI_ERR_FORMAT, "groups");
+    dcn_custom_op(&t, keys);
+    t.params[0].i = -1; /* stride_h */
+    expect_create_fail(&t, KI_ERR_FORMAT, "stride");
+    roi_op(&t, 2, 2, 2, 1);
+    t.d.type = "pnnx.custom_op.torchvision.roi_align";
+    expect_create_fail(&t, KI_ERR_UNSUPPORTED, "arg_2");
+}
+
 /* Creates t and expects shape() to fail on the input shapes with a message holding needle. */
 static void expect_shape_fail(const top *t, const ki_shape *in, int n_in, const char *needle)
 {
@@ -145,6 +186,22 @@ static void test_shape_errors(void **unused)
     expect_shape_fail(&t, in, 2, "(K, 5)");
     in[1] = ki_shape_make(1, (const int64_t[]){ 5 });
     expect_shape_fail(&t, in, 2, "(K, 5)");
+
+    const char *keys[5];
+    ki_shape cin[5] = { ki_shape_make(4, (const int64_t[]){ 1, 4, 6, 6 }),
+                        ki_shape_make(4, (const int64_t[]){ 8, 4, 3, 3 }),
+                        ki_shape_make(4, (const int64_t[]){ 1, 18, 6, 6 }),
+                        ki_shape_make(4, (const int64_t[]){ 1, 9, 6, 6 }),
+                        ki_shape_make(1, (const int64_t[]){ 8 }) };
+    dcn_custom_op(&t, keys);
+    cin[1] = ki_shape_make(3, (const int64_t[]){ 8, 4, 3 });
+    expect_shape_fail(&t, cin, 5, "weight");
+    cin[1] = ki_shape_make(4, (const int64_t[]){ 8, 4, 3, 3 });
+    cin[4] = ki_shape_make(1, (const int64_t[]){ 7 });
+    expect_shape_fail(&t, cin, 5, "bias");
+    cin[4] = ki_shape_make(1, (const int64_t[]){ 8 });
+    cin[2] = ki_shape_make(4, (const int64_t[]){ 1, 36, 6, 6 });
+    expect_shape_fail(&t, cin, 5, "offset_groups is 1");
 }
 
 /* Runs the layer t at 1 and 2 threads: both succeed with bitwise equal outputs of n floats
@@ -233,9 +290,8 @@ static void test_roi_boxes(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_create_errors),
-        cmocka_unit_test(test_shape_errors),
-        cmocka_unit_test(test_deform_tiles),
+        cmocka_unit_test(test_create_errors), cmocka_unit_test(test_shape_errors),
+        cmocka_unit_test(test_custom_errors), cmocka_unit_test(test_deform_tiles),
         cmocka_unit_test(test_roi_boxes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

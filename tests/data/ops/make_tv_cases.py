@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Zoo cases for the torchvision operators (issue #22): torchvision.ops.DeformConv2d,
-torchvision.ops.RoIAlign and the function roi_align (pnnx.custom_op.torchvision.roi_align),
+torchvision.ops.RoIAlign and the functions deform_conv2d and roi_align (pnnx.custom_op.*),
 with PyTorch (torchvision's CPU kernels) as the oracle.
 
 pnnx only converts these modules with torchvision's operator library loaded (customop=), so this
@@ -50,6 +50,29 @@ def deform_cases():
                [r(1, 6, 9, 10, lo=-2, hi=2)], dyn_inputs=[r(2, 6, 7, 12, lo=-2, hi=2)],
                note="DeformConv2d(6, 5, (3,2), stride=2, padding=(2,1), dilation=(2,1), "
                     "bias=False)(x, conv(x)), 3 offset groups")
+
+    # the function (pnnx.custom_op.torchvision.deform_conv2d): weight and bias as pnnx.Attribute
+    # operands, the offset an input, the mask computed (sigmoid of an input); 2 offset groups.
+    torch.manual_seed(4)
+    w = torch.nn.Parameter(r(4, 3, 3, 3))
+    b = torch.nn.Parameter(r(4))
+    write_case(OPS + "/tv_deform_conv_func",
+               Lambda(lambda s, x, o, m: torchvision.ops.deform_conv2d(
+                   x, o, s.w, s.b, stride=(1, 2), padding=(1, 0), dilation=(1, 2),
+                   mask=torch.sigmoid(m)), w=w, b=b),
+               [r(1, 6, 7, 9), r(1, 2 * 2 * 9, 7, 3, lo=-2, hi=2), r(1, 2 * 9, 7, 3, lo=-3, hi=3)],
+               dyn_inputs=[r(2, 6, 5, 11), r(2, 2 * 2 * 9, 5, 4, lo=-2, hi=2),
+                           r(2, 2 * 9, 5, 4, lo=-3, hi=3)],
+               note="deform_conv2d(x, offset, w, b, stride=(1,2), padding=(1,0), dilation=(1,2), "
+                    "mask=sigmoid(m))")
+    # no mask, no bias (pnnx passes both as constant operands), 2 groups of weights.
+    torch.manual_seed(5)
+    w = torch.nn.Parameter(r(6, 2, 2, 2))
+    write_case(OPS + "/tv_deform_conv_func_nomask",
+               Lambda(lambda s, x, o: torchvision.ops.deform_conv2d(x, o, s.w, stride=2, padding=1),
+                      w=w),
+               [r(1, 4, 6, 7), r(1, 8, 4, 4, lo=-2, hi=2)],
+               note="deform_conv2d(x, offset, w (6,2,2,2), stride=2, padding=1): groups 2")
 
 
 def boxes(rows):
