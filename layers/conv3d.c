@@ -23,7 +23,7 @@ typedef struct conv3d {
     bool functional; /* F.conv3d: weight (and bias) are inputs w_in (b_in, or -1) */
     int x_in, w_in, b_in;
     bool same; /* padding='same': computed from the kernel */
-    ki_vol_pad_mode mode;
+    ki_conv_pad_mode mode;
     int64_t out_ch, cig, groups; /* nn.Conv3d: from @weight */
     int64_t k[3], s[3], dl[3], pad_lo[3], pad_hi[3];
     const float *weight;
@@ -49,17 +49,7 @@ static ki_status parse_padding(const ki_op_desc *op, conv3d *c, ki_error *err)
     int64_t v[6];
     int n;
     if (p && p->kind == KI_PARAM_STRING) {
-        if (strcmp(p->s, "valid") == 0) {
-            return KI_OK;
-        }
-        if (strcmp(p->s, "same") != 0) {
-            return KI_FAIL(err, KI_ERR_FORMAT, "padding=%s is not same, valid or numbers", p->s);
-        }
-        if (c->s[0] != 1 || c->s[1] != 1 || c->s[2] != 1) {
-            return KI_FAIL(err, KI_ERR_UNSUPPORTED, "padding=same needs stride 1");
-        }
-        c->same = true;
-        return KI_OK;
+        return ki_cv_padding_word(p, c->s[0] == 1 && c->s[1] == 1 && c->s[2] == 1, &c->same, err);
     }
     ki_status st = ki_op_get_int_list(op, "padding", 6, v, &n, err);
     if (st != KI_OK) {
@@ -81,21 +71,6 @@ static ki_status parse_padding(const ki_op_desc *op, conv3d *c, ki_error *err)
         }
     }
     return KI_OK;
-}
-
-static ki_status parse_mode(const ki_op_desc *op, conv3d *c, ki_error *err)
-{
-    static const char *const names[] = { "zeros", "reflect", "replicate", "circular" };
-    const char *s;
-    ki_status st = ki_op_get_string(op, "padding_mode", "zeros", &s, err);
-    for (int i = 0; st == KI_OK && i < 4; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            c->mode = (ki_vol_pad_mode)i;
-            return KI_OK;
-        }
-    }
-    return st != KI_OK ? st
-                       : KI_FAIL(err, KI_ERR_UNSUPPORTED, "padding_mode=%s is not supported", s);
 }
 
 /* nn.Conv3d: @weight (out, in/groups, kd, kh, kw) and the optional @bias. */
@@ -184,7 +159,7 @@ static ki_status parse(const ki_op_desc *op, conv3d *c, ki_error *err)
     if (st == KI_OK) {
         st = parse_padding(op, c, err);
     }
-    return st == KI_OK ? parse_mode(op, c, err) : st;
+    return st == KI_OK ? ki_cv_parse_pad_mode(op, &c->mode, err) : st;
 }
 
 static ki_status create(const ki_op_desc *op, bool functional, void **state, ki_error *err)
@@ -264,11 +239,11 @@ static ki_status out_dims(const conv3d *c, c3_geom *g, ki_error *err)
         int64_t span = c->dl[i] * (g->k[i] - 1), hi;
         g->lo[i] = c->same ? span / 2 : c->pad_lo[i];
         hi = c->same ? span - g->lo[i] : c->pad_hi[i];
-        if (c->mode == KI_VOL_PAD_REFLECT && (g->lo[i] >= in[i] || hi >= in[i])) {
+        if (c->mode == KI_CONV_PAD_REFLECT && (g->lo[i] >= in[i] || hi >= in[i])) {
             return KI_FAIL(err, KI_ERR_SHAPE, "reflect padding %lld needs an input above %lld",
                            (long long)(g->lo[i] > hi ? g->lo[i] : hi), (long long)in[i]);
         }
-        if (c->mode != KI_VOL_PAD_ZEROS && (g->lo[i] > in[i] || hi > in[i] || in[i] == 0)) {
+        if (c->mode != KI_CONV_PAD_ZEROS && (g->lo[i] > in[i] || hi > in[i] || in[i] == 0)) {
             return KI_FAIL(err, KI_ERR_SHAPE, "padding %lld is larger than the input (%lld)",
                            (long long)(g->lo[i] > hi ? g->lo[i] : hi), (long long)in[i]);
         }
@@ -363,9 +338,12 @@ static void pack_panel(const conv3d *c, const c3_geom *g, const float *x, int64_
         int64_t oz = z0 + j0 / g->ohw, oy = j0 / g->o[2] % g->o[1], ox = j0 % g->o[2];
         const float *src = x + r / k3 * g->dhw;
         for (; jj < nr; jj++) {
-            int64_t iz = ki_vol_pad_index(oz * c->s[0] - g->lo[0] + kz * c->dl[0], g->x.d, c->mode);
-            int64_t iy = ki_vol_pad_index(oy * c->s[1] - g->lo[1] + ky * c->dl[1], g->x.h, c->mode);
-            int64_t ix = ki_vol_pad_index(ox * c->s[2] - g->lo[2] + kx * c->dl[2], g->x.w, c->mode);
+            int64_t iz =
+                ki_conv_pad_index(oz * c->s[0] - g->lo[0] + kz * c->dl[0], g->x.d, c->mode);
+            int64_t iy =
+                ki_conv_pad_index(oy * c->s[1] - g->lo[1] + ky * c->dl[1], g->x.h, c->mode);
+            int64_t ix =
+                ki_conv_pad_index(ox * c->s[2] - g->lo[2] + kx * c->dl[2], g->x.w, c->mode);
             b[jj] = iz >= 0 && iy >= 0 && ix >= 0 ? src[(iz * g->x.h + iy) * g->x.w + ix] : 0.0f;
             if (++ox == g->o[2]) { /* the next output row, and plane */
                 ox = 0;

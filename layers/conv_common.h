@@ -154,6 +154,72 @@ static inline bool ki_cv_is_residual_add(const ki_op_desc *next)
     return !d || d[0].ndim < 0 || d[1].ndim < 0 || ki_shape_equal(&d[0], &d[1]);
 }
 
+/* nn.Conv2d's and nn.Conv3d's padding_mode, in the order of ki_cv_parse_pad_mode's names. */
+typedef enum ki_conv_pad_mode {
+    KI_CONV_PAD_ZEROS = 0,
+    KI_CONV_PAD_REFLECT,
+    KI_CONV_PAD_REPLICATE,
+    KI_CONV_PAD_CIRCULAR
+} ki_conv_pad_mode;
+
+/* Maps a padded coordinate i (may be < 0 or >= n) to an input coordinate, or -1 for a zero.
+ * Valid for |overhang| <= n (circular) and < n (reflect), which shape() ensures. */
+static inline int64_t ki_conv_pad_index(int64_t i, int64_t n, ki_conv_pad_mode m)
+{
+    if (i >= 0 && i < n) {
+        return i;
+    }
+    switch (m) {
+    case KI_CONV_PAD_REFLECT:
+        return i < 0 ? -i : 2 * (n - 1) - i;
+    case KI_CONV_PAD_REPLICATE:
+        return i < 0 ? 0 : n - 1;
+    case KI_CONV_PAD_CIRCULAR:
+        return i < 0 ? i + n : i - n;
+    case KI_CONV_PAD_ZEROS:
+        break;
+    }
+    return -1;
+}
+
+/* padding_mode: zeros (the default), reflect, replicate or circular. */
+static inline ki_status ki_cv_parse_pad_mode(const ki_op_desc *op, ki_conv_pad_mode *m,
+                                             ki_error *err)
+{
+    static const char *const names[] = { "zeros", "reflect", "replicate", "circular" };
+    const char *s;
+    ki_status st = ki_op_get_string(op, "padding_mode", "zeros", &s, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *m = (ki_conv_pad_mode)i;
+            return KI_OK;
+        }
+    }
+    return KI_FAIL(err, KI_ERR_UNSUPPORTED, "padding_mode=%s is not supported", s);
+}
+
+/* padding given as a word (p->kind is KI_PARAM_STRING): valid (no padding, *same false) or same
+ * (*same true), which PyTorch allows with stride 1 only. */
+static inline ki_status ki_cv_padding_word(const ki_param *p, bool stride1, bool *same,
+                                           ki_error *err)
+{
+    *same = false;
+    if (strcmp(p->s, "valid") == 0) {
+        return KI_OK;
+    }
+    if (strcmp(p->s, "same") != 0) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "padding=%s is not same, valid or numbers", p->s);
+    }
+    if (!stride1) {
+        return KI_FAIL(err, KI_ERR_UNSUPPORTED, "padding=same needs stride 1");
+    }
+    *same = true;
+    return KI_OK;
+}
+
 /* Reads an optional count parameter (in_channels, out_features...) and checks that it agrees
  * with the value the weight implies. */
 static inline ki_status ki_cv_check_count(const ki_op_desc *op, const char *key, int64_t have,

@@ -1,6 +1,6 @@
 /* vol_common.h - helpers shared by the 3-D (volumetric) layers of the convolution family
- * (conv3d.c, deconv3d.c, pool3d.c): reading (N,C,D,H,W) inputs, triples of spatial parameters,
- * padding index maps and the pooling output size. Only static inline functions and types; no
+ * (conv3d.c, deconv3d.c, pool3d.c): reading (N,C,D,H,W) inputs, triples of spatial parameters
+ * and the pooling output size. Only static inline functions and types; no
  * state, thread-safe. */
 #ifndef KI_VOL_COMMON_H
 #define KI_VOL_COMMON_H
@@ -55,34 +55,6 @@ static inline ki_status ki_vol_triple(const ki_op_desc *op, const char *key, con
         }
     }
     return st;
-}
-
-/* nn.Conv3d's padding_mode. */
-typedef enum ki_vol_pad_mode {
-    KI_VOL_PAD_ZEROS = 0,
-    KI_VOL_PAD_REFLECT,
-    KI_VOL_PAD_REPLICATE,
-    KI_VOL_PAD_CIRCULAR
-} ki_vol_pad_mode;
-
-/* Maps a padded coordinate i (may be < 0 or >= n) to an input coordinate, or -1 for a zero.
- * Valid for an overhang of at most n (circular) and below n (reflect), which shape() ensures. */
-static inline int64_t ki_vol_pad_index(int64_t i, int64_t n, ki_vol_pad_mode m)
-{
-    if (i >= 0 && i < n) {
-        return i;
-    }
-    switch (m) {
-    case KI_VOL_PAD_REFLECT:
-        return i < 0 ? -i : 2 * (n - 1) - i;
-    case KI_VOL_PAD_REPLICATE:
-        return i < 0 ? 0 : n - 1;
-    case KI_VOL_PAD_CIRCULAR:
-        return i < 0 ? i + n : i - n;
-    case KI_VOL_PAD_ZEROS:
-        break;
-    }
-    return -1;
 }
 
 /* PyTorch's pooling_output_shape: with ceil_mode the last window must start inside the input
