@@ -247,6 +247,31 @@ static inline ki_status ki_cv_check_io(const ki_op_desc *op, int n_in, int n_out
     return KI_OK;
 }
 
+/* The @weight of an nn. conv-like op with one input and one output: ndim (at most 5) dims of any
+ * size. */
+static inline ki_status ki_cv_weight_attr(const ki_op_desc *op, int ndim, const ki_attr **w,
+                                          ki_error *err)
+{
+    static const int64_t any[5] = { -1, -1, -1, -1, -1 };
+    ki_status st = ki_cv_check_io(op, 1, 1, err);
+    return st == KI_OK ? ki_op_require_attr(op, "weight", ndim, any, w, err) : st;
+}
+
+/* The optional @bias of n values: present when the bias parameter says so (by default when the
+ * attribute exists); *bias is left alone without one. */
+static inline ki_status ki_cv_parse_bias(const ki_op_desc *op, int64_t n, const float **bias,
+                                         ki_error *err)
+{
+    const ki_attr *b;
+    bool has_bias;
+    ki_status st = ki_op_get_bool(op, "bias", ki_op_attr(op, "bias") != NULL, &has_bias, err);
+    if (st == KI_OK && has_bias) {
+        st = ki_op_require_attr(op, "bias", 1, &n, &b, err);
+        *bias = st == KI_OK ? b->data : NULL;
+    }
+    return st;
+}
+
 /* OpenBLAS (LP64) takes int sizes and leading dimensions. */
 static inline bool ki_cv_blas_ok(int64_t v)
 {
