@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/ckd.h"
@@ -307,6 +308,37 @@ int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict 
 typedef int (*ki_pool_max_s2_fn)(const float *src, int64_t h, int64_t w, float *restrict dst,
                                  int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,
                                  int64_t ph, int64_t pw);
+
+/* Entry i of an adaptive pool's output_size p (ints, or strings in a mixed list like (None,7)):
+ * a size in [0, KI_MAX_DIM], None giving 0 (keep the input's size). */
+static inline ki_status ki_cv_size_entry(const ki_param *p, int i, int64_t *out, ki_error *err)
+{
+    if (p->kind == KI_PARAM_INTS) {
+        *out = p->ints[i];
+    } else if (p->kind == KI_PARAM_STRINGS && strcmp(p->strs[i], "None") == 0) {
+        *out = 0;
+    } else if (p->kind == KI_PARAM_STRINGS) {
+        char *end;
+        *out = strtoll(p->strs[i], &end, 10);
+        if (end == p->strs[i] || *end != '\0') {
+            return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is not a size", p->raw);
+        }
+    } else {
+        return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is not a size", p->raw);
+    }
+    if (*out < 0 || *out > KI_MAX_DIM) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is out of range", p->raw);
+    }
+    return KI_OK;
+}
+
+/* The input range [*lo, *hi) that output cell i of o cells over n inputs covers in adaptive
+ * pooling, as PyTorch: [floor(i*n/o), ceil((i+1)*n/o)). */
+static inline void ki_cv_adaptive_range(int64_t i, int64_t n, int64_t o, int64_t *lo, int64_t *hi)
+{
+    *lo = i * n / o;
+    *hi = ((i + 1) * n + o - 1) / o;
+}
 
 /* Python floor division for a positive divisor. */
 static inline int64_t ki_cv_floordiv(int64_t a, int64_t b)
