@@ -114,16 +114,8 @@ static ki_status baddbmm_create(const ki_op_desc *op, void **state, ki_error *er
     return addmm_create_kind(op, true, state, err);
 }
 
-const ki_layer_ops ki_layer_torch_addmm = { .type = "torch.addmm",
-                                            .create = addmm_create,
-                                            .shape = addmm_shape,
-                                            .forward = addmm_forward,
-                                            .destroy = ki_shapeop_free };
-const ki_layer_ops ki_layer_torch_baddbmm = { .type = "torch.baddbmm",
-                                              .create = baddbmm_create,
-                                              .shape = addmm_shape,
-                                              .forward = addmm_forward,
-                                              .destroy = ki_shapeop_free };
+KI_SHAPEOP_OPS(ki_layer_torch_addmm, "torch.addmm", addmm_create, addmm_shape, addmm_forward);
+KI_SHAPEOP_OPS(ki_layer_torch_baddbmm, "torch.baddbmm", baddbmm_create, addmm_shape, addmm_forward);
 
 /* ---- torch.cross ---- */
 typedef struct cross_state {
@@ -220,11 +212,7 @@ static ki_status cross_forward(const void *state, const ki_tensor *in, int n_in,
     return KI_OK;
 }
 
-const ki_layer_ops ki_layer_torch_cross = { .type = "torch.cross",
-                                            .create = cross_create,
-                                            .shape = cross_shape,
-                                            .forward = cross_forward,
-                                            .destroy = ki_shapeop_free };
+KI_SHAPEOP_OPS(ki_layer_torch_cross, "torch.cross", cross_create, cross_shape, cross_forward);
 
 /* ---- torch.diag ---- */
 typedef struct diag_state {
@@ -289,8 +277,4 @@ static ki_status diag_forward(const void *state, const ki_tensor *in, int n_in, 
     return KI_OK;
 }
 
-const ki_layer_ops ki_layer_torch_diag = { .type = "torch.diag",
-                                           .create = diag_create,
-                                           .shape = diag_shape,
-                                           .forward = diag_forward,
-                                           .destroy = ki_shapeop_free };
+KI_SHAPEOP_OPS(ki_layer_torch_diag, "torch.diag", diag_create, diag_shape, diag_forward);
