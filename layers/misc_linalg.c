@@ -40,11 +40,7 @@ static ki_status addmm_create_kind(const ki_op_desc *op, bool batched, void **st
     if (t.in == t.a || t.in == t.b || t.a == t.b) {
         return KI_FAIL(err, KI_ERR_FORMAT, "inputs are bound twice");
     }
-    st = ki_shapeop_alloc(sizeof t, state, err);
-    if (st == KI_OK) {
-        *(addmm_state *)*state = t;
-    }
-    return st;
+    return ki_shapeop_save(&t, sizeof t, state, err);
 }
 
 static ki_status addmm_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
@@ -138,11 +134,7 @@ static ki_status cross_create(const ki_op_desc *op, void **state, ki_error *err)
     if (t.a == t.b || t.a > 1 || t.b > 1) {
         return KI_FAIL(err, KI_ERR_FORMAT, "inputs are bound twice");
     }
-    st = ki_shapeop_alloc(sizeof t, state, err);
-    if (st == KI_OK) {
-        *(cross_state *)*state = t;
-    }
-    return st;
+    return ki_shapeop_save(&t, sizeof t, state, err);
 }
 
 /* The dim the product runs along in the broadcast shape, or -1. */
@@ -227,11 +219,7 @@ static ki_status diag_create(const ki_op_desc *op, void **state, ki_error *err)
     if (st == KI_OK && (t.k > KI_MAX_DIM || t.k < -KI_MAX_DIM)) {
         st = KI_FAIL(err, KI_ERR_FORMAT, "diagonal %lld is out of range", (long long)t.k);
     }
-    st = st != KI_OK ? st : ki_shapeop_alloc(sizeof t, state, err);
-    if (st == KI_OK) {
-        *(diag_state *)*state = t;
-    }
-    return st;
+    return st != KI_OK ? st : ki_shapeop_save(&t, sizeof t, state, err);
 }
 
 static ki_status diag_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,

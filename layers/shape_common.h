@@ -71,6 +71,9 @@ ki_status ki_shapeop_list_values(const ki_shape *s, const char *what, int64_t *v
 /* malloc'ed zeroed state of size bytes, or KI_ERR_NOMEM. */
 ki_status ki_shapeop_alloc(size_t size, void **state, ki_error *err);
 
+/* ki_shapeop_alloc, then the size bytes at t copied into the new state. */
+ki_status ki_shapeop_save(const void *t, size_t size, void **state, ki_error *err);
+
 /* Frees state made by ki_shapeop_alloc (the destroy of every layer here). */
 void ki_shapeop_free(void *state);
 
