@@ -1,8 +1,8 @@
 /* vol_common.h - helpers shared by the 3-D (volumetric) layers of the convolution family
  * (conv3d.c, deconv3d.c, pool3d.c): reading (N,C,D,H,W) inputs, triples of spatial parameters,
  * the parameters, operands and column chunks both 3-D convolutions share, and the pooling output
- * size. Only static inline functions and types; no
- * state, thread-safe. */
+ * size. Only static inline functions, types and the layer-table macro KI_VOL_CONV_OPS; no state,
+ * thread-safe. */
 #ifndef KI_VOL_COMMON_H
 #define KI_VOL_COMMON_H
 
