@@ -19,23 +19,6 @@ static ki_status check_range(const char *key, const int64_t *v, int n, int64_t l
     return KI_OK;
 }
 
-static ki_status parse_pad_mode(const ki_op_desc *op, ki_conv2d *c, ki_error *err)
-{
-    static const char *const names[] = { "zeros", "reflect", "replicate", "circular" };
-    const char *s;
-    ki_status st = ki_op_get_string(op, "padding_mode", "zeros", &s, err);
-    if (st != KI_OK) {
-        return st;
-    }
-    for (int i = 0; i < 4; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            c->pad_mode = (ki_conv_pad_mode)i;
-            return KI_OK;
-        }
-    }
-    return KI_FAIL(err, KI_ERR_UNSUPPORTED, "padding_mode=%s is not supported", s);
-}
-
 /* padding: (h,w), one int, 4 ints (left,right,top,bottom) or the strings same/valid. PyTorch's
  * 'same' puts total = d*(k-1) with the odd element at the end (bottom/right). */
 static ki_status parse_padding(const ki_op_desc *op, ki_conv2d *c, ki_error *err)
@@ -44,14 +27,10 @@ static ki_status parse_padding(const ki_op_desc *op, ki_conv2d *c, ki_error *err
     int64_t v[4];
     int n;
     if (p && p->kind == KI_PARAM_STRING) {
-        if (strcmp(p->s, "valid") == 0) {
-            return KI_OK;
-        }
-        if (strcmp(p->s, "same") != 0) {
-            return KI_FAIL(err, KI_ERR_FORMAT, "padding=%s is not same, valid or numbers", p->s);
-        }
-        if (c->sh != 1 || c->sw != 1) {
-            return KI_FAIL(err, KI_ERR_UNSUPPORTED, "padding=same needs stride 1");
+        bool same;
+        ki_status st = ki_cv_padding_word(p, c->sh == 1 && c->sw == 1, &same, err);
+        if (st != KI_OK || !same) {
+            return st;
         }
         c->pt = c->dh * (c->kh - 1) / 2;
         c->pb = c->dh * (c->kh - 1) - c->pt;
@@ -129,32 +108,17 @@ ki_status ki_conv2d_parse(const ki_op_desc *op, const int64_t wd[4], ki_conv2d *
     }
     c->sh = s[0], c->sw = s[1], c->dh = d[0], c->dw = d[1];
     st = parse_padding(op, c, err);
-    return st == KI_OK ? parse_pad_mode(op, c, err) : st;
+    return st == KI_OK ? ki_cv_parse_pad_mode(op, &c->pad_mode, err) : st;
 }
 
 /* nn.Conv2d: the parameters for @weight, then its data and the optional @bias. */
 static ki_status parse(const ki_op_desc *op, ki_conv2d *c, ki_error *err)
 {
-    static const int64_t any4[4] = { -1, -1, -1, -1 };
-    const ki_attr *w, *b;
-    bool has_bias;
-    ki_status st = ki_cv_check_io(op, 1, 1, err);
-    if (st == KI_OK) {
-        st = ki_op_require_attr(op, "weight", 4, any4, &w, err);
-    }
-    if (st == KI_OK) {
-        st = ki_conv2d_parse(op, w->shape.d, c, err);
-    }
-    if (st != KI_OK) {
-        return st;
-    }
-    c->weight = w->data;
-    st = ki_op_get_bool(op, "bias", ki_op_attr(op, "bias") != NULL, &has_bias, err);
-    if (st == KI_OK && has_bias) {
-        st = ki_op_require_attr(op, "bias", 1, &c->out_ch, &b, err);
-        c->ep.bias = st == KI_OK ? b->data : NULL;
-    }
-    return st;
+    const ki_attr *w;
+    ki_status st = ki_cv_weight_attr(op, 4, &w, err);
+    st = st == KI_OK ? ki_conv2d_parse(op, w->shape.d, c, err) : st;
+    c->weight = st == KI_OK ? w->data : NULL;
+    return st == KI_OK ? ki_cv_parse_bias(op, c->out_ch, &c->ep.bias, err) : st;
 }
 
 ki_status ki_conv2d_alloc_weights(size_t a, size_t b, size_t c, const char *what, float **out,

@@ -44,13 +44,6 @@ typedef void (*ki_ov_ukernel_h)(int64_t k, const uint16_t *a, const float *b, in
 typedef void (*ki_ov_store_fn)(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld,
                                const float *res, float lo, float hi);
 
-typedef enum ki_conv_pad_mode {
-    KI_CONV_PAD_ZEROS = 0,
-    KI_CONV_PAD_REFLECT,
-    KI_CONV_PAD_REPLICATE,
-    KI_CONV_PAD_CIRCULAR
-} ki_conv_pad_mode;
-
 struct ki_conv2d_geom;
 struct ki_conv2d;
 
@@ -163,26 +156,6 @@ typedef enum ki_conv2d_path {
  * empty columns save (64ch 56x56 F(4x4): 0.77 ms with the GEMM, 0.93 with OV; 128ch 28x28:
  * 0.98 -> 0.85 ms; 256ch 14x14 F(2x2): 1.29 -> 1.11 ms; 2 threads). */
 #define KI_WINO_OV_MIN_IN 128
-
-/* Maps a padded coordinate i (may be < 0 or >= n) to an input coordinate, or -1 for a zero.
- * Valid for |overhang| <= n (circular) and < n (reflect), which shape() ensures. */
-static inline int64_t ki_conv_pad_index(int64_t i, int64_t n, ki_conv_pad_mode m)
-{
-    if (i >= 0 && i < n) {
-        return i;
-    }
-    switch (m) {
-    case KI_CONV_PAD_REFLECT:
-        return i < 0 ? -i : 2 * (n - 1) - i;
-    case KI_CONV_PAD_REPLICATE:
-        return i < 0 ? 0 : n - 1;
-    case KI_CONV_PAD_CIRCULAR:
-        return i < 0 ? i + n : i - n;
-    case KI_CONV_PAD_ZEROS:
-        break;
-    }
-    return -1;
-}
 
 /* 1x1, stride 1, no padding: the input's planes are the rows of the column matrix. */
 static inline bool ki_conv2d_is_pointwise(const ki_conv2d *c)

@@ -16,18 +16,11 @@
 #include "gemm.h"
 #include "vol_common.h"
 
-/* A column chunk holds about this many floats (8 MiB) unless one output plane needs more. */
-#define C3_COL_FLOATS ((int64_t)1 << 21)
-
 typedef struct conv3d {
-    bool functional; /* F.conv3d: weight (and bias) are inputs w_in (b_in, or -1) */
-    int x_in, w_in, b_in;
-    bool same; /* padding='same': computed from the kernel */
-    ki_vol_pad_mode mode;
-    int64_t out_ch, cig, groups; /* nn.Conv3d: from @weight */
-    int64_t k[3], s[3], dl[3], pad_lo[3], pad_hi[3];
-    const float *weight;
-    ki_cv_epilogue ep;
+    ki_vol_conv v; /* first (see ki_vol_conv); @weight is (out, in/groups, kd, kh, kw) */
+    bool same;     /* padding='same': computed from the kernel */
+    ki_conv_pad_mode mode;
+    int64_t pad_lo[3], pad_hi[3];
     ki_cv_epilogue_fn epf; /* the epilogue and micro-kernel of the CPU level */
     ki_gemm_ukernel uk;
 } conv3d;
@@ -49,17 +42,8 @@ static ki_status parse_padding(const ki_op_desc *op, conv3d *c, ki_error *err)
     int64_t v[6];
     int n;
     if (p && p->kind == KI_PARAM_STRING) {
-        if (strcmp(p->s, "valid") == 0) {
-            return KI_OK;
-        }
-        if (strcmp(p->s, "same") != 0) {
-            return KI_FAIL(err, KI_ERR_FORMAT, "padding=%s is not same, valid or numbers", p->s);
-        }
-        if (c->s[0] != 1 || c->s[1] != 1 || c->s[2] != 1) {
-            return KI_FAIL(err, KI_ERR_UNSUPPORTED, "padding=same needs stride 1");
-        }
-        c->same = true;
-        return KI_OK;
+        return ki_cv_padding_word(p, c->v.s[0] == 1 && c->v.s[1] == 1 && c->v.s[2] == 1, &c->same,
+                                  err);
     }
     ki_status st = ki_op_get_int_list(op, "padding", 6, v, &n, err);
     if (st != KI_OK) {
@@ -83,138 +67,29 @@ static ki_status parse_padding(const ki_op_desc *op, conv3d *c, ki_error *err)
     return KI_OK;
 }
 
-static ki_status parse_mode(const ki_op_desc *op, conv3d *c, ki_error *err)
+static ki_status parse(const ki_op_desc *op, void *state, ki_error *err)
 {
-    static const char *const names[] = { "zeros", "reflect", "replicate", "circular" };
-    const char *s;
-    ki_status st = ki_op_get_string(op, "padding_mode", "zeros", &s, err);
-    for (int i = 0; st == KI_OK && i < 4; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            c->mode = (ki_vol_pad_mode)i;
-            return KI_OK;
-        }
-    }
-    return st != KI_OK ? st
-                       : KI_FAIL(err, KI_ERR_UNSUPPORTED, "padding_mode=%s is not supported", s);
-}
-
-/* nn.Conv3d: @weight (out, in/groups, kd, kh, kw) and the optional @bias. */
-static ki_status parse_weights(const ki_op_desc *op, conv3d *c, ki_error *err)
-{
-    static const int64_t any5[5] = { -1, -1, -1, -1, -1 };
-    const ki_attr *w, *b;
-    bool has_bias;
-    ki_status st = ki_op_require_attr(op, "weight", 5, any5, &w, err);
-    if (st != KI_OK) {
-        return st;
-    }
-    if (w->shape.d[0] < 1 || w->shape.d[0] % c->groups != 0) {
-        return KI_FAIL(err, KI_ERR_SHAPE, "groups=%lld does not divide out_channels=%lld",
-                       (long long)c->groups, (long long)w->shape.d[0]);
-    }
-    c->out_ch = w->shape.d[0], c->cig = w->shape.d[1], c->weight = w->data;
-    int64_t in_ch, k[3];
-    if (c->cig < 1 || !ki_ckd_mul_i64(&in_ch, c->cig, c->groups) || in_ch > KI_MAX_DIM) {
-        return KI_FAIL(err, KI_ERR_SHAPE, "@weight has %lld input channels per group",
-                       (long long)c->cig);
-    }
-    st = ki_vol_triple(op, "kernel_size", &w->shape.d[2], 1, k, err);
-    for (int i = 0; st == KI_OK && i < 3; i++) {
-        c->k[i] = k[i];
-        if (k[i] != w->shape.d[2 + i]) {
-            st = KI_FAIL(err, KI_ERR_SHAPE, "kernel_size does not match @weight");
-        }
-    }
-    if (st == KI_OK) {
-        st = ki_cv_check_count(op, "in_channels", in_ch, err);
-    }
-    if (st == KI_OK) {
-        st = ki_cv_check_count(op, "out_channels", c->out_ch, err);
-    }
-    if (st == KI_OK) {
-        st = ki_op_get_bool(op, "bias", ki_op_attr(op, "bias") != NULL, &has_bias, err);
-    }
-    if (st == KI_OK && has_bias) {
-        st = ki_op_require_attr(op, "bias", 1, &c->out_ch, &b, err);
-        c->ep.bias = st == KI_OK ? b->data : NULL;
-    }
-    return st;
-}
-
-/* F.conv3d: input, weight and an optional bias, by `$key` or in that order. */
-static ki_status parse_inputs(const ki_op_desc *op, conv3d *c, ki_error *err)
-{
-    if ((op->n_inputs != 2 && op->n_inputs != 3) || op->n_outputs != 1) {
-        return KI_FAIL(err, KI_ERR_FORMAT, "has %d inputs and %d outputs, expected 2 or 3 and 1",
-                       op->n_inputs, op->n_outputs);
-    }
-    c->x_in = ki_op_input_index(op, "input");
-    c->w_in = ki_op_input_index(op, "weight");
-    c->b_in = ki_op_input_index(op, "bias");
-    c->x_in = c->x_in >= 0 ? c->x_in : 0;
-    c->w_in = c->w_in >= 0 ? c->w_in : 1;
-    c->b_in = c->b_in >= 0 ? c->b_in : (op->n_inputs == 3 ? 2 : -1);
-    if (c->x_in == c->w_in || c->x_in == c->b_in || c->w_in == c->b_in || c->w_in >= op->n_inputs ||
-        c->x_in >= op->n_inputs || c->b_in >= op->n_inputs ||
-        (op->n_inputs == 3) != (c->b_in >= 0)) {
-        return KI_FAIL(err, KI_ERR_FORMAT, "cannot tell the input, weight and bias operands apart");
-    }
-    return KI_OK;
-}
-
-static ki_status parse(const ki_op_desc *op, conv3d *c, ki_error *err)
-{
-    static const int64_t one[3] = { 1, 1, 1 };
-    ki_status st = ki_op_get_int(op, "groups", 1, &c->groups, err);
-    if (st == KI_OK && (c->groups < 1 || c->groups > KI_MAX_DIM)) {
-        st = KI_FAIL(err, KI_ERR_FORMAT, "groups=%lld is out of range", (long long)c->groups);
-    }
-    if (st == KI_OK) {
-        st = c->functional ? parse_inputs(op, c, err) : ki_cv_check_io(op, 1, 1, err);
-    }
-    if (st == KI_OK && !c->functional) {
-        st = parse_weights(op, c, err);
-    }
-    if (st == KI_OK) {
-        st = ki_vol_triple(op, "stride", one, 1, c->s, err);
-    }
-    if (st == KI_OK) {
-        st = ki_vol_triple(op, "dilation", one, 1, c->dl, err);
-    }
-    if (st == KI_OK) {
-        st = parse_padding(op, c, err);
-    }
-    return st == KI_OK ? parse_mode(op, c, err) : st;
-}
-
-static ki_status create(const ki_op_desc *op, bool functional, void **state, ki_error *err)
-{
-    conv3d *c = calloc(1, sizeof *c);
-    if (!c) {
-        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
-    }
-    c->functional = functional;
-    c->b_in = -1;
+    conv3d *c = state;
     c->epf = ki_cv_epilogue_for(ki_cpu_isa());
     c->uk = ki_gemm_ukernel_for(ki_cpu_isa());
     c->uk = c->uk ? c->uk : ki_gemm_ukernel_ref;
-    ki_status st = parse(op, c, err);
-    if (st != KI_OK) {
-        free(c);
-        return st;
+    ki_status st = ki_vol_conv_parse(op, &c->v, err);
+    if (st == KI_OK) {
+        st = parse_padding(op, c, err);
     }
-    *state = c;
-    return KI_OK;
+    return st == KI_OK ? ki_cv_parse_pad_mode(op, &c->mode, err) : st;
 }
 
 static ki_status conv3d_create(const ki_op_desc *op, void **state, ki_error *err)
 {
-    return create(op, false, state, err);
+    const ki_vol_conv head = { .functional = false };
+    return ki_vol_conv_create(op, &head, sizeof(conv3d), parse, state, err);
 }
 
 static ki_status f_conv3d_create(const ki_op_desc *op, void **state, ki_error *err)
 {
-    return create(op, true, state, err);
+    const ki_vol_conv head = { .functional = true };
+    return ki_vol_conv_create(op, &head, sizeof(conv3d), parse, state, err);
 }
 
 /* The weight's dims (out, in/groups, kd, kh, kw): the attribute's, or F.conv3d's weight input
@@ -223,37 +98,27 @@ static ki_status weight_dims(const conv3d *c, const ki_shape *in, int n_in, c3_g
                              ki_error *err)
 {
     char buf[96];
-    if (!c->functional) {
-        g->out_ch = c->out_ch, g->cig = c->cig;
-        memcpy(g->k, c->k, sizeof g->k);
+    const ki_shape *w = NULL;
+    if (!c->v.functional) {
+        g->out_ch = c->v.d0, g->cig = c->v.d1;
+        memcpy(g->k, c->v.k, sizeof g->k);
         return KI_OK;
     }
-    if (c->w_in >= n_in || (c->b_in >= 0 && c->b_in >= n_in)) {
-        return KI_FAIL(err, KI_ERR_INTERNAL, "wrong input count");
+    ki_status st = ki_vol_conv_weight_in(&c->v, in, n_in, &w, err);
+    if (st != KI_OK) {
+        return st;
     }
-    const ki_shape *w = &in[c->w_in];
     if (w->kind != KI_KIND_TENSOR || w->ndim != 5) {
         return KI_FAIL(err, KI_ERR_SHAPE, "weight %s is not a 5-D tensor",
                        ki_shape_str(w, buf, sizeof buf));
     }
     g->out_ch = w->d[0], g->cig = w->d[1];
-    for (int i = 0; i < 3; i++) {
-        g->k[i] = w->d[2 + i];
-        if (g->k[i] < 1 || g->k[i] > KI_CV_MAX_PARAM) {
-            return KI_FAIL(err, KI_ERR_SHAPE, "weight %s has an empty or huge kernel",
-                           ki_shape_str(w, buf, sizeof buf));
-        }
-    }
-    if (g->out_ch < 1 || g->cig < 1 || g->out_ch % c->groups != 0) {
+    st = ki_vol_conv_kernel_in(w, g->k, err);
+    if (st == KI_OK && (g->out_ch < 1 || g->cig < 1 || g->out_ch % c->v.groups != 0)) {
         return KI_FAIL(err, KI_ERR_SHAPE, "weight %s does not suit groups=%lld",
-                       ki_shape_str(w, buf, sizeof buf), (long long)c->groups);
+                       ki_shape_str(w, buf, sizeof buf), (long long)c->v.groups);
     }
-    if (c->b_in >= 0 && (in[c->b_in].kind != KI_KIND_TENSOR || in[c->b_in].ndim != 1 ||
-                         in[c->b_in].d[0] != g->out_ch)) {
-        return KI_FAIL(err, KI_ERR_SHAPE, "bias %s does not hold %lld values",
-                       ki_shape_str(&in[c->b_in], buf, sizeof buf), (long long)g->out_ch);
-    }
-    return KI_OK;
+    return st == KI_OK ? ki_vol_conv_bias_in(&c->v, in, g->out_ch, err) : st;
 }
 
 /* Padding before each spatial dim and the output size, with the padding mode's limits. */
@@ -261,14 +126,14 @@ static ki_status out_dims(const conv3d *c, c3_geom *g, ki_error *err)
 {
     const int64_t in[3] = { g->x.d, g->x.h, g->x.w };
     for (int i = 0; i < 3; i++) {
-        int64_t span = c->dl[i] * (g->k[i] - 1), hi;
+        int64_t span = c->v.dl[i] * (g->k[i] - 1), hi;
         g->lo[i] = c->same ? span / 2 : c->pad_lo[i];
         hi = c->same ? span - g->lo[i] : c->pad_hi[i];
-        if (c->mode == KI_VOL_PAD_REFLECT && (g->lo[i] >= in[i] || hi >= in[i])) {
+        if (c->mode == KI_CONV_PAD_REFLECT && (g->lo[i] >= in[i] || hi >= in[i])) {
             return KI_FAIL(err, KI_ERR_SHAPE, "reflect padding %lld needs an input above %lld",
                            (long long)(g->lo[i] > hi ? g->lo[i] : hi), (long long)in[i]);
         }
-        if (c->mode != KI_VOL_PAD_ZEROS && (g->lo[i] > in[i] || hi > in[i] || in[i] == 0)) {
+        if (c->mode != KI_CONV_PAD_ZEROS && (g->lo[i] > in[i] || hi > in[i] || in[i] == 0)) {
             return KI_FAIL(err, KI_ERR_SHAPE, "padding %lld is larger than the input (%lld)",
                            (long long)(g->lo[i] > hi ? g->lo[i] : hi), (long long)in[i]);
         }
@@ -277,26 +142,25 @@ static ki_status out_dims(const conv3d *c, c3_geom *g, ki_error *err)
             return KI_FAIL(err, KI_ERR_SHAPE, "input size %lld is smaller than the kernel (%lld)",
                            (long long)(in[i] + g->lo[i] + hi), (long long)(span + 1));
         }
-        g->o[i] = num / c->s[i] + 1;
+        g->o[i] = num / c->v.s[i] + 1;
     }
     return KI_OK;
 }
 
 static ki_status geom_make(const conv3d *c, const ki_shape *in, int n_in, c3_geom *g, ki_error *err)
 {
-    ki_status st = ki_vol_get(&in[c->x_in], &g->x, err);
+    ki_status st = ki_vol_get(&in[c->v.x_in], &g->x, err);
     if (st == KI_OK) {
         st = weight_dims(c, in, n_in, g, err);
     }
     if (st != KI_OK) {
         return st;
     }
-    g->groups = c->groups, g->cog = g->out_ch / c->groups;
-    if (g->x.c != g->cig * c->groups) {
-        return KI_FAIL(err, KI_ERR_SHAPE, "input has %lld channels, expected %lld",
-                       (long long)g->x.c, (long long)(g->cig * c->groups));
+    g->groups = c->v.groups, g->cog = g->out_ch / c->v.groups;
+    st = ki_vol_conv_check_channels(&g->x, g->cig * c->v.groups, err);
+    if (st == KI_OK) {
+        st = out_dims(c, g, err);
     }
-    st = out_dims(c, g, err);
     ki_shape o;
     if (st == KI_OK) {
         st = ki_vol_shape(&g->x, g->out_ch, g->o, &o, err);
@@ -312,10 +176,7 @@ static ki_status geom_make(const conv3d *c, const ki_shape *in, int n_in, c3_geo
         return KI_FAIL(err, KI_ERR_LIMIT, "convolution too large");
     }
     g->kk = kk, g->dhw = dhw, g->ohw = g->o[1] * g->o[2], g->odhw = g->o[0] * g->ohw;
-    int64_t per = kk * g->ohw;
-    g->pz = per > 0 && per < C3_COL_FLOATS ? C3_COL_FLOATS / per : 1;
-    g->pz = g->pz < g->o[0] ? g->pz : g->o[0];
-    g->pz = g->pz > 0 ? g->pz : 1;
+    g->pz = ki_vol_conv_chunk(kk * g->ohw, g->o[0]);
     if (!ki_gemm_packed_floats(kk, g->pz * g->ohw, &g->cols) ||
         g->cols > (int64_t)(SIZE_MAX / 2 / sizeof(float))) {
         return KI_FAIL(err, KI_ERR_LIMIT, "convolution too large");
@@ -326,28 +187,21 @@ static ki_status geom_make(const conv3d *c, const ki_shape *in, int n_in, c3_geo
 static ki_status conv3d_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
                               int n_out, ki_error *err)
 {
-    const conv3d *c = state;
     c3_geom g;
-    if (n_out != 1 || n_in < 1 || c->x_in >= n_in) {
-        return KI_FAIL(err, KI_ERR_INTERNAL, "wrong input/output count");
-    }
-    ki_status st = geom_make(c, in, n_in, &g, err);
+    ki_status st = ki_vol_conv_counts(state, n_in, n_out, err);
+    st = st == KI_OK ? geom_make(state, in, n_in, &g, err) : st;
     return st == KI_OK ? ki_vol_shape(&g.x, g.out_ch, g.o, &out[0], err) : st;
 }
 
-/* The column chunk is one matrix spanning the per-thread slices (they are contiguous). */
+/* The column chunk is one matrix spanning the per-thread slices. */
 static size_t conv3d_workspace(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
                                int n_out, int n_threads)
 {
-    const conv3d *c = state;
     c3_geom g;
     (void)out, (void)n_out;
-    if (geom_make(c, in, n_in, &g, NULL) != KI_OK) {
-        return 0;
-    }
-    size_t nt = n_threads > 0 ? (size_t)n_threads : 1;
-    size_t col = (size_t)g.cols * sizeof(float);
-    return ((col + nt - 1) / nt + 63) / 64 * 64;
+    return geom_make(state, in, n_in, &g, NULL) == KI_OK
+               ? ki_vol_conv_ws((size_t)g.cols * sizeof(float), n_threads)
+               : 0;
 }
 
 /* Columns [j0, j0 + NR) of the column matrix of the chunk starting at output plane z0 (cols
@@ -363,9 +217,12 @@ static void pack_panel(const conv3d *c, const c3_geom *g, const float *x, int64_
         int64_t oz = z0 + j0 / g->ohw, oy = j0 / g->o[2] % g->o[1], ox = j0 % g->o[2];
         const float *src = x + r / k3 * g->dhw;
         for (; jj < nr; jj++) {
-            int64_t iz = ki_vol_pad_index(oz * c->s[0] - g->lo[0] + kz * c->dl[0], g->x.d, c->mode);
-            int64_t iy = ki_vol_pad_index(oy * c->s[1] - g->lo[1] + ky * c->dl[1], g->x.h, c->mode);
-            int64_t ix = ki_vol_pad_index(ox * c->s[2] - g->lo[2] + kx * c->dl[2], g->x.w, c->mode);
+            int64_t iz =
+                ki_conv_pad_index(oz * c->v.s[0] - g->lo[0] + kz * c->v.dl[0], g->x.d, c->mode);
+            int64_t iy =
+                ki_conv_pad_index(oy * c->v.s[1] - g->lo[1] + ky * c->v.dl[1], g->x.h, c->mode);
+            int64_t ix =
+                ki_conv_pad_index(ox * c->v.s[2] - g->lo[2] + kx * c->v.dl[2], g->x.w, c->mode);
             b[jj] = iz >= 0 && iy >= 0 && ix >= 0 ? src[(iz * g->x.h + iy) * g->x.w + ix] : 0.0f;
             if (++ox == g->o[2]) { /* the next output row, and plane */
                 ox = 0;
@@ -415,20 +272,17 @@ static ki_status conv3d_forward(const void *state, const ki_tensor *in, int n_in
 {
     const conv3d *c = state;
     c3_geom g;
-    const ki_shape sh[3] = { in[0].shape, n_in > 1 ? in[1].shape : in[0].shape,
-                             n_in > 2 ? in[2].shape : in[0].shape };
+    ki_shape sh[3];
+    ki_cv_epilogue ep;
     (void)n_out;
-    if (n_in > 3 || geom_make(c, sh, n_in, &g, NULL) != KI_OK) {
+    if (!ki_vol_conv_shapes(in, n_in, sh) || geom_make(c, sh, n_in, &g, NULL) != KI_OK) {
         return KI_ERR_SHAPE;
     }
-    size_t nt = ex->n_threads > 0 ? (size_t)ex->n_threads : 1;
-    if ((size_t)g.cols * sizeof(float) > nt * ex->ws_per_thread) {
+    if (!ki_vol_conv_ws_fits((size_t)g.cols * sizeof(float), ex)) {
         return KI_ERR_INTERNAL;
     }
-    ki_cv_epilogue ep = c->ep;
-    const float *weight = c->functional ? in[c->w_in].data : c->weight;
-    ep.bias = c->functional ? (c->b_in >= 0 ? in[c->b_in].data : NULL) : c->ep.bias;
-    const float *x = in[c->x_in].data;
+    const float *weight = ki_vol_conv_operands(&c->v, in, &ep);
+    const float *x = in[c->v.x_in].data;
     float *y = out[0].data;
     for (int64_t n = 0; n < g.x.n; n++) {
         for (int64_t gi = 0; gi < g.groups; gi++) {
@@ -440,37 +294,5 @@ static ki_status conv3d_forward(const void *state, const ki_tensor *in, int n_in
     return KI_OK;
 }
 
-static void conv3d_destroy(void *state)
-{
-    free(state);
-}
-
-/* Absorbs a following activation into the output epilogue (see ki_cv_fuse_act). */
-static bool conv3d_fuse(void *state, const ki_op_desc *next, int slot)
-{
-    conv3d *c = state;
-    if (next->n_inputs != 1 || slot != 0) {
-        return false;
-    }
-    return ki_cv_fuse_act(&c->ep, next);
-}
-
-const ki_layer_ops ki_layer_conv3d = {
-    .type = "nn.Conv3d",
-    .create = conv3d_create,
-    .shape = conv3d_shape,
-    .workspace = conv3d_workspace,
-    .forward = conv3d_forward,
-    .destroy = conv3d_destroy,
-    .fuse = conv3d_fuse,
-};
-
-const ki_layer_ops ki_layer_f_conv3d = {
-    .type = "F.conv3d",
-    .create = f_conv3d_create,
-    .shape = conv3d_shape,
-    .workspace = conv3d_workspace,
-    .forward = conv3d_forward,
-    .destroy = conv3d_destroy,
-    .fuse = conv3d_fuse,
-};
+KI_VOL_CONV_OPS(ki_layer_conv3d, "nn.Conv3d", conv3d_create, conv3d);
+KI_VOL_CONV_OPS(ki_layer_f_conv3d, "F.conv3d", f_conv3d_create, conv3d);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/ckd.h"
@@ -154,6 +155,72 @@ static inline bool ki_cv_is_residual_add(const ki_op_desc *next)
     return !d || d[0].ndim < 0 || d[1].ndim < 0 || ki_shape_equal(&d[0], &d[1]);
 }
 
+/* nn.Conv2d's and nn.Conv3d's padding_mode, in the order of ki_cv_parse_pad_mode's names. */
+typedef enum ki_conv_pad_mode {
+    KI_CONV_PAD_ZEROS = 0,
+    KI_CONV_PAD_REFLECT,
+    KI_CONV_PAD_REPLICATE,
+    KI_CONV_PAD_CIRCULAR
+} ki_conv_pad_mode;
+
+/* Maps a padded coordinate i (may be < 0 or >= n) to an input coordinate, or -1 for a zero.
+ * Valid for |overhang| <= n (circular) and < n (reflect), which shape() ensures. */
+static inline int64_t ki_conv_pad_index(int64_t i, int64_t n, ki_conv_pad_mode m)
+{
+    if (i >= 0 && i < n) {
+        return i;
+    }
+    switch (m) {
+    case KI_CONV_PAD_REFLECT:
+        return i < 0 ? -i : 2 * (n - 1) - i;
+    case KI_CONV_PAD_REPLICATE:
+        return i < 0 ? 0 : n - 1;
+    case KI_CONV_PAD_CIRCULAR:
+        return i < 0 ? i + n : i - n;
+    case KI_CONV_PAD_ZEROS:
+        break;
+    }
+    return -1;
+}
+
+/* padding_mode: zeros (the default), reflect, replicate or circular. */
+static inline ki_status ki_cv_parse_pad_mode(const ki_op_desc *op, ki_conv_pad_mode *m,
+                                             ki_error *err)
+{
+    static const char *const names[] = { "zeros", "reflect", "replicate", "circular" };
+    const char *s;
+    ki_status st = ki_op_get_string(op, "padding_mode", "zeros", &s, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *m = (ki_conv_pad_mode)i;
+            return KI_OK;
+        }
+    }
+    return KI_FAIL(err, KI_ERR_UNSUPPORTED, "padding_mode=%s is not supported", s);
+}
+
+/* padding given as a word (p->kind is KI_PARAM_STRING): valid (no padding, *same false) or same
+ * (*same true), which PyTorch allows with stride 1 only. */
+static inline ki_status ki_cv_padding_word(const ki_param *p, bool stride1, bool *same,
+                                           ki_error *err)
+{
+    *same = false;
+    if (strcmp(p->s, "valid") == 0) {
+        return KI_OK;
+    }
+    if (strcmp(p->s, "same") != 0) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "padding=%s is not same, valid or numbers", p->s);
+    }
+    if (!stride1) {
+        return KI_FAIL(err, KI_ERR_UNSUPPORTED, "padding=same needs stride 1");
+    }
+    *same = true;
+    return KI_OK;
+}
+
 /* Reads an optional count parameter (in_channels, out_features...) and checks that it agrees
  * with the value the weight implies. */
 static inline ki_status ki_cv_check_count(const ki_op_desc *op, const char *key, int64_t have,
@@ -179,6 +246,31 @@ static inline ki_status ki_cv_check_io(const ki_op_desc *op, int n_in, int n_out
                        op->n_inputs, op->n_outputs, n_in, n_out);
     }
     return KI_OK;
+}
+
+/* The @weight of an nn. conv-like op with one input and one output: ndim (at most 5) dims of any
+ * size. */
+static inline ki_status ki_cv_weight_attr(const ki_op_desc *op, int ndim, const ki_attr **w,
+                                          ki_error *err)
+{
+    static const int64_t any[5] = { -1, -1, -1, -1, -1 };
+    ki_status st = ki_cv_check_io(op, 1, 1, err);
+    return st == KI_OK ? ki_op_require_attr(op, "weight", ndim, any, w, err) : st;
+}
+
+/* The optional @bias of n values: present when the bias parameter says so (by default when the
+ * attribute exists); *bias is left alone without one. */
+static inline ki_status ki_cv_parse_bias(const ki_op_desc *op, int64_t n, const float **bias,
+                                         ki_error *err)
+{
+    const ki_attr *b;
+    bool has_bias;
+    ki_status st = ki_op_get_bool(op, "bias", ki_op_attr(op, "bias") != NULL, &has_bias, err);
+    if (st == KI_OK && has_bias) {
+        st = ki_op_require_attr(op, "bias", 1, &n, &b, err);
+        *bias = st == KI_OK ? b->data : NULL;
+    }
+    return st;
 }
 
 /* OpenBLAS (LP64) takes int sizes and leading dimensions. */
@@ -216,6 +308,37 @@ int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict 
 typedef int (*ki_pool_max_s2_fn)(const float *src, int64_t h, int64_t w, float *restrict dst,
                                  int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,
                                  int64_t ph, int64_t pw);
+
+/* Entry i of an adaptive pool's output_size p (ints, or strings in a mixed list like (None,7)):
+ * a size in [0, KI_MAX_DIM], None giving 0 (keep the input's size). */
+static inline ki_status ki_cv_size_entry(const ki_param *p, int i, int64_t *out, ki_error *err)
+{
+    if (p->kind == KI_PARAM_INTS) {
+        *out = p->ints[i];
+    } else if (p->kind == KI_PARAM_STRINGS && strcmp(p->strs[i], "None") == 0) {
+        *out = 0;
+    } else if (p->kind == KI_PARAM_STRINGS) {
+        char *end;
+        *out = strtoll(p->strs[i], &end, 10);
+        if (end == p->strs[i] || *end != '\0') {
+            return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is not a size", p->raw);
+        }
+    } else {
+        return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is not a size", p->raw);
+    }
+    if (*out < 0 || *out > KI_MAX_DIM) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is out of range", p->raw);
+    }
+    return KI_OK;
+}
+
+/* The input range [*lo, *hi) that output cell i of o cells over n inputs covers in adaptive
+ * pooling, as PyTorch: [floor(i*n/o), ceil((i+1)*n/o)). */
+static inline void ki_cv_adaptive_range(int64_t i, int64_t n, int64_t o, int64_t *lo, int64_t *hi)
+{
+    *lo = i * n / o;
+    *hi = ((i + 1) * n + o - 1) / o;
+}
 
 /* Python floor division for a positive divisor. */
 static inline int64_t ki_cv_floordiv(int64_t a, int64_t b)

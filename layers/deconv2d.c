@@ -95,26 +95,11 @@ ki_status ki_deconv2d_parse(const ki_op_desc *op, const int64_t wd[4], ki_deconv
 /* nn.ConvTranspose2d: the parameters for @weight, then its data and the optional @bias. */
 static ki_status parse(const ki_op_desc *op, ki_deconv2d *c, ki_error *err)
 {
-    static const int64_t any4[4] = { -1, -1, -1, -1 };
-    const ki_attr *w, *b;
-    bool has_bias;
-    ki_status st = ki_cv_check_io(op, 1, 1, err);
-    if (st == KI_OK) {
-        st = ki_op_require_attr(op, "weight", 4, any4, &w, err);
-    }
-    if (st == KI_OK) {
-        st = ki_deconv2d_parse(op, w->shape.d, c, err);
-    }
-    if (st != KI_OK) {
-        return st;
-    }
-    c->weight = w->data;
-    st = ki_op_get_bool(op, "bias", ki_op_attr(op, "bias") != NULL, &has_bias, err);
-    if (st == KI_OK && has_bias) {
-        st = ki_op_require_attr(op, "bias", 1, &c->out_ch, &b, err);
-        c->ep.bias = st == KI_OK ? b->data : NULL;
-    }
-    return st;
+    const ki_attr *w;
+    ki_status st = ki_cv_weight_attr(op, 4, &w, err);
+    st = st == KI_OK ? ki_deconv2d_parse(op, w->shape.d, c, err) : st;
+    c->weight = st == KI_OK ? w->data : NULL;
+    return st == KI_OK ? ki_cv_parse_bias(op, c->out_ch, &c->ep.bias, err) : st;
 }
 
 static ki_status deconv_create(const ki_op_desc *op, void **state, ki_error *err)

@@ -40,11 +40,7 @@ static ki_status addmm_create_kind(const ki_op_desc *op, bool batched, void **st
     if (t.in == t.a || t.in == t.b || t.a == t.b) {
         return KI_FAIL(err, KI_ERR_FORMAT, "inputs are bound twice");
     }
-    st = ki_shapeop_alloc(sizeof t, state, err);
-    if (st == KI_OK) {
-        *(addmm_state *)*state = t;
-    }
-    return st;
+    return ki_shapeop_save(&t, sizeof t, state, err);
 }
 
 static ki_status addmm_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
@@ -114,16 +110,8 @@ static ki_status baddbmm_create(const ki_op_desc *op, void **state, ki_error *er
     return addmm_create_kind(op, true, state, err);
 }
 
-const ki_layer_ops ki_layer_torch_addmm = { .type = "torch.addmm",
-                                            .create = addmm_create,
-                                            .shape = addmm_shape,
-                                            .forward = addmm_forward,
-                                            .destroy = ki_shapeop_free };
-const ki_layer_ops ki_layer_torch_baddbmm = { .type = "torch.baddbmm",
-                                              .create = baddbmm_create,
-                                              .shape = addmm_shape,
-                                              .forward = addmm_forward,
-                                              .destroy = ki_shapeop_free };
+KI_SHAPEOP_OPS(ki_layer_torch_addmm, "torch.addmm", addmm_create, addmm_shape, addmm_forward);
+KI_SHAPEOP_OPS(ki_layer_torch_baddbmm, "torch.baddbmm", baddbmm_create, addmm_shape, addmm_forward);
 
 /* ---- torch.cross ---- */
 typedef struct cross_state {
@@ -146,11 +134,7 @@ static ki_status cross_create(const ki_op_desc *op, void **state, ki_error *err)
     if (t.a == t.b || t.a > 1 || t.b > 1) {
         return KI_FAIL(err, KI_ERR_FORMAT, "inputs are bound twice");
     }
-    st = ki_shapeop_alloc(sizeof t, state, err);
-    if (st == KI_OK) {
-        *(cross_state *)*state = t;
-    }
-    return st;
+    return ki_shapeop_save(&t, sizeof t, state, err);
 }
 
 /* The dim the product runs along in the broadcast shape, or -1. */
@@ -220,11 +204,7 @@ static ki_status cross_forward(const void *state, const ki_tensor *in, int n_in,
     return KI_OK;
 }
 
-const ki_layer_ops ki_layer_torch_cross = { .type = "torch.cross",
-                                            .create = cross_create,
-                                            .shape = cross_shape,
-                                            .forward = cross_forward,
-                                            .destroy = ki_shapeop_free };
+KI_SHAPEOP_OPS(ki_layer_torch_cross, "torch.cross", cross_create, cross_shape, cross_forward);
 
 /* ---- torch.diag ---- */
 typedef struct diag_state {
@@ -239,11 +219,7 @@ static ki_status diag_create(const ki_op_desc *op, void **state, ki_error *err)
     if (st == KI_OK && (t.k > KI_MAX_DIM || t.k < -KI_MAX_DIM)) {
         st = KI_FAIL(err, KI_ERR_FORMAT, "diagonal %lld is out of range", (long long)t.k);
     }
-    st = st != KI_OK ? st : ki_shapeop_alloc(sizeof t, state, err);
-    if (st == KI_OK) {
-        *(diag_state *)*state = t;
-    }
-    return st;
+    return st != KI_OK ? st : ki_shapeop_save(&t, sizeof t, state, err);
 }
 
 static ki_status diag_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
@@ -289,8 +265,4 @@ static ki_status diag_forward(const void *state, const ki_tensor *in, int n_in, 
     return KI_OK;
 }
 
-const ki_layer_ops ki_layer_torch_diag = { .type = "torch.diag",
-                                           .create = diag_create,
-                                           .shape = diag_shape,
-                                           .forward = diag_forward,
-                                           .destroy = ki_shapeop_free };
+KI_SHAPEOP_OPS(ki_layer_torch_diag, "torch.diag", diag_create, diag_shape, diag_forward);

@@ -59,28 +59,6 @@ static ki_status parse_windows(const ki_op_desc *op, pool3d *p, ki_error *err)
     return st;
 }
 
-/* One entry of output_size: an int, or None (0, or a string entry in a mixed list). */
-static ki_status size_entry(const ki_param *p, int i, int64_t *out, ki_error *err)
-{
-    if (p->kind == KI_PARAM_INTS) {
-        *out = p->ints[i];
-    } else if (p->kind == KI_PARAM_STRINGS && strcmp(p->strs[i], "None") == 0) {
-        *out = 0;
-    } else if (p->kind == KI_PARAM_STRINGS) {
-        char *end;
-        *out = strtoll(p->strs[i], &end, 10);
-        if (end == p->strs[i] || *end != '\0') {
-            return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is not a size", p->raw);
-        }
-    } else {
-        return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is not a size", p->raw);
-    }
-    if (*out < 0 || *out > KI_MAX_DIM) {
-        return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is out of range", p->raw);
-    }
-    return KI_OK;
-}
-
 static ki_status parse_size(const ki_op_desc *op, pool3d *a, ki_error *err)
 {
     const ki_param *p = ki_op_param(op, "output_size");
@@ -98,7 +76,7 @@ static ki_status parse_size(const ki_op_desc *op, pool3d *a, ki_error *err)
     }
     ki_status st = KI_OK;
     for (int i = 0; st == KI_OK && i < 3; i++) {
-        st = size_entry(p, p->n == 1 ? 0 : i, &a->os[i], err);
+        st = ki_cv_size_entry(p, p->n == 1 ? 0 : i, &a->os[i], err);
     }
     return st;
 }
@@ -201,7 +179,7 @@ static void window_at(const pool3d *p, const ki_vol *x, const int64_t o[3], cons
     for (int i = 0; i < 3; i++) {
         int64_t lo, hi;
         if (p->adaptive) {
-            lo = at[i] * n[i] / o[i], hi = ((at[i] + 1) * n[i] + o[i] - 1) / o[i];
+            ki_cv_adaptive_range(at[i], n[i], o[i], &lo, &hi);
         } else if (p->is_max) {
             lo = at[i] * p->s[i] - p->p[i], hi = lo + (p->k[i] - 1) * p->dl[i] + 1;
             while (lo < 0) {

@@ -12,28 +12,6 @@ typedef struct apool {
     int64_t oh, ow; /* 0 = the input's size */
 } apool;
 
-/* One entry of output_size: an int, or None (a string entry in a mixed list like (None,7)). */
-static ki_status size_entry(const ki_param *p, int i, int64_t *out, ki_error *err)
-{
-    if (p->kind == KI_PARAM_INTS) {
-        *out = p->ints[i];
-    } else if (p->kind == KI_PARAM_STRINGS && strcmp(p->strs[i], "None") == 0) {
-        *out = 0;
-    } else if (p->kind == KI_PARAM_STRINGS) {
-        char *end;
-        *out = strtoll(p->strs[i], &end, 10);
-        if (end == p->strs[i] || *end != '\0') {
-            return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is not a size", p->raw);
-        }
-    } else {
-        return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is not a size", p->raw);
-    }
-    if (*out < 0 || *out > KI_MAX_DIM) {
-        return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is out of range", p->raw);
-    }
-    return KI_OK;
-}
-
 static ki_status parse_size(const ki_op_desc *op, apool *a, ki_error *err)
 {
     const ki_param *p = ki_op_param(op, "output_size");
@@ -49,9 +27,9 @@ static ki_status parse_size(const ki_op_desc *op, apool *a, ki_error *err)
     if ((p->kind != KI_PARAM_INTS && p->kind != KI_PARAM_STRINGS) || p->n < 1 || p->n > 2) {
         return KI_FAIL(err, KI_ERR_FORMAT, "output_size=%s is not one or two sizes", p->raw);
     }
-    ki_status st = size_entry(p, 0, &a->oh, err);
+    ki_status st = ki_cv_size_entry(p, 0, &a->oh, err);
     if (st == KI_OK) {
-        st = size_entry(p, p->n - 1, &a->ow, err);
+        st = ki_cv_size_entry(p, p->n - 1, &a->ow, err);
     }
     return st;
 }
@@ -182,9 +160,9 @@ static ki_status apool_forward(const void *state, const ki_tensor *in, int n_in,
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
     for (int64_t pl = 0; pl < planes; pl++) {
         for (int64_t i = 0; i < ohw; i++) {
-            int64_t oy = i / ow, ox = i % ow;
-            int64_t r[4] = { oy * x.h / oh, ((oy + 1) * x.h + oh - 1) / oh, ox * x.w / ow,
-                             ((ox + 1) * x.w + ow - 1) / ow };
+            int64_t r[4];
+            ki_cv_adaptive_range(i / ow, x.h, oh, &r[0], &r[1]);
+            ki_cv_adaptive_range(i % ow, x.w, ow, &r[2], &r[3]);
             float v, at;
             cell(a->is_max, src + pl * hw, x.w, r, &v, &at);
             dst[pl * ohw + i] = v;

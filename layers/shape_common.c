@@ -241,6 +241,15 @@ ki_status ki_shapeop_alloc(size_t size, void **state, ki_error *err)
     return KI_OK;
 }
 
+ki_status ki_shapeop_save(const void *t, size_t size, void **state, ki_error *err)
+{
+    ki_status st = ki_shapeop_alloc(size, state, err);
+    if (st == KI_OK) {
+        memcpy(*state, t, size);
+    }
+    return st;
+}
+
 void ki_shapeop_free(void *state)
 {
     free(state);

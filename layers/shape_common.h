@@ -71,7 +71,21 @@ ki_status ki_shapeop_list_values(const ki_shape *s, const char *what, int64_t *v
 /* malloc'ed zeroed state of size bytes, or KI_ERR_NOMEM. */
 ki_status ki_shapeop_alloc(size_t size, void **state, ki_error *err);
 
+/* ki_shapeop_alloc, then the size bytes at t copied into the new state. */
+ki_status ki_shapeop_save(const void *t, size_t size, void **state, ki_error *err);
+
 /* Frees state made by ki_shapeop_alloc (the destroy of every layer here). */
 void ki_shapeop_free(void *state);
+
+/* The layer table of an op whose state is freed with ki_shapeop_free and that needs no
+ * workspace. */
+#define KI_SHAPEOP_OPS(sym, name, create_fn, shape_fn, forward_fn)                                 \
+    const ki_layer_ops sym = {                                                                     \
+        .type = name,                                                                              \
+        .create = create_fn,                                                                       \
+        .shape = shape_fn,                                                                         \
+        .forward = forward_fn,                                                                     \
+        .destroy = ki_shapeop_free,                                                                \
+    }
 
 #endif

@@ -202,20 +202,13 @@ static ki_status expand_forward(const void *state, const ki_tensor *in, int n_in
     return KI_OK;
 }
 
-#define COPY_LAYER(sym, name, create_fn, shape_fn, forward_fn)                                     \
-    const ki_layer_ops sym = {                                                                     \
-        .type = name,                                                                              \
-        .create = create_fn,                                                                       \
-        .shape = shape_fn,                                                                         \
-        .forward = forward_fn,                                                                     \
-        .destroy = ki_shapeop_free,                                                                \
-    };
-
-COPY_LAYER(ki_layer_torch_permute, "torch.permute", permute_create, permute_shape, permute_forward)
-COPY_LAYER(ki_layer_tensor_permute, "Tensor.permute", permute_create, permute_shape,
-           permute_forward)
-COPY_LAYER(ki_layer_torch_transpose, "torch.transpose", transpose_create, permute_shape,
-           permute_forward)
-COPY_LAYER(ki_layer_tensor_transpose, "Tensor.transpose", transpose_create, permute_shape,
-           permute_forward)
-COPY_LAYER(ki_layer_tensor_expand, "Tensor.expand", expand_create, expand_shape, expand_forward)
+KI_SHAPEOP_OPS(ki_layer_torch_permute, "torch.permute", permute_create, permute_shape,
+               permute_forward);
+KI_SHAPEOP_OPS(ki_layer_tensor_permute, "Tensor.permute", permute_create, permute_shape,
+               permute_forward);
+KI_SHAPEOP_OPS(ki_layer_torch_transpose, "torch.transpose", transpose_create, permute_shape,
+               permute_forward);
+KI_SHAPEOP_OPS(ki_layer_tensor_transpose, "Tensor.transpose", transpose_create, permute_shape,
+               permute_forward);
+KI_SHAPEOP_OPS(ki_layer_tensor_expand, "Tensor.expand", expand_create, expand_shape,
+               expand_forward);

@@ -31,6 +31,24 @@ static void conv3d_op(top *t, const char *type, int64_t in, int64_t out, int64_t
     top_attr(t, "weight", 5, wd, w);
 }
 
+/* Creates t; fails the test when that fails. */
+static void *create_ok(const top *t, const ki_layer_ops **ops)
+{
+    void *st = NULL;
+    ki_error err = { 0 };
+    if (top_create(t, ops, &st, &err) != KI_OK) {
+        fail_msg("create: %s", err.msg);
+    }
+    return st;
+}
+
+static void expect_msg(const ki_error *err, const char *needle)
+{
+    if (!strstr(err->msg, needle)) {
+        fail_msg("message '%s' lacks '%s'", err->msg, needle);
+    }
+}
+
 static void expect_create_fail(const top *t, ki_status want, const char *needle)
 {
     const ki_layer_ops *ops;
@@ -44,9 +62,6 @@ static void expect_create_fail(const top *t, ki_status want, const char *needle)
     if (s != want || !strstr(err.msg, needle)) {
         fail_msg("%s: status %d, message '%s'; expected %d and '%s'", t->d.type, (int)s, err.msg,
                  (int)want, needle);
-    }
-    if (!strstr(err.msg, needle)) {
-        fail_msg("message '%s' lacks '%s'", err.msg, needle);
     }
 }
 
@@ -101,18 +116,13 @@ static void test_create_errors(void **unused)
 static void expect_shape_fail(const top *t, const ki_shape *in, int n_in, const char *needle)
 {
     const ki_layer_ops *ops;
-    void *st = NULL;
+    void *st = create_ok(t, &ops);
     ki_error err = { 0 };
     ki_shape out[2];
-    if (top_create(t, &ops, &st, &err) != KI_OK) {
-        fail_msg("create: %s", err.msg);
-    }
     ki_status s = ops->shape(st, in, n_in, out, t->d.n_outputs, &err);
     ops->destroy(st);
     assert_int_equal(s, KI_ERR_SHAPE);
-    if (!strstr(err.msg, needle)) {
-        fail_msg("message '%s' lacks '%s'", err.msg, needle);
-    }
+    expect_msg(&err, needle);
 }
 
 static void test_shape_errors(void **unused)
@@ -205,12 +215,9 @@ static void naive_deconv(const float *x, const int64_t *xd, const float *w, int6
 static void run_check(const top *t, const ki_tensor *x, const float *want, size_t n)
 {
     const ki_layer_ops *ops;
-    void *st = NULL;
+    void *st = create_ok(t, &ops);
     ki_error err = { 0 };
     ki_tensor out[2];
-    if (top_create(t, &ops, &st, &err) != KI_OK) {
-        fail_msg("create: %s", err.msg);
-    }
     for (int th = 1; th <= 2; th++) {
         if (top_run(ops, st, x, 1, &out[th - 1], 1, th, &err) != KI_OK) {
             fail_msg("%s", err.msg);
@@ -227,6 +234,32 @@ static void run_check(const top *t, const ki_tensor *x, const float *want, size_
     ops->destroy(st);
 }
 
+/* n floats from the seeded generator, malloc'd. */
+static float *rand_floats(uint64_t *seed, size_t n)
+{
+    float *p = malloc(n * sizeof *p);
+    trng_fill(seed, p, n);
+    return p;
+}
+
+/* y[i] = acc[i] for the n values of a naive_deconv result. */
+static void to_float(const double *acc, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        y[i] = (float)acc[i];
+    }
+}
+
+/* Gives t stride s and padding p in every dim, then runs it on x (dims xd) against want. */
+static void run_strided(top *t, int64_t s, int64_t p, const int64_t xd[5], float *x,
+                        const float *want, size_t n)
+{
+    top_ints3(t, "stride", s, s, s);
+    top_ints3(t, "padding", p, p, p);
+    ki_tensor in = { ki_shape_make(5, xd), x };
+    run_check(t, &in, want, n);
+}
+
 /* 8 -> 4 channels, 3x3x3 on 20x32x32: in two groups with stride 2 and padding, then ungrouped,
  * stride 1, unpadded (216 column rows x 18 planes of 30x30: two chunks of output planes). */
 static void test_conv_chunks(void **unused)
@@ -235,22 +268,18 @@ static void test_conv_chunks(void **unused)
     uint64_t seed = 0x3d3d;
     const int64_t xd[5] = { 1, 8, 20, 32, 32 }, od[5] = { 1, 4, 10, 16, 16 };
     size_t nx = 8 * 20 * 32 * 32, nw = 4 * 8 * 27, ny = 4 * 10 * 16 * 16;
-    float *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), *y = malloc(ny * sizeof *y);
-    trng_fill(&seed, x, nx);
-    trng_fill(&seed, w, nw);
+    float *x = rand_floats(&seed, nx), *w = rand_floats(&seed, nw);
+    float *y = malloc(ny * sizeof *y);
     naive_conv(x, xd, w, 4, 2, 3, 2, 1, od, y);
     top t;
     conv3d_op(&t, "nn.Conv3d", 8, 4, 3, 2, w);
-    top_ints3(&t, "stride", 2, 2, 2);
-    top_ints3(&t, "padding", 1, 1, 1);
-    ki_tensor in = { ki_shape_make(5, xd), x };
-    run_check(&t, &in, y, ny);
+    run_strided(&t, 2, 1, xd, x, y, ny);
     const int64_t od1[5] = { 1, 4, 18, 30, 30 };
     size_t ny1 = 4 * 18 * 30 * 30;
     float *y1 = malloc(ny1 * sizeof *y1);
     naive_conv(x, xd, w, 4, 1, 3, 1, 0, od1, y1);
     conv3d_op(&t, "nn.Conv3d", 8, 4, 3, 1, w);
-    run_check(&t, &in, y1, ny1);
+    run_strided(&t, 1, 0, xd, x, y1, ny1);
     free(x), free(w), free(y), free(y1);
 }
 
@@ -262,28 +291,20 @@ static void test_deconv_chunks(void **unused)
     uint64_t seed = 0xdec3;
     const int64_t xd[5] = { 1, 4, 40, 32, 32 }, od[5] = { 1, 4, 79, 63, 63 };
     size_t nx = 4 * 40 * 32 * 32, nw = 4 * 2 * 27, ny = 4 * 79 * 63 * 63;
-    float *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), *y = malloc(ny * sizeof *y);
+    float *x = rand_floats(&seed, nx), *w = rand_floats(&seed, nw);
+    float *y = malloc(ny * sizeof *y);
     double *acc = malloc(ny * sizeof *acc);
-    trng_fill(&seed, x, nx);
-    trng_fill(&seed, w, nw);
     naive_deconv(x, xd, w, 4, 2, 3, 2, 1, od, acc);
-    for (size_t i = 0; i < ny; i++) {
-        y[i] = (float)acc[i];
-    }
+    to_float(acc, y, ny);
     top t;
     conv3d_op(&t, "nn.ConvTranspose3d", 4, 4, 3, 2, w);
-    top_ints3(&t, "stride", 2, 2, 2);
-    top_ints3(&t, "padding", 1, 1, 1);
-    ki_tensor in = { ki_shape_make(5, xd), x };
-    run_check(&t, &in, y, ny);
+    run_strided(&t, 2, 1, xd, x, y, ny);
     /* one output channel, 1x1x1, stride 1: a column matrix of one row */
     const int64_t od1[5] = { 1, 1, 40, 32, 32 };
     naive_deconv(x, xd, w, 1, 1, 1, 1, 0, od1, acc);
-    for (size_t i = 0; i < nx / 4; i++) {
-        y[i] = (float)acc[i];
-    }
+    to_float(acc, y, nx / 4);
     conv3d_op(&t, "nn.ConvTranspose3d", 4, 1, 1, 1, w);
-    run_check(&t, &in, y, nx / 4);
+    run_strided(&t, 1, 0, xd, x, y, nx / 4);
     free(x), free(w), free(y), free(acc);
 }
 
@@ -305,24 +326,18 @@ static void test_random(void **unused)
         }
         size_t nx = (size_t)(cin * xd[2] * xd[3] * xd[4]), nw = (size_t)(cin * cout * k * k * k);
         size_t ny = (size_t)(cout * od[2] * od[3] * od[4]);
-        float *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), *y = malloc(ny * sizeof *y);
+        float *x = rand_floats(&seed, nx), *w = rand_floats(&seed, nw);
+        float *y = malloc(ny * sizeof *y);
         double *acc = malloc(ny * sizeof *acc);
-        trng_fill(&seed, x, nx);
-        trng_fill(&seed, w, nw);
         if (tr) {
             naive_deconv(x, xd, w, cout, groups, k, s, p, od, acc);
-            for (size_t i = 0; i < ny; i++) {
-                y[i] = (float)acc[i];
-            }
+            to_float(acc, y, ny);
         } else {
             naive_conv(x, xd, w, cout, groups, k, s, p, od, y);
         }
         top t;
         conv3d_op(&t, tr ? "nn.ConvTranspose3d" : "nn.Conv3d", cin, cout, k, groups, w);
-        top_ints3(&t, "stride", s, s, s);
-        top_ints3(&t, "padding", p, p, p);
-        ki_tensor in = { ki_shape_make(5, xd), x };
-        run_check(&t, &in, y, ny);
+        run_strided(&t, s, p, xd, x, y, ny);
         free(x), free(w), free(y), free(acc);
     }
 }
