@@ -112,6 +112,25 @@ static inline ki_status top_create(const top *t, const ki_layer_ops **ops, void 
     return (*ops)->create(&t->d, st, err);
 }
 
+#ifdef fail_msg /* with cmocka */
+/* Creating the layer of t must fail with status want and a message containing needle. */
+static inline void top_expect_create_fail(const top *t, ki_status want, const char *needle)
+{
+    const ki_layer_ops *ops;
+    void *st = NULL;
+    ki_error err = { 0 };
+    ki_status s = top_create(t, &ops, &st, &err);
+    if (s == KI_OK) {
+        ops->destroy(st);
+        fail_msg("%s: expected a failure mentioning '%s'", t->d.type, needle);
+    }
+    if (s != want || !strstr(err.msg, needle)) {
+        fail_msg("%s: status %d, message '%s'; expected %d and '%s'", t->d.type, (int)s, err.msg,
+                 (int)want, needle);
+    }
+}
+#endif
+
 /* Runs shape + forward with n_threads; out[i].data is allocated here (free with free()). */
 static inline ki_status top_run(const ki_layer_ops *ops, const void *st, const ki_tensor *in,
                                 int n_in, ki_tensor *out, int n_out, int n_threads, ki_error *err)

@@ -38,59 +38,43 @@ static void roi_op(top *t, int64_t ph, int64_t pw, int64_t ratio, int aligned)
     top_bool(t, "aligned", aligned);
 }
 
-static void expect_create_fail(const top *t, ki_status want, const char *needle)
-{
-    const ki_layer_ops *ops;
-    void *st = NULL;
-    ki_error err = { 0 };
-    ki_status s = top_create(t, &ops, &st, &err);
-    if (s == KI_OK) {
-        ops->destroy(st);
-        fail_msg("%s: expected a failure mentioning '%s'", t->d.type, needle);
-    }
-    if (s != want || !strstr(err.msg, needle)) {
-        fail_msg("%s: status %d, message '%s'; expected %d and '%s'", t->d.type, (int)s, err.msg,
-                 (int)want, needle);
-    }
-}
-
 static void test_create_errors(void **unused)
 {
     (void)unused;
     static float w[8 * 4 * 9];
     top t;
     dcn_op(&t, 1, 4, 8, 3, 1, w);
-    expect_create_fail(&t, KI_ERR_FORMAT, "offset");
+    top_expect_create_fail(&t, KI_ERR_FORMAT, "offset");
     dcn_op(&t, 3, 4, 8, 3, 1, w);
     top_ints2(&t, "stride", 1, 0);
-    expect_create_fail(&t, KI_ERR_FORMAT, "stride");
+    top_expect_create_fail(&t, KI_ERR_FORMAT, "stride");
     dcn_op(&t, 2, 4, 8, 3, 1, w);
     top_ints2(&t, "dilation", -1, 1);
-    expect_create_fail(&t, KI_ERR_FORMAT, "dilation");
+    top_expect_create_fail(&t, KI_ERR_FORMAT, "dilation");
     dcn_op(&t, 2, 4, 8, 3, 3, w);
-    expect_create_fail(&t, KI_ERR_SHAPE, "groups");
+    top_expect_create_fail(&t, KI_ERR_SHAPE, "groups");
     dcn_op(&t, 2, 4, 8, 3, 1, w);
     top_int(&t, "in_channels", 5);
-    expect_create_fail(&t, KI_ERR_SHAPE, "in_channels");
+    top_expect_create_fail(&t, KI_ERR_SHAPE, "in_channels");
     top_init(&t, DCN, 2, 1);
     top_ints2(&t, "kernel_size", 3, 2);
     top_attr(&t, "weight", 4, (const int64_t[]){ 8, 4, 3, 3 }, w);
-    expect_create_fail(&t, KI_ERR_SHAPE, "kernel_size");
+    top_expect_create_fail(&t, KI_ERR_SHAPE, "kernel_size");
     dcn_op(&t, 2, 4, 8, 3, 1, w);
     t.params[3].i = 1; /* bias=True without @bias */
-    expect_create_fail(&t, KI_ERR_FORMAT, "bias");
+    top_expect_create_fail(&t, KI_ERR_FORMAT, "bias");
     top_init(&t, DCN, 2, 1);
-    expect_create_fail(&t, KI_ERR_FORMAT, "weight");
+    top_expect_create_fail(&t, KI_ERR_FORMAT, "weight");
 
     roi_op(&t, 0, 2, 2, 1);
-    expect_create_fail(&t, KI_ERR_FORMAT, "output_size");
+    top_expect_create_fail(&t, KI_ERR_FORMAT, "output_size");
     roi_op(&t, 2, 2, 1 << 20, 1);
-    expect_create_fail(&t, KI_ERR_FORMAT, "sampling_ratio");
+    top_expect_create_fail(&t, KI_ERR_FORMAT, "sampling_ratio");
     top_init(&t, ROIA, 2, 1);
-    expect_create_fail(&t, KI_ERR_FORMAT, "output_size");
+    top_expect_create_fail(&t, KI_ERR_FORMAT, "output_size");
     roi_op(&t, 2, 2, 2, 1);
     t.d.n_inputs = 3;
-    expect_create_fail(&t, KI_ERR_FORMAT, "inputs");
+    top_expect_create_fail(&t, KI_ERR_FORMAT, "inputs");
 }
 
 /* pnnx.custom_op.torchvision.deform_conv2d with its five inputs named (keys, which t points to)
@@ -118,19 +102,19 @@ static void test_custom_errors(void **unused)
     const char *keys[5];
     dcn_custom_op(&t, keys);
     keys[3] = NULL;
-    expect_create_fail(&t, KI_ERR_UNSUPPORTED, "$arg_0 .. $arg_4");
+    top_expect_create_fail(&t, KI_ERR_UNSUPPORTED, "$arg_0 .. $arg_4");
     dcn_custom_op(&t, keys);
     t.d.n_params--; /* no use_mask */
-    expect_create_fail(&t, KI_ERR_UNSUPPORTED, "arg_13");
+    top_expect_create_fail(&t, KI_ERR_UNSUPPORTED, "arg_13");
     dcn_custom_op(&t, keys);
     t.params[6].i = 0; /* groups */
-    expect_create_fail(&t, KI_ERR_FORMAT, "groups");
+    top_expect_create_fail(&t, KI_ERR_FORMAT, "groups");
     dcn_custom_op(&t, keys);
     t.params[0].i = -1; /* stride_h */
-    expect_create_fail(&t, KI_ERR_FORMAT, "stride");
+    top_expect_create_fail(&t, KI_ERR_FORMAT, "stride");
     roi_op(&t, 2, 2, 2, 1);
     t.d.type = "pnnx.custom_op.torchvision.roi_align";
-    expect_create_fail(&t, KI_ERR_UNSUPPORTED, "arg_2");
+    top_expect_create_fail(&t, KI_ERR_UNSUPPORTED, "arg_2");
 }
 
 /* Creates t and expects shape() to fail on the input shapes with a message holding needle. */
