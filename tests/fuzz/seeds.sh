@@ -11,6 +11,7 @@ if [ -d "tests/fuzz/corpus_$kind" ]; then
     cp "tests/fuzz/corpus_$kind"/* "$dir"/ 2>/dev/null || true
 fi
 for c in tests/data/ops/* tests/data/nets/*; do
+    [ -d "$c" ] || continue # a case is a directory
     name=$(basename "$c")
     case $kind in
     param)

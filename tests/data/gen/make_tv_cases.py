@@ -5,7 +5,7 @@ with PyTorch (torchvision's CPU kernels) as the oracle.
 
 pnnx only converts these modules with torchvision's operator library loaded (customop=), so this
 runs zoocase through a small pnnx wrapper that adds it. Run from the repository root:
-    /usr/bin/python3 tests/data/ops/make_tv_cases.py
+    /usr/bin/python3 tests/data/gen/make_tv_cases.py
 """
 import glob
 import os
