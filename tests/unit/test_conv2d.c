@@ -647,20 +647,13 @@ static void test_wino_xforms_avx512(void **unused)
     }
     for (uint64_t seed = 1; seed <= 300; seed++) {
         uint64_t s = seed * 0x9E3779B97F4A7C15ull;
-        const int64_t m = seed % 2 ? 4 : 2, t = m + 2, npos = t * t;
-        int64_t h = trng_int(&s, 1, 40), w = trng_int(&s, 1, 90), pt = trng_int(&s, 0, 2);
-        int64_t pl = trng_int(&s, 0, 2), pb = trng_int(&s, 0, 2), pr = trng_int(&s, 0, 2);
-        int64_t oh = h + pt + pb - 2, ow = w + pl + pr - 2;
-        if (oh < 1 || ow < 1) {
+        wino_case c;
+        if (!wino_random_case(seed, &s, 90, &c)) {
             continue;
         }
-        ki_wino_tiles tg = { (ow + m - 1) / m, 0, pt, pl, oh, ow, m };
-        tg.tiles = tg.ntx * ((oh + m - 1) / m);
-        const int64_t tp = (tg.tiles + KI_GEMM_NR - 1) / KI_GEMM_NR * KI_GEMM_NR;
-        const int64_t tb = tp > KI_GEMM_NR && seed % 3 == 0 ? KI_GEMM_NR : 0;
-        /* sometimes one panel only (the blocked runs' calls), with a guard after it */
-        const int64_t te = seed % 4 == 2 && tp - tb > KI_GEMM_NR ? tb + KI_GEMM_NR : tp;
-        const int64_t n = te - tb;
+        const int64_t npos = c.npos, h = c.h, w = c.w, oh = c.oh, ow = c.ow;
+        const int64_t tb = c.tb, te = c.te, n = c.n;
+        const ki_wino_tiles tg = c.tg;
         float *x = malloc((size_t)(h * w) * sizeof *x), *va = malloc((size_t)(npos * n + 64) * 4);
         float *vr = malloc((size_t)(npos * n + 64) * 4), *mm = malloc((size_t)(npos * n) * 4);
         float *res = malloc((size_t)(oh * ow) * 4), *qa = malloc((size_t)(oh * ow) * 4);

@@ -211,4 +211,37 @@ static inline void top_conv_like(top *t, const char *type, int64_t in, int64_t o
     }
 }
 
+#ifdef KI_CONV2D_H /* with layers/conv2d.h */
+/* A random geometry for the Winograd transform tests, drawn from *s: F(4x4) for odd seeds, else
+ * F(2x2); an h x w input (w at most max_w) padded by 0-2 on each side; its tiles; and the tile
+ * columns [tb, te) a call covers (n of them): from the second panel for every third seed, one
+ * panel only for some. False when the output is empty. */
+typedef struct wino_case {
+    int64_t m, npos, h, w, oh, ow, tb, te, n;
+    ki_wino_tiles tg;
+} wino_case;
+
+static inline bool wino_random_case(uint64_t seed, uint64_t *s, int64_t max_w, wino_case *c)
+{
+    const int64_t m = seed % 2 ? 4 : 2;
+    c->m = m, c->npos = (m + 2) * (m + 2);
+    c->h = trng_int(s, 1, 40);
+    c->w = trng_int(s, 1, max_w);
+    const int64_t pt = trng_int(s, 0, 2), pl = trng_int(s, 0, 2);
+    const int64_t pb = trng_int(s, 0, 2), pr = trng_int(s, 0, 2);
+    c->oh = c->h + pt + pb - 2, c->ow = c->w + pl + pr - 2;
+    if (c->oh < 1 || c->ow < 1) {
+        return false;
+    }
+    c->tg = (ki_wino_tiles){ (c->ow + m - 1) / m, 0, pt, pl, c->oh, c->ow, m };
+    c->tg.tiles = c->tg.ntx * ((c->oh + m - 1) / m);
+    const int64_t tp = (c->tg.tiles + KI_GEMM_NR - 1) / KI_GEMM_NR * KI_GEMM_NR;
+    c->tb = tp > KI_GEMM_NR && seed % 3 == 0 ? KI_GEMM_NR : 0;
+    /* sometimes one panel only (the blocked runs' calls), with a guard after it */
+    c->te = seed % 4 == 2 && tp - c->tb > KI_GEMM_NR ? c->tb + KI_GEMM_NR : tp;
+    c->n = c->te - c->tb;
+    return true;
+}
+#endif
+
 #endif
