@@ -117,6 +117,19 @@ static ki_status l2n_create(const ki_op_desc *op, void **state, ki_error *err)
     return KI_OK;
 }
 
+/* x seen as (outer, n, inner) around the state's dim (F.normalize, GLU); false when the dim is out
+ * of range, which shape() has already refused. */
+static bool dim_blocks(const l2n_state *s, const ki_shape *x, int64_t *outer, int64_t *n,
+                       int64_t *inner)
+{
+    int ax;
+    if (!ki_axis_norm(s->dim, x->ndim, &ax)) {
+        return false;
+    }
+    ki_shapeop_blocks(x, ax, outer, n, inner);
+    return true;
+}
+
 static ki_status l2n_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
                            int n_out, ki_error *err)
 {
@@ -134,14 +147,11 @@ static ki_status l2n_forward(const void *state, const ki_tensor *in, int n_in, k
                              int n_out, const ki_exec *ex)
 {
     const l2n_state *s = state;
-    const ki_shape *sh = &in[0].shape;
-    int ax;
+    int64_t outer, n, inner;
     (void)n_in, (void)n_out, (void)ex;
-    if (!ki_axis_norm(s->dim, sh->ndim, &ax)) {
+    if (!dim_blocks(s, &in[0].shape, &outer, &n, &inner)) {
         return KI_ERR_SHAPE;
     }
-    int64_t outer, n, inner;
-    ki_shapeop_blocks(sh, ax, &outer, &n, &inner);
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t j = 0; j < inner; j++) {
             const float *x = in[0].data + o * n * inner + j;
@@ -198,14 +208,11 @@ static ki_status glu_forward(const void *state, const ki_tensor *in, int n_in, k
                              int n_out, const ki_exec *ex)
 {
     const l2n_state *s = state;
-    const ki_shape *sh = &in[0].shape;
-    int ax;
+    int64_t outer, n, inner;
     (void)n_in, (void)n_out, (void)ex;
-    if (!ki_axis_norm(s->dim, sh->ndim, &ax)) {
+    if (!dim_blocks(s, &in[0].shape, &outer, &n, &inner)) {
         return KI_ERR_SHAPE;
     }
-    int64_t outer, n, inner;
-    ki_shapeop_blocks(sh, ax, &outer, &n, &inner);
     const int64_t half = n / 2;
     for (int64_t o = 0; o < outer; o++) {
         const float *a = in[0].data + o * 2 * half * inner, *b = a + half * inner;
