@@ -11,7 +11,8 @@
  *   cols_at(ox, s, kk, pl, w), out_mask(n) (lanes below n),
  *   block(d, y0, first, iy0, ox, k, sm, s, kk, rows, checked): the vector block (see block_at)
  *                        of a kk x kk kernel (3 or 5),
- *   plane_init(d, c, g, row0), plane_channel(d, c, ch): the plane's setup, a channel's weights.
+ *   DW_SET1              the width's set1 (the clamp bounds' broadcast in plane_init);
+ *   plane_channel(d, c, ch): a channel's weights and bias.
  * Everything here is static inline and always inlined into the ISA file's entries, so s, kk,
  * rows and checked are constants in each block. Thread-safe: each call writes only its own
  * planes' rows. */
@@ -25,6 +26,19 @@
  * stride 2) stay in L1 while each column block walks down them. Wider planes go eight rows at a
  * time across all columns, reading their rows in order. */
 #define DW_BAND 16
+
+/* d's plane geometry and clamp bounds for layer c on geometry g, its input's first row row0; no
+ * residual and nothing to ask for until the caller says so. */
+static inline __attribute__((always_inline)) void plane_init(dw_plane *d, const ki_conv2d *c,
+                                                             const ki_conv2d_geom *g, int64_t row0)
+{
+    ki_gemm_fin f;
+    d->vact = !ki_gemm_fin_of(&c->ep, 0, NULL, &f); /* then lo, hi are -inf, inf */
+    d->act = c->ep.act;
+    d->h = g->in.h, d->w = g->in.w, d->ow = g->ow, d->row0 = row0;
+    d->lo = DW_SET1(f.lo), d->hi = DW_SET1(f.hi);
+    d->res = NULL, d->pf_in = d->pf_out = NULL;
+}
 
 /* Of a plane of `floats`, the share of output rows [yb, ye) of oh: from *at (a whole line from
  * the share before's start), the count returned. */

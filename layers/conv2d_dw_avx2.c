@@ -21,6 +21,7 @@
 #include "vexp_avx2.h"
 
 #define DW_LANES   8
+#define DW_SET1    _mm256_set1_ps
 #define DW_ROWS_S2 4
 
 /* Lanes i with 0 <= b + i < w, as a vector mask. */
@@ -243,19 +244,6 @@ static inline __attribute__((always_inline)) void block(const dw_plane *d, int64
     } else {
         block_v(d, y0, first, iy0, ox, k, sm, s, kk, rows, checked, false);
     }
-}
-
-/* d's plane geometry and clamp bounds for layer c on geometry g, its input's first row row0; no
- * residual and nothing to ask for until the caller says so. */
-static inline __attribute__((always_inline)) void plane_init(dw_plane *d, const ki_conv2d *c,
-                                                             const ki_conv2d_geom *g, int64_t row0)
-{
-    ki_gemm_fin f;
-    d->vact = !ki_gemm_fin_of(&c->ep, 0, NULL, &f); /* then lo, hi are -inf, inf */
-    d->act = c->ep.act;
-    d->h = g->in.h, d->w = g->in.w, d->ow = g->ow, d->row0 = row0;
-    d->lo = _mm256_set1_ps(f.lo), d->hi = _mm256_set1_ps(f.hi);
-    d->res = NULL, d->pf_in = d->pf_out = NULL;
 }
 
 /* Channel ch's weights (a 3x3 kernel's broadcast) and bias into d. */

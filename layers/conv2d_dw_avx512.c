@@ -32,6 +32,7 @@
  * of 16k) the vector loads do not straddle two lines, which three loads from columns b, b + 1, b +
  * 2 did (a 3x3 stride-1 block ran 1.5x slower so). */
 #define DW_LANES   16
+#define DW_SET1    _mm512_set1_ps
 #define DW_ROWS_S2 8
 typedef __mmask16 dw_mask;
 
@@ -225,19 +226,6 @@ static inline __attribute__((always_inline)) void block(const dw_plane *d, int64
             store(d, (y0 + r) * d->ow + ox, sm, kk == 3 ? a[r] : _mm512_add_ps(a[r], b[r]));
         }
     }
-}
-
-/* d's plane geometry and clamp bounds for layer c on geometry g, its input's first row row0; no
- * residual and nothing to ask for until the caller says so. */
-static inline __attribute__((always_inline)) void plane_init(dw_plane *d, const ki_conv2d *c,
-                                                             const ki_conv2d_geom *g, int64_t row0)
-{
-    ki_gemm_fin f;
-    d->vact = !ki_gemm_fin_of(&c->ep, 0, NULL, &f); /* then lo, hi are -inf, inf */
-    d->act = c->ep.act;
-    d->h = g->in.h, d->w = g->in.w, d->ow = g->ow, d->row0 = row0;
-    d->lo = _mm512_set1_ps(f.lo), d->hi = _mm512_set1_ps(f.hi);
-    d->res = NULL, d->pf_in = d->pf_out = NULL;
 }
 
 /* Channel ch's weights (a 3x3 kernel's broadcast) and bias into d. */
