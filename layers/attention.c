@@ -57,40 +57,13 @@ static float *pack_t(const float *w, int64_t n, int64_t k)
     return b;
 }
 
-/* What a projection's row blocks are finished with: + bias per column, then + res (same
- * layout as the output), or neither. */
-typedef struct proj_finish {
-    const float *bias, *res;
-} proj_finish;
-
-static void finish_rows(const void *ctx, float *c, int64_t ldc, int64_t m0, int64_t mr, int64_t n0,
-                        int64_t nr)
-{
-    const proj_finish *f = ctx;
-    const float *restrict bias = f->bias ? f->bias + n0 : NULL;
-    for (int64_t i = 0; i < mr; i++) {
-        float *restrict p = c + i * ldc;
-        const float *restrict r = f->res ? f->res + (m0 + i) * ldc + n0 : NULL;
-        if (bias) {
-            for (int64_t j = 0; j < nr; j++) {
-                p[j] += bias[j];
-            }
-        }
-        if (r) {
-            for (int64_t j = 0; j < nr; j++) {
-                p[j] += r[j];
-            }
-        }
-    }
-}
-
 /* c (rows x n, row stride ldc) = a (rows x k, row stride lda) times the packed B + bias (+ res,
  * with c's layout), each thread finishing its own row blocks. */
 static void gemm_packed(const mha *m, const float *a, int64_t lda, int64_t rows, const float *bp,
                         int64_t n, const float *bias, const float *res, float *c, int64_t ldc,
                         int nt)
 {
-    const proj_finish f = { bias, res };
+    const ki_gemm_col_finish f = { bias, res, { NULL, { KI_ACT_NONE, 0, 0 }, false }, NULL };
     const ki_gemm_args ga = { .m = rows,
                               .n = n,
                               .k = m->e,
@@ -100,7 +73,7 @@ static void gemm_packed(const mha *m, const float *a, int64_t lda, int64_t rows,
                               .c = c,
                               .ldc = ldc,
                               .uk = m->uk,
-                              .rows_done = bias || res ? finish_rows : NULL,
+                              .rows_done = bias || res ? ki_gemm_finish_cols : NULL,
                               .done_ctx = &f };
 #pragma omp parallel num_threads(nt)
     ki_gemm_compute(&ga, omp_get_thread_num(), omp_get_num_threads());

@@ -180,6 +180,29 @@ static void prefetch_a(const ki_gemm_args *g, int64_t mi, int64_t k0, int64_t kc
     }
 }
 
+void ki_gemm_finish_cols(const void *ctx, float *c, int64_t ldc, int64_t m0, int64_t mr, int64_t n0,
+                         int64_t nr)
+{
+    const ki_gemm_col_finish *f = ctx;
+    const float *restrict bias = f->bias ? f->bias + n0 : NULL;
+    for (int64_t i = 0; i < mr; i++) {
+        float *restrict p = c + i * ldc;
+        const float *restrict r = f->res ? f->res + (m0 + i) * ldc + n0 : NULL;
+        if (bias) {
+            for (int64_t j = 0; j < nr; j++) {
+                p[j] += bias[j];
+            }
+        }
+        if (f->ep.act.kind != KI_ACT_NONE) {
+            f->epf(&f->ep, r, 0, p, (size_t)nr);
+        } else if (r) {
+            for (int64_t j = 0; j < nr; j++) {
+                p[j] += r[j];
+            }
+        }
+    }
+}
+
 /* Used when there are few panels (small outputs, large weights): tiles are numbered row-major,
  * so each thread reads only its share of A (the weight, often megabytes streamed from memory),
  * while the few packed B panels stay in cache. k blocks outermost. */

@@ -80,6 +80,18 @@ typedef struct ki_gemm_args {
     const void *done_ctx;
 } ki_gemm_args;
 
+/* The rows_done finish of a GEMM whose bias is per column (nn.Linear, the attention projections):
+ * + bias[column], then the activation ep.act with the residual res (C's layout) in ep's order
+ * through epf (a residual alone is added as it is). */
+typedef struct ki_gemm_col_finish {
+    const float *bias; /* one per column, or NULL */
+    const float *res;  /* m x n with C's row stride, or NULL */
+    ki_cv_epilogue ep; /* act and res_after; ep.bias unused */
+    ki_cv_epilogue_fn epf;
+} ki_gemm_col_finish;
+void ki_gemm_finish_cols(const void *ctx, float *c, int64_t ldc, int64_t m0, int64_t mr, int64_t n0,
+                         int64_t nr);
+
 /* Computes thread tid's share of the tiles (call from inside a parallel region, every tid in
  * 0..nt-1 once). */
 void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt);

@@ -220,35 +220,6 @@ static ki_status linear_shape(const void *state, const ki_shape *in, int n_in, k
     return st;
 }
 
-/* What the GEMM path's tiles need to finish themselves. */
-typedef struct tile_finish {
-    const linear *l;
-    const float *res; /* the fused residual (rows x out_f), or NULL */
-} tile_finish;
-
-/* + bias per column, then the residual and the activation in the unfused graph's order, on a
- * thread's finished part of a row block (ki_gemm_args.rows_done). */
-static void finish_tile(const void *ctx, float *c, int64_t ldc, int64_t m0, int64_t mr, int64_t n0,
-                        int64_t nr)
-{
-    const tile_finish *f = ctx;
-    const linear *l = f->l;
-    const ki_cv_epilogue ep = { NULL, l->act, l->res_after };
-    const float *restrict bias = l->bias ? l->bias + n0 : NULL;
-    for (int64_t i = 0; i < mr; i++) {
-        float *restrict p = c + i * ldc;
-        if (bias) {
-            for (int64_t j = 0; j < nr; j++) {
-                p[j] += bias[j];
-            }
-        }
-        const float *res = f->res ? f->res + (m0 + i) * ldc + n0 : NULL;
-        if (l->act.kind != KI_ACT_NONE || res) {
-            l->epf(&ep, res, 0, p, (size_t)nr);
-        }
-    }
-}
-
 /* The residual and activation over y = x W^T + b of the paths that do not finish by tiles (the
  * activation is already applied there unless a residual comes before it). */
 static void finish_rows(const linear *l, const float *res, float *y, int64_t n)
@@ -276,11 +247,11 @@ static void gemv(const linear *l, const float *x, int64_t rows, float *restrict 
     }
 }
 
-/* y = x W^T on the packed panels, each thread finishing its rows with finish_tile. */
+/* y = x W^T on the packed panels, each thread finishing its rows (bias, activation, residual). */
 static void gemm_rows(const linear *l, const float *x, int64_t rows, const float *res,
                       float *restrict y, int nt)
 {
-    const tile_finish f = { l, res };
+    const ki_gemm_col_finish f = { l->bias, res, { NULL, l->act, l->res_after }, l->epf };
     const ki_gemm_args ga = { .m = rows,
                               .n = l->out_f,
                               .k = l->in_f,
@@ -290,7 +261,7 @@ static void gemm_rows(const linear *l, const float *x, int64_t rows, const float
                               .c = y,
                               .ldc = l->out_f,
                               .uk = l->uk,
-                              .rows_done = finish_tile,
+                              .rows_done = ki_gemm_finish_cols,
                               .done_ctx = &f };
 #pragma omp parallel num_threads(nt)
     ki_gemm_compute(&ga, omp_get_thread_num(), omp_get_num_threads());
