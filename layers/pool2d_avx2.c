@@ -44,33 +44,43 @@ int ki_pool_rowmax_avx2(const float *s, int64_t sw, float *restrict d, int64_t n
     return _mm256_movemask_ps(nan);
 }
 
-/* Eight columns of row r from column b, -inf outside [0, w) (never the maximum). */
+/* Eight columns of row r from column b, -inf outside [0, w) (never the maximum): one load inside
+ * the row, a masked load and a blend at its ends. */
 static inline __m256 load_cols(const float *r, int64_t b, int64_t w)
 {
     if (b >= 0 && b + 8 <= w) {
         return _mm256_loadu_ps(r + b);
     }
-    float t[8];
-    for (int64_t j = 0; j < 8; j++) {
-        t[j] = b + j >= 0 && b + j < w ? r[b + j] : -__builtin_inff();
+    const __m256i j = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const int64_t lo = b < 0 ? -b : 0, hi = w - b;
+    const __m256i m = _mm256_andnot_si256(
+        _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(lo < 8 ? lo : 8)), j),
+        _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(hi < 0 ? 0 : hi > 8 ? 8 : hi)), j));
+    if (_mm256_testz_si256(m, m)) {
+        return _mm256_set1_ps(-__builtin_inff());
     }
-    return _mm256_loadu_ps(t);
+    return _mm256_blendv_ps(_mm256_set1_ps(-__builtin_inff()), _mm256_maskload_ps(r + b, m),
+                            _mm256_castsi256_ps(m));
 }
 
-/* The maxima over the kw taps of input row r for the eight output columns from b / 2 (taps in
- * order: d = v > d ? v : d); NaN lanes read or-ed into *nan. */
+/* The window maxima from sixteen consecutive columns b + i (taps in order: d = v > d ? v : d, so
+ * max(tap 1, tap 0), then max(tap 2, that)); the sixteen that start at b, b + 1 (and b + 2) are
+ * loaded as they lie and one deinterleave keeps the even ones, the eight output columns from
+ * b / 2. NaN lanes read or-ed into *nan. */
 static inline __m256 row_max(const float *r, int64_t b, int64_t w, int64_t kw, __m256 *nan)
 {
-    const __m256 lo = load_cols(r, b, w), hi = load_cols(r, b + 8, w);
-    __m256 n = _mm256_cmp_ps(lo, hi, _CMP_UNORD_Q);
-    __m256 d = _mm256_max_ps(ki_deint8(lo, hi, 1), ki_deint8(lo, hi, 0)); /* tap 0 first */
-    if (kw == 3) { /* tap 2: the even lanes of the window from b + 2 */
-        const __m256 lo2 = load_cols(r, b + 2, w), hi2 = load_cols(r, b + 10, w);
-        n = _mm256_or_ps(n, _mm256_cmp_ps(lo2, hi2, _CMP_UNORD_Q));
-        d = _mm256_max_ps(ki_deint8(lo2, hi2, 0), d);
+    const __m256 a0 = load_cols(r, b, w), a1 = load_cols(r, b + 8, w);
+    __m256 lo = _mm256_max_ps(load_cols(r, b + 1, w), a0);
+    __m256 hi = _mm256_max_ps(load_cols(r, b + 9, w), a1);
+    __m256 n = _mm256_cmp_ps(a0, a1, _CMP_UNORD_Q);
+    if (kw == 3) { /* tap 2 */
+        const __m256 c1 = load_cols(r, b + 10, w);
+        lo = _mm256_max_ps(load_cols(r, b + 2, w), lo);
+        hi = _mm256_max_ps(c1, hi);
+        n = _mm256_or_ps(n, _mm256_cmp_ps(c1, c1, _CMP_UNORD_Q));
     }
     *nan = _mm256_or_ps(*nan, n);
-    return d;
+    return ki_deint8(lo, hi, 0);
 }
 
 /* As ki_pool_max_s2_avx512: each input row's maximum over its taps, then the rows' in ky order;

@@ -197,8 +197,9 @@ static void test_direct_pool_vs_ref(void **unused)
     }
 }
 
-/* ki_pool_max_s2_avx2 against the reference: 2- and 3-wide windows, row strides 1 and 2,
- * paddings, narrow and wide planes; a NaN is reported. */
+/* ki_pool_max_s2_avx2 against the reference, bit for bit: 2- and 3-wide windows, row strides 1
+ * and 2, paddings, narrow and wide planes, planes of -1, -0 and +0 full of ties; a NaN is
+ * reported. */
 static void test_pool_s2_avx2(void **unused)
 {
     (void)unused;
@@ -219,6 +220,10 @@ static void test_pool_s2_avx2(void **unused)
         trng_fill(&s, x, (size_t)(h * w));
         for (int64_t i = 0; i < h * w; i += 5) { /* ties */
             x[i] = 0.5f;
+        }
+        for (int64_t i = 0; i < h * w && seed % 2 == 0; i++) { /* ties of -0 and +0, told apart */
+            static const float pm0[3] = { -1.0f, -0.0f, 0.0f };
+            x[i] = pm0[trng_int(&s, 0, 2)];
         }
         ki_pool_max_s2_ref(x, h, w, want, oh, ow, kh, kw, sh, ph, pw);
         assert_int_equal(ki_pool_max_s2_avx2(x, h, w, got, oh, ow, kh, kw, sh, ph, pw), 0);
