@@ -259,36 +259,42 @@ static void build_geom(const expr_state *s, const ki_tensor *in, const ki_shape 
     }
 }
 
-/* One block of 8 of a binary op: a (step sa) op b (step sb), float32 as the chunk evaluator. The
- * block goes through t so that o may be a's or b's buffer (in place). */
-static inline void bin8(char op, const float *a, int sa, const float *b, int sb, float *o)
-{
-    float t[8];
-    for (int j = 0; j < 8; j++) {
-        t[j] = op == '+' ? a[j * sa] + b[j * sb] : a[j * sa] * b[j * sb];
+/* Blocks of 8 of o = a OP b over [i, n) with constant steps SA, SB: each block is computed into
+ * t before it is stored, so o may be a's or b's buffer (in place); with the operator and the
+ * steps fixed, each loop vectorises (a branch per element and scalar stores read back as a vector
+ * made mobilenet_v3's channel scalings 1 ns per float). */
+#define BIN8_LOOP(OP, SA, SB)                                                                      \
+    for (; i + 8 <= n; i += 8) {                                                                   \
+        float t[8];                                                                                \
+        for (int j = 0; j < 8; j++) {                                                              \
+            t[j] = a[(i + (size_t)j) * (SA)] OP b[(i + (size_t)j) * (SB)];                         \
+        }                                                                                          \
+        memcpy(o + i, t, sizeof t);                                                                \
     }
-    memcpy(o, t, sizeof t);
-}
 
-/* o[i] = a[i] op b[i] for i < n, an input of step 0 repeating its one float. Specialised per
- * step pair so that each inner loop has constant strides. */
+/* The blocks of 8 of o[i] = a[i] op b[i] (float32 as the chunk evaluator); the tail is the
+ * caller's. */
+#define BIN8_STEPS(OP)                                                                             \
+    do {                                                                                           \
+        if (sa && sb) {                                                                            \
+            BIN8_LOOP(OP, 1, 1)                                                                    \
+        } else if (sa) {                                                                           \
+            BIN8_LOOP(OP, 1, 0)                                                                    \
+        } else if (sb) {                                                                           \
+            BIN8_LOOP(OP, 0, 1)                                                                    \
+        }                                                                                          \
+    } while (0)
+
+/* o[i] = a[i] op b[i] for i < n, an input of step 0 repeating its one float. */
 static void binop_run(char op, const ki_expr_input *x, size_t n, float *o)
 {
     const float *a = x[0].data, *b = x[1].data;
     int sa = x[0].step, sb = x[1].step;
     size_t i = 0;
-    if (sa && sb) {
-        for (; i + 8 <= n; i += 8) {
-            bin8(op, a + i, 1, b + i, 1, o + i);
-        }
-    } else if (sa) {
-        for (; i + 8 <= n; i += 8) {
-            bin8(op, a + i, 1, b, 0, o + i);
-        }
-    } else if (sb) {
-        for (; i + 8 <= n; i += 8) {
-            bin8(op, a, 0, b + i, 1, o + i);
-        }
+    if (op == '+') {
+        BIN8_STEPS(+);
+    } else {
+        BIN8_STEPS(*);
     }
     for (; i < n; i++) {
         float u = a[i * (size_t)sa], v = b[i * (size_t)sb];
