@@ -186,11 +186,9 @@ static inline __attribute__((always_inline)) void store_row(const dw_plane *d, i
         v = _mm256_add_ps(v, sm.all ? _mm256_loadu_ps(d->res + at)
                                     : _mm256_maskload_ps(d->res + at, sm.m));
     }
-    /* max(lo, v) returns a NaN v (second operand), as the scalar form keeps it */
+    /* max(lo, v) returns a NaN v (second operand), as the scalar form keeps it; an activation
+     * that is not a clamp comes after the plane's rows (dw_act) */
     v = _mm256_min_ps(d->hi, _mm256_max_ps(d->lo, v));
-    if (d->vact) { /* the activation when it is not a clamp, as the epilogue computes it */
-        v = ki_vact_avx2(&d->act, v);
-    }
     if (sm.all) {
         _mm256_storeu_ps(d->o + at, v);
     } else {
@@ -257,6 +255,23 @@ static inline __attribute__((always_inline)) void plane_channel(dw_plane *d, con
     d->k0 = _mm256_set1_ps(w[0]), d->k1 = _mm256_set1_ps(w[1]), d->k2 = _mm256_set1_ps(w[2]);
     d->k3 = _mm256_set1_ps(w[3]), d->k4 = _mm256_set1_ps(w[4]), d->k5 = _mm256_set1_ps(w[5]);
     d->k6 = _mm256_set1_ps(w[6]), d->k7 = _mm256_set1_ps(w[7]), d->k8 = _mm256_set1_ps(w[8]);
+}
+
+/* p[0..n) = act(p), the activation that is not a clamp, as the epilogue computes it (the tail
+ * through the same vector formula). Out of line and after a plane's rows: inlined into every
+ * row store of every block shape, its formulas spilled the nine weights and bloated the kernel
+ * to 110 KB, and Hardswish planes ran 4x slower per output than ReLU ones. */
+static __attribute__((noinline)) void dw_act(const ki_act *act, float *p, int64_t n)
+{
+    const ki_act a = *act;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(p + i, ki_vact_avx2(&a, _mm256_loadu_ps(p + i)));
+    }
+    if (i < n) {
+        const __m256i m = lanes_in(0, n - i);
+        _mm256_maskstore_ps(p + i, m, ki_vact_avx2(&a, _mm256_maskload_ps(p + i, m)));
+    }
 }
 
 /* the loops over bands and blocks, shared with the AVX-512 kernel, over the pieces above */
