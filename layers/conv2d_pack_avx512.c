@@ -55,6 +55,12 @@ void ki_conv2d_pack3s2_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const
                 const int64_t iy = oy * c->sh - c->pt + ky * c->dh;
                 const float *row = iy >= 0 && iy < h ? plane + iy * w : NULL;
                 int64_t len = nr - j < ow - ox ? nr - j : ow - ox;
+                if (row) { /* the next panel's columns of this row (4 lines), a panel ahead */
+                    const float *nx = row + (ox + len) * 2 - c->pl;
+                    for (int64_t b = 0; b < 64; b += 16) {
+                        __builtin_prefetch(nx + b, 0, 3);
+                    }
+                }
                 for (int64_t q = 0; q < len; q += 32) { /* pw of the GEMM is 32: one step */
                     const int64_t n = len - q < 32 ? len - q : 32;
                     run3(row, w, (ox + q) * 2 - c->pl, n, pw, d + j + q);

@@ -3,8 +3,8 @@
  * reference), at 1 and 2 threads: 1 to 4 input channels, kernels 1 to 8 (square and not),
  * strides 1 and 2, odd sizes narrower than a column block and wider than two chunks, padding,
  * partial channel blocks, in-register and after-store activations, a residual. Also the plain C row
- * kernel, and the AVX2 stride-2 pool plane kernel against its reference (NaN reported). Skipped
- * without AVX2. */
+ * kernel, the AVX2 stride-2 pool plane kernel against its reference (NaN reported), and the
+ * vector im2col of 3-wide stride-2 kernels against the generic packing. Skipped without AVX2. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -234,6 +234,55 @@ static void test_pool_s2_avx2(void **unused)
     }
 }
 
+/* ki_conv2d_pack3s2_avx2 (and the AVX-512 one where the CPU has it) against the generic packing
+ * of the same column matrix, bit for bit: 3-wide stride-2 kernels of 1 to 3 rows, row strides
+ * 1 and 2, paddings 0 to 2 (a row or column block in the padding is zeros), widths narrower than
+ * a vector and wider than a panel, panels starting mid-row and partial last panels. */
+static void test_pack3s2_vs_generic(void **unused)
+{
+    (void)unused;
+    if (!have_avx2()) {
+        skip();
+    }
+    for (int seed = 1; seed <= 300; seed++) {
+        uint64_t s = (uint64_t)seed * 0x9E3779B97F4A7C15ull;
+        ki_conv2d c;
+        memset(&c, 0, sizeof c);
+        c.kh = trng_int(&s, 1, 3), c.kw = 3, c.sh = trng_int(&s, 1, 2), c.sw = 2;
+        c.pt = trng_int(&s, 0, 2), c.pl = trng_int(&s, 0, 2), c.dh = 1, c.dw = 1;
+        c.pad_mode = KI_CONV_PAD_ZEROS;
+        c.gather2 = ki_conv2d_gather2_ref;
+        const int64_t ch = trng_int(&s, 1, 3), h = trng_int(&s, 1, 9);
+        const int64_t w = trng_int(&s, 0, 1) ? trng_int(&s, 3, 20) : trng_int(&s, 21, 150);
+        ki_conv2d_geom g = { { 1, ch, h, w, false }, 0, 0 };
+        g.oh = (h + 2 * c.pt - c.kh) / c.sh + 1, g.ow = (w + 2 * c.pl - 3) / 2 + 1;
+        if (g.oh < 1 || g.ow < 1) {
+            continue;
+        }
+        const int64_t n = g.oh * g.ow, k = ch * c.kh * 3, pw = KI_GEMM_NR;
+        const int64_t j0 = trng_int(&s, 0, n - 1), nr = trng_int(&s, 1, n - j0 < pw ? n - j0 : pw);
+        float *x = malloc((size_t)(ch * h * w) * 4), *want = malloc((size_t)(k * pw) * 4);
+        float *got = malloc((size_t)(k * pw) * 4);
+        trng_fill(&s, x, (size_t)(ch * h * w));
+        ki_conv2d_pack_cols(&c, &g, true, x, j0, nr, k, pw, want);
+        for (int lvl = 0; lvl < 2; lvl++) {
+            if (lvl == 1 && ki_cpu_get()->isa < KI_ISA_AVX512) {
+                break;
+            }
+            memset(got, 0x7f, (size_t)(k * pw) * 4); /* every float written, padding included */
+            (lvl ? ki_conv2d_pack3s2_avx512 : ki_conv2d_pack3s2_avx2)(&c, &g, x, j0, nr, k, pw,
+                                                                      got);
+            if (memcmp(got, want, (size_t)(k * pw) * 4) != 0) {
+                fail_msg("seed %d level %d: kh %lld sh %lld pad %lld,%lld %lldx%lld j0 %lld nr %lld",
+                         seed, lvl, (long long)c.kh, (long long)c.sh, (long long)c.pt,
+                         (long long)c.pl, (long long)h, (long long)w, (long long)j0,
+                         (long long)nr);
+            }
+        }
+        free(x), free(want), free(got);
+    }
+}
+
 #else
 /* The x86 kernels are not built for this target: each test is skipped. */
 static void test_direct_vs_ref(void **unused)
@@ -253,6 +302,12 @@ static void test_pool_s2_avx2(void **unused)
     (void)unused;
     skip();
 }
+
+static void test_pack3s2_vs_generic(void **unused)
+{
+    (void)unused;
+    skip();
+}
 #endif
 
 int main(void)
@@ -261,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_direct_vs_ref),
         cmocka_unit_test(test_direct_pool_vs_ref),
         cmocka_unit_test(test_pool_s2_avx2),
+        cmocka_unit_test(test_pack3s2_vs_generic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
