@@ -18,22 +18,13 @@
 
 #include "conv2d.h"
 #include "conv_common.h"
+#include "simd_avx2.h"
 #include "vexp_avx2.h"
 
 #define DW_LANES   8
 #define DW_SET1    _mm256_set1_ps
 #define DW_ROWS_S2 4
 
-/* Lanes i with 0 <= b + i < w, as a vector mask. */
-static inline __m256i lanes_in(int64_t b, int64_t w)
-{
-    int64_t lo = b < 0 ? -b : 0, hi = w - b < 8 ? w - b : 8;
-    lo = lo > 8 ? 8 : lo;
-    hi = hi < 0 ? 0 : hi;
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), idx),
-                            _mm256_cmpgt_epi32(idx, _mm256_set1_epi32((int)lo - 1)));
-}
 
 /* A block's store: its lanes, and whether that is all eight (a plain store). */
 typedef struct dw_mask {
@@ -45,7 +36,7 @@ static inline dw_mask out_mask(int64_t n)
 {
     dw_mask k = { _mm256_setzero_si256(), n >= 8 };
     if (!k.all) {
-        k.m = lanes_in(0, n);
+        k.m = ki_lanes_in8(0, n);
     }
     return k;
 }
@@ -69,7 +60,7 @@ static inline dw_cols cols_at(int64_t ox, int s, int kk, int64_t pl, int64_t w)
     for (int i = 0; i < 6; i++) { /* most blocks (full) make no masks */
         k.m[i] = k.full || i >= (s == 1 ? kk : kk + 1)
                      ? _mm256_setzero_si256()
-                     : lanes_in(k.b + (s == 1 ? i : i / 2 * 2 + i % 2 * 8), w);
+                     : ki_lanes_in8(k.b + (s == 1 ? i : i / 2 * 2 + i % 2 * 8), w);
     }
     return k;
 }
@@ -277,7 +268,7 @@ static __attribute__((noinline)) void dw_act(const ki_act *act, float *p, int64_
         _mm256_storeu_ps(p + i, ki_vact_avx2(&a, _mm256_loadu_ps(p + i)));
     }
     if (i < n) {
-        const __m256i m = lanes_in(0, n - i);
+        const __m256i m = ki_lanes_in8(0, n - i);
         _mm256_maskstore_ps(p + i, m, ki_vact_avx2(&a, _mm256_maskload_ps(p + i, m)));
     }
 }

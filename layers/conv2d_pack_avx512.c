@@ -5,10 +5,9 @@
  * shifts and six stores, where the generic packing made three strided gathers with their call
  * and bounds work (about a third of yolov5s's stride-2 layers went to packing). Loads are masked
  * to the columns inside the row (the padding reads as zero and is never touched), stores to the
- * pixels of the run. Compiled with -mavx512f; called only when the CPU has it
- * (ki_conv2d_set_isa). */
+ * pixels of the run; the loops around are conv2d_pack3s2_loops.h's, shared with the AVX2
+ * packing. Compiled with -mavx512f; called only when the CPU has it (ki_conv2d_set_isa). */
 #include <immintrin.h>
-#include <string.h>
 
 #include "conv2d.h"
 #include "simd_avx512.h"
@@ -42,34 +41,11 @@ static inline void run3(const float *row, int64_t w, int64_t base, int64_t len, 
     _mm512_mask_storeu_ps(d + 2 * pw, s0, k2l), _mm512_mask_storeu_ps(d + 2 * pw + 16, s1, k2h);
 }
 
+#define PACK3_STEP 32
+#include "conv2d_pack3s2_loops.h"
+
 void ki_conv2d_pack3s2_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
                               int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst)
 {
-    const int64_t h = g->in.h, w = g->in.w, hw = h * w, ow = g->ow;
-    int64_t r = 0;
-    for (int64_t ch = 0; r < k; ch++) {
-        const float *plane = x + ch * hw;
-        for (int64_t ky = 0; ky < c->kh; ky++, r += 3) {
-            float *d = dst + r * pw;
-            for (int64_t j = 0, oy = j0 / ow, ox = j0 % ow; j < nr; oy++, ox = 0) {
-                const int64_t iy = oy * c->sh - c->pt + ky * c->dh;
-                const float *row = iy >= 0 && iy < h ? plane + iy * w : NULL;
-                int64_t len = nr - j < ow - ox ? nr - j : ow - ox;
-                if (row) { /* the next panel's columns of this row (4 lines), a panel ahead */
-                    const float *nx = row + (ox + len) * 2 - c->pl;
-                    for (int64_t b = 0; b < 64; b += 16) {
-                        __builtin_prefetch(nx + b, 0, 3);
-                    }
-                }
-                for (int64_t q = 0; q < len; q += 32) { /* pw of the GEMM is 32: one step */
-                    const int64_t n = len - q < 32 ? len - q : 32;
-                    run3(row, w, (ox + q) * 2 - c->pl, n, pw, d + j + q);
-                }
-                j += len;
-            }
-            for (int kx = 0; kx < 3; kx++) {
-                memset(d + kx * pw + nr, 0, (size_t)(pw - nr) * sizeof *d);
-            }
-        }
-    }
+    pack3s2(c, g, x, j0, nr, k, pw, dst);
 }

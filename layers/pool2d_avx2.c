@@ -51,11 +51,7 @@ static inline __m256 load_cols(const float *r, int64_t b, int64_t w)
     if (b >= 0 && b + 8 <= w) {
         return _mm256_loadu_ps(r + b);
     }
-    const __m256i j = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const int64_t lo = b < 0 ? -b : 0, hi = w - b;
-    const __m256i m = _mm256_andnot_si256(
-        _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(lo < 8 ? lo : 8)), j),
-        _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(hi < 0 ? 0 : hi > 8 ? 8 : hi)), j));
+    const __m256i m = ki_lanes_in8(b, w);
     if (_mm256_testz_si256(m, m)) {
         return _mm256_set1_ps(-__builtin_inff());
     }
