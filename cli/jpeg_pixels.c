@@ -32,79 +32,88 @@ static inline int64_t descale(int64_t x, int n)
 
 /* libjpeg's post-IDCT range limit: the value's low 10 bits read as a signed number, plus 128,
  * clamped to a byte. Values in [-512, 511] clamp; larger ones wrap, as its table does. */
-static inline uint8_t range_limit(int64_t v)
+static inline uint8_t range_limit(int32_t v)
 {
-    int32_t s = (int32_t)((v & 1023) ^ 512) - 512 + 128;
+    int32_t s = ((v & 1023) ^ 512) - 512 + 128;
     return (uint8_t)(s < 0 ? 0 : (s > 255 ? 255 : s));
 }
 
-/* One 1-D pass over 8 values x[0], x[step], ...: the even and odd parts, results o[0..7] before
- * descaling (the caller descales by its pass's bits). */
-static inline void idct_1d(const int64_t x[8], int64_t o[8])
+/* Output k of column c, descaled, stored and range-checked (inside IDCT_COLUMNS). */
+#define IDCT_OUT(k, x)                                                                             \
+    do {                                                                                           \
+        int32_t o_ = (int32_t)((x) >> shift);                                                      \
+        out[(k)*8 + c] = o_;                                                                       \
+        big |= (uint32_t)o_ + KI_JPEG_IDCT_SMALL > 2 * KI_JPEG_IDCT_SMALL;                         \
+    } while (0)
+
+/* 1-D IDCTs of 8 columns at once: in[i * 8 + c] is input i of column c, out[k * 8 + c] output k,
+ * descaled by `shift` and truncated to 32 bits (as libjpeg's int workspace holds pass 1; pass 2
+ * only keeps the low 10 bits). T is the arithmetic type: int32_t when every input is within
+ * +-KI_JPEG_IDCT_SMALL, so that no intermediate overflows (the largest sum of products is 178219
+ * times the largest input) and the loop runs in vector registers; int64_t (libjpeg's JLONG)
+ * otherwise. Returns whether an output is outside +-KI_JPEG_IDCT_SMALL. The even part rotates
+ * x2, x6 and butterflies x0, x4; the odd part takes x1, x3, x5, x7 through the 12-multiply
+ * network. */
+#define IDCT_COLUMNS(name, T)                                                                      \
+    static bool name(const int32_t *restrict in, int32_t *restrict out, int shift)                 \
+    {                                                                                              \
+        const T round = (T)1 << (shift - 1);                                                       \
+        uint32_t big = 0;                                                                          \
+        for (int c = 0; c < 8; c++) {                                                              \
+            T x0 = in[c], x1 = in[8 + c], x2 = in[16 + c], x3 = in[24 + c];                        \
+            T x4 = in[32 + c], x5 = in[40 + c], x6 = in[48 + c], x7 = in[56 + c];                  \
+            T z1 = (x2 + x6) * C_0_541;                                                            \
+            T t2 = z1 - x6 * C_1_847, t3 = z1 + x2 * C_0_765;                                      \
+            T t0 = (x0 + x4) * (1 << CONST_BITS) + round;                                          \
+            T t1 = (x0 - x4) * (1 << CONST_BITS) + round;                                          \
+            T e10 = t0 + t3, e13 = t0 - t3, e11 = t1 + t2, e12 = t1 - t2;                          \
+            T s3 = x7 + x3, s4 = x5 + x1;                                                          \
+            T z5 = (s3 + s4) * C_1_175;                                                            \
+            z1 = (x7 + x1) * -C_0_899;                                                             \
+            T z2 = (x5 + x3) * -C_2_562;                                                           \
+            T z3 = s3 * -C_1_961 + z5, z4 = s4 * -C_0_390 + z5;                                    \
+            T p0 = x7 * C_0_298 + z1 + z3, p1 = x5 * C_2_053 + z2 + z4;                            \
+            T p2 = x3 * C_3_072 + z2 + z3, p3 = x1 * C_1_501 + z1 + z4;                            \
+            IDCT_OUT(0, e10 + p3);                                                                 \
+            IDCT_OUT(1, e11 + p2);                                                                 \
+            IDCT_OUT(2, e12 + p1);                                                                 \
+            IDCT_OUT(3, e13 + p0);                                                                 \
+            IDCT_OUT(4, e13 - p0);                                                                 \
+            IDCT_OUT(5, e12 - p1);                                                                 \
+            IDCT_OUT(6, e11 - p2);                                                                 \
+            IDCT_OUT(7, e10 - p3);                                                                 \
+        }                                                                                          \
+        return big != 0;                                                                           \
+    }
+
+IDCT_COLUMNS(idct_columns32, int32_t)
+IDCT_COLUMNS(idct_columns64, int64_t)
+
+void ki_jpeg_idct(const int32_t *coef, bool small, uint8_t *out, size_t stride)
 {
-    int64_t z1 = (x[2] + x[6]) * C_0_541;
-    int64_t t2 = z1 - x[6] * C_1_847, t3 = z1 + x[2] * C_0_765;
-    int64_t t0 = (x[0] + x[4]) * (1 << CONST_BITS), t1 = (x[0] - x[4]) * (1 << CONST_BITS);
-    int64_t e10 = t0 + t3, e13 = t0 - t3, e11 = t1 + t2, e12 = t1 - t2;
-
-    int64_t p0 = x[7], p1 = x[5], p2 = x[3], p3 = x[1];
-    int64_t z3 = p0 + p2, z4 = p1 + p3;
-    int64_t z5 = (z3 + z4) * C_1_175;
-    z1 = (p0 + p3) * -C_0_899;
-    int64_t z2 = (p1 + p2) * -C_2_562;
-    z3 = z3 * -C_1_961 + z5;
-    z4 = z4 * -C_0_390 + z5;
-    p0 = p0 * C_0_298 + z1 + z3;
-    p1 = p1 * C_2_053 + z2 + z4;
-    p2 = p2 * C_3_072 + z2 + z3;
-    p3 = p3 * C_1_501 + z1 + z4;
-
-    o[0] = e10 + p3;
-    o[7] = e10 - p3;
-    o[1] = e11 + p2;
-    o[6] = e11 - p2;
-    o[2] = e12 + p1;
-    o[5] = e12 - p1;
-    o[3] = e13 + p0;
-    o[4] = e13 - p0;
-}
-
-void ki_jpeg_idct(const int32_t *coef, uint8_t *out, size_t stride)
-{
-    int32_t ws[64]; /* libjpeg's int workspace: pass 1 results are truncated to 32 bits */
-    int64_t x[8], o[8];
-    for (int c = 0; c < 8; c++) {
-        const int32_t *in = coef + c;
-        if ((in[8] | in[16] | in[24] | in[32] | in[40] | in[48] | in[56]) == 0) {
-            /* no AC in this column: the full pass gives dc << PASS1_BITS in every row */
-            int32_t dc = (int32_t)((int64_t)in[0] * (1 << PASS1_BITS));
-            for (int r = 0; r < 8; r++) {
-                ws[r * 8 + c] = dc;
-            }
-            continue;
-        }
-        for (int r = 0; r < 8; r++) {
-            x[r] = in[r * 8];
-        }
-        idct_1d(x, o);
-        for (int r = 0; r < 8; r++) {
-            ws[r * 8 + c] = (int32_t)descale(o[r], CONST_BITS - PASS1_BITS);
+    int32_t ws[64], wt[64], o[64];
+    /* pass 1 down the columns; pass 2 along the rows, which are ws's columns once transposed */
+    bool big = small ? idct_columns32(coef, ws, CONST_BITS - PASS1_BITS)
+                     : idct_columns64(coef, ws, CONST_BITS - PASS1_BITS);
+    for (int i = 0; i < 8; i++) {
+        for (int j = 0; j < 8; j++) {
+            wt[j * 8 + i] = ws[i * 8 + j];
         }
     }
+    if (big) {
+        idct_columns64(wt, o, CONST_BITS + PASS1_BITS + 3);
+    } else {
+        idct_columns32(wt, o, CONST_BITS + PASS1_BITS + 3);
+    }
+    uint8_t px[64];
+    for (int i = 0; i < 64; i++) {
+        px[i] = range_limit(o[i]);
+    }
+    /* px[k * 8 + r] is the sample at row r, column k */
     for (int r = 0; r < 8; r++) {
-        const int32_t *w = ws + r * 8;
         uint8_t *dst = out + (size_t)r * stride;
-        if ((w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7]) == 0) {
-            /* the full pass gives the same: w[0] << CONST_BITS descaled */
-            memset(dst, range_limit(descale(w[0], PASS1_BITS + 3)), 8);
-            continue;
-        }
-        for (int i = 0; i < 8; i++) {
-            x[i] = w[i];
-        }
-        idct_1d(x, o);
-        for (int i = 0; i < 8; i++) {
-            dst[i] = range_limit(descale(o[i], CONST_BITS + PASS1_BITS + 3));
+        for (int k = 0; k < 8; k++) {
+            dst[k] = px[k * 8 + r];
         }
     }
 }
@@ -112,7 +121,7 @@ void ki_jpeg_idct(const int32_t *coef, uint8_t *out, size_t stride)
 void ki_jpeg_idct_dc(int32_t dc, uint8_t *out, size_t stride)
 {
     int32_t w0 = (int32_t)((int64_t)dc * (1 << PASS1_BITS));
-    uint8_t v = range_limit(descale(w0, PASS1_BITS + 3));
+    uint8_t v = range_limit((int32_t)descale(w0, PASS1_BITS + 3));
     for (int r = 0; r < 8; r++) {
         memset(out + (size_t)r * stride, v, 8);
     }
@@ -208,21 +217,20 @@ void ki_jpeg_ycc_init(ki_jpeg_ycc *t)
         t->cr_g[i] = -f_cr_g * x;
         t->cb_g[i] = -f_cb_g * x + half;
     }
-}
-
-static inline uint8_t clamp255(int32_t v)
-{
-    return (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
+    for (int i = 0; i < 768; i++) {
+        t->clamp[i] = (uint8_t)(i < 256 ? 0 : (i > 511 ? 255 : i - 256));
+    }
 }
 
 void ki_jpeg_ycc_to_rgb(const ki_jpeg_ycc *t, const uint8_t *y, const uint8_t *cb,
                         const uint8_t *cr, int n, uint8_t *rgb)
 {
+    /* Y plus a term within [-227, 226]: inside the clamp table's -256..511 */
+    const uint8_t *clamp = t->clamp + 256;
     for (int i = 0; i < n; i++) {
-        int32_t l = y[i];
-        int u = cb[i], v = cr[i];
-        rgb[3 * i] = clamp255(l + t->cr_r[v]);
-        rgb[3 * i + 1] = clamp255(l + ((t->cb_g[u] + t->cr_g[v]) >> 16));
-        rgb[3 * i + 2] = clamp255(l + t->cb_b[u]);
+        int l = y[i], u = cb[i], v = cr[i];
+        rgb[3 * i] = clamp[l + t->cr_r[v]];
+        rgb[3 * i + 1] = clamp[l + ((t->cb_g[u] + t->cr_g[v]) >> 16)];
+        rgb[3 * i + 2] = clamp[l + t->cb_b[u]];
     }
 }

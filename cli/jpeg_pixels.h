@@ -7,12 +7,18 @@
 #ifndef KI_JPEG_PIXELS_H
 #define KI_JPEG_PIXELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+/* Inputs within +-KI_JPEG_IDCT_SMALL take the IDCT's fast (32-bit) path. */
+#define KI_JPEG_IDCT_SMALL 8191
+
 /* The 8x8 samples of one block from its dequantised coefficients (natural order, each the
- * product of a 16-bit coefficient and a 16-bit quantiser) into out, rows stride bytes apart. */
-void ki_jpeg_idct(const int32_t *coef, uint8_t *out, size_t stride);
+ * product of a 16-bit coefficient and a 16-bit quantiser) into out, rows stride bytes apart.
+ * small: every coefficient is within +-KI_JPEG_IDCT_SMALL (the results are the same either
+ * way). */
+void ki_jpeg_idct(const int32_t *coef, bool small, uint8_t *out, size_t stride);
 /* The same for a block whose AC coefficients are all zero: 64 equal samples. */
 void ki_jpeg_idct_dc(int32_t dc, uint8_t *out, size_t stride);
 
@@ -28,9 +34,10 @@ typedef struct ki_jpeg_plane {
  * subsampled, else buf (which holds at least 2 * dw + 1 bytes) filled with the upsampled row. */
 const uint8_t *ki_jpeg_upsample_row(const ki_jpeg_plane *p, int y, uint8_t *buf);
 
-/* libjpeg's YCbCr -> RGB tables (16-bit fixed point). */
+/* libjpeg's YCbCr -> RGB tables (16-bit fixed point), and a clamp to 0..255 of -256..511. */
 typedef struct ki_jpeg_ycc {
     int32_t cr_r[256], cb_b[256], cr_g[256], cb_g[256];
+    uint8_t clamp[768];
 } ki_jpeg_ycc;
 
 void ki_jpeg_ycc_init(ki_jpeg_ycc *t);

@@ -26,7 +26,8 @@ typedef struct bits {
 
 /* --- bit reading -------------------------------------------------------------------------- */
 
-static void fill(bits *b)
+/* Inline everywhere, so that a block's decoder keeps the bit state in registers. */
+static inline void fill(bits *b)
 {
     while (b->nbits <= 56 && !b->marker) {
         if (b->pos >= b->len) {
@@ -108,11 +109,27 @@ static inline int32_t receive_extend(bits *b, int s)
     return v < (1 << (s - 1)) ? v - (1 << s) + 1 : v;
 }
 
+/* A run/size symbol of a code of l bits whose value bits also fit in the look-up: each entry
+ * with that code gets the run, the value (T.81's EXTEND of the bits after the code) and l + s. */
+static void fast_ac_entries(ki_jpeg_huff *t, int32_t code, int l, int rs)
+{
+    int s = rs & 15, n = KI_JPEG_LOOK_BITS;
+    if (s == 0 || l + s > n) {
+        return;
+    }
+    for (int32_t x = 0; x < (1 << (n - l)); x++) {
+        int32_t v = x >> (n - l - s);
+        v = v < (1 << (s - 1)) ? v - (1 << s) + 1 : v;
+        t->fast_ac[(code << (n - l)) | x] = v * 256 + (rs >> 4) * 16 + l + s;
+    }
+}
+
 /* Canonical codes (T.81 Annex C). */
 ki_status ki_jpeg_huff_build(ki_jpeg_huff *t, const uint8_t *counts, const uint8_t *vals, int n,
                              ki_error *err)
 {
     memset(t->look, 0, sizeof t->look);
+    memset(t->fast_ac, 0, sizeof t->fast_ac);
     memcpy(t->vals, vals, (size_t)n);
     int32_t code = 0;
     int k = 0;
@@ -126,6 +143,7 @@ ki_status ki_jpeg_huff_build(ki_jpeg_huff *t, const uint8_t *counts, const uint8
             for (int32_t x = 0; l <= KI_JPEG_LOOK_BITS && x < (1 << (KI_JPEG_LOOK_BITS - l)); x++) {
                 t->look[(code << (KI_JPEG_LOOK_BITS - l)) | x] = (uint16_t)(l << 8 | vals[k]);
             }
+            fast_ac_entries(t, code, l, vals[k]);
         }
         code <<= 1;
     }
@@ -157,34 +175,52 @@ int ki_jpeg_next_marker(const uint8_t *buf, size_t len, size_t *pos)
 
 /* --- blocks, MCUs, restarts --------------------------------------------------------------- */
 
-/* One block's DC difference and AC run/size symbols (T.81 F.2.2), dequantised into blk (natural
- * order, zero on entry). The DC value is kept in 16 bits as libjpeg's JCOEF keeps it. Returns
- * whether an AC coefficient was coded. */
-static bool decode_block(bits *b, ki_jpeg_comp *c, int32_t *blk)
+/* What decode_block found: whether the IDCT has AC terms and whether they are all small. */
+enum { DC_ONLY, AC_SMALL, AC_BIG };
+
+static inline bool is_big(int32_t v)
 {
+    return (uint32_t)v + KI_JPEG_IDCT_SMALL > 2 * KI_JPEG_IDCT_SMALL;
+}
+
+/* One block's DC difference and AC run/size symbols (T.81 F.2.2), dequantised into blk (natural
+ * order, zero on entry). The DC value is kept in 16 bits as libjpeg's JCOEF keeps it. */
+static int decode_block(bits *state, ki_jpeg_comp *c, int32_t *blk)
+{
+    bits local = *state, *b = &local;
     int s = huff_decode(b, c->dc);
     int32_t diff = s ? receive_extend(b, s) : 0;
     c->pred = (int32_t)((uint32_t)c->pred + (uint32_t)diff);
     blk[0] = ((c->pred & 0xFFFF) ^ 0x8000) - 0x8000;
     blk[0] *= c->q[0];
-    bool any = false;
+    bool any = false, big = is_big(blk[0]);
     for (int k = 1; k < 64; k++) {
-        int rs = huff_decode(b, c->ac);
-        int r = rs >> 4;
-        s = rs & 15;
-        if (s == 0) {
-            if (r != 15) {
+        int32_t v;
+        if (b->nbits < 16) {
+            fill(b);
+        }
+        int32_t f = c->ac->fast_ac[b->acc >> (64 - KI_JPEG_LOOK_BITS)];
+        if (f) { /* the common case: code and value in one look-up */
+            need(b, f & 15);
+            skip(b, f & 15);
+            k += (f >> 4) & 15;
+            v = f >> 8;
+        } else {
+            int rs = huff_decode(b, c->ac), r = rs >> 4;
+            s = rs & 15;
+            if (s == 0 && r != 15) {
                 break; /* end of block */
             }
-            k += 15; /* sixteen zeros */
-            continue;
+            k += r; /* 15 and no value: sixteen zeros */
+            v = s ? receive_extend(b, s) : 0;
         }
-        k += r;
         int z = ki_jpeg_natural[k]; /* k <= 78: the table's tail maps overruns to 63 */
-        blk[z] = receive_extend(b, s) * c->q[z];
+        blk[z] = v * c->q[z];
+        big |= is_big(blk[z]);
         any = true;
     }
-    return any;
+    *state = local;
+    return any ? (big ? AC_BIG : AC_SMALL) : DC_ONLY;
 }
 
 /* MCU (mx, my): each component's h x v blocks when interleaved, one block otherwise, decoded
@@ -202,10 +238,11 @@ static void decode_mcu(const ki_jpeg_scan *s, bits *b, int mx, int my)
             for (int bx = 0; bx < bw; bx++) {
                 uint8_t *dst = row + (size_t)(mx * bw + bx) * 8;
                 memset(blk, 0, sizeof blk);
-                if (!starved && decode_block(b, c, blk)) {
-                    ki_jpeg_idct(blk, dst, c->stride);
-                } else {
+                int kind = starved ? DC_ONLY : decode_block(b, c, blk);
+                if (kind == DC_ONLY) {
                     ki_jpeg_idct_dc(blk[0], dst, c->stride);
+                } else {
+                    ki_jpeg_idct(blk, kind == AC_SMALL, dst, c->stride);
                 }
             }
         }

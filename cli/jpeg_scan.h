@@ -19,6 +19,9 @@ extern const uint8_t ki_jpeg_natural[80];
 
 typedef struct ki_jpeg_huff {
     uint16_t look[1 << KI_JPEG_LOOK_BITS]; /* (length << 8) | symbol by the next bits; 0: longer */
+    /* as an AC table, by the next bits: a coefficient whose code and value bits fit them,
+     * value * 256 + run * 16 + bits used; 0 when they do not fit */
+    int32_t fast_ac[1 << KI_JPEG_LOOK_BITS];
     int32_t maxcode[17]; /* the largest code of each length; -1 when there is none */
     int32_t valoff[17];  /* symbol of code c of length l: vals[valoff[l] + c] */
     uint8_t vals[256];

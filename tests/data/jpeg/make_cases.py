@@ -129,6 +129,12 @@ for tag, n, code in (("ahead1", 9, lambda m: 0xD0 | (m + 1) & 7),
     b[at[n] + 1] = code(b[at[n] + 1])
     djpeg(f"damaged_rst_{tag}_c420_80x64", bytes(b))
 djpeg("damaged_rst_missing_c420_80x64", rst[: at[7]] + rst[at[7] + 2 :])
+# quantisers far too coarse for the coefficients coded: products beyond 16 bits, the inverse
+# DCT's 64-bit path (no encoder writes this; only damage or a crafted file does)
+b = bytearray(base)
+dqt = b.find(b"\xff\xdb")
+b[dqt + 5 : dqt + 69] = bytes([255] * 64)
+djpeg("damaged_dqt255_c420_64x48", bytes(b))
 rng = random.Random(1)
 for k, src in enumerate((base, base, rst, rst)):
     b = bytearray(src)
