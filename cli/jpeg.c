@@ -1,7 +1,7 @@
 /* jpeg.c - sequential Huffman JPEG decoding (see jpeg.h): markers and tables here, entropy
  * decoding into one sample plane per component in jpeg_scan.c, then upsampling and colour
- * conversion (jpeg_pixels.c) row by row into the output. Written
- * from ITU-T T.81 and libjpeg's documented behaviour; no code of libjpeg's or stb_image's. */
+ * conversion (jpeg_pixels.c) row by row into the output. Written from ITU-T T.81 and libjpeg's
+ * documented behaviour; no code of libjpeg's or stb_image's. */
 #include "jpeg.h"
 
 #include <stdint.h>

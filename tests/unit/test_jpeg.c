@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../../cli/detect.h"
 #include "../../cli/image.h"
 #include "../../cli/jpeg.h"
 #include "../../core/io.h"
@@ -70,6 +72,17 @@ static void check_exact(const char *jpg, const char *png, int channels)
     }
     free(im.px);
     stbi_image_free(ref);
+}
+
+/* Two PNG files hold the same RGB pixels. */
+static void check_exact_png(const char *a, const char *b)
+{
+    int wa, ha, wb, hb, c;
+    unsigned char *pa = stbi_load(a, &wa, &ha, &c, 3), *pb = stbi_load(b, &wb, &hb, &c, 3);
+    assert_true(pa && pb && wa == wb && ha == hb);
+    assert_memory_equal(pa, pb, (size_t)wa * (size_t)ha * 3);
+    stbi_image_free(pa);
+    stbi_image_free(pb);
 }
 
 static bool ends_with(const char *s, const char *tail)
@@ -141,8 +154,9 @@ static void test_rgb_file_gray(void **state)
     free(buf);
 }
 
-/* Progressive, 4:1:1, CMYK and arithmetic coding are KI_ERR_UNSUPPORTED: left to stb_image. */
-static void test_unsupported(void **state)
+/* Progressive, 4:1:1, CMYK and arithmetic coding are KI_ERR_UNSUPPORTED here, and
+ * ki_image_decode hands them to stb_image, which decodes all but the last. */
+static void test_unsupported_falls_back(void **state)
 {
     (void)state;
     static const char *const names[] = { "progressive", "c411", "cmyk", "arith" };
@@ -156,7 +170,47 @@ static void test_unsupported(void **state)
         assert_int_equal(ki_jpeg_decode(buf, len, 3, &im, &err), KI_ERR_UNSUPPORTED);
         assert_null(im.px);
         free(buf);
+        ki_image_pixels px;
+        ki_status st = ki_image_decode(path, 3, &px, &err);
+        if (i < 3) {
+            assert_int_equal(st, KI_OK);
+            assert_true(px.stb && px.w == 37 && px.h == 29);
+            ki_image_pixels_free(&px);
+        } else {
+            assert_int_equal(st, KI_ERR_FORMAT);
+            assert_non_null(strstr(err.msg, "unsupported_arith_37x29.jpg: cannot decode image"));
+        }
     }
+    /* and a baseline file takes kinfer's decoder */
+    ki_image_pixels px;
+    ki_error err;
+    assert_int_equal(ki_image_decode(DIR_JPEG "c420_37x29.jpg", 3, &px, &err), KI_OK);
+    assert_false(px.stb);
+    ki_image_pixels_free(&px);
+}
+
+static void leave_as_is(unsigned char *rgb, int w, int h, void *ctx)
+{
+    (void)rgb;
+    (void)w;
+    (void)h;
+    (void)ctx;
+}
+
+/* --draw and --mask overlays repaint the source image: a JPEG source is decoded by cli/jpeg.c
+ * too, so an untouched repaint to PNG gives Pillow's pixels. */
+static void test_repaint_source(void **state)
+{
+    (void)state;
+    char dst[] = "/tmp/kinfer-jpeg-XXXXXX.png";
+    int fd = mkstemps(dst, 4);
+    assert_true(fd >= 0);
+    close(fd);
+    ki_error err;
+    assert_int_equal(ki_image_repaint_file(DIR_JPEG "c422_37x29.jpg", dst, leave_as_is, NULL, &err),
+                     KI_OK);
+    check_exact_png(dst, DIR_JPEG "c422_37x29.png");
+    unlink(dst);
 }
 
 /* Decodes len bytes of data (copied to an exact-size block) both ways; anything but success
@@ -324,7 +378,8 @@ int main(void)
         cmocka_unit_test(test_matches_pillow),
         cmocka_unit_test(test_photos),
         cmocka_unit_test(test_rgb_file_gray),
-        cmocka_unit_test(test_unsupported),
+        cmocka_unit_test(test_unsupported_falls_back),
+        cmocka_unit_test(test_repaint_source),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_flipped),
         cmocka_unit_test(test_crafted),
