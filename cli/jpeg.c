@@ -15,6 +15,12 @@
 
 #define MAX_SCANS 16 /* a sequential file needs one per component; more is a malformed file */
 
+/* The pixel limit; the fuzz target (tests/fuzz/fuzz.mk) lowers it, so that a header alone cannot
+ * make one run slow. */
+#ifndef KI_JPEG_MAX_PIXELS
+#define KI_JPEG_MAX_PIXELS KI_IMAGE_MAX_PIXELS
+#endif
+
 typedef struct jdec {
     const uint8_t *buf;
     size_t len, pos;
@@ -136,9 +142,9 @@ static ki_status read_sof(jdec *d, ki_error *err)
     if (d->w == 0 || d->h == 0) {
         return KI_FAIL(err, KI_ERR_FORMAT, "invalid image size %dx%d", d->w, d->h);
     }
-    if ((int64_t)d->w * d->h > KI_IMAGE_MAX_PIXELS) {
+    if ((int64_t)d->w * d->h > KI_JPEG_MAX_PIXELS) {
         return KI_FAIL(err, KI_ERR_LIMIT, "%dx%d pixels is more than kinfer accepts (%lld)", d->w,
-                       d->h, (long long)KI_IMAGE_MAX_PIXELS);
+                       d->h, (long long)KI_JPEG_MAX_PIXELS);
     }
     for (int i = 0; i < d->ncomp; i++) {
         ki_jpeg_comp *c = &d->c[i];
