@@ -3,7 +3,6 @@
  * signs; anything else shows as '?'). Then the picture is encoded with stb_image_write into
  * memory and written atomically. */
 #include <ctype.h>
-#include <stb_image.h>
 #include <stb_image_write.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,25 +194,21 @@ static bool encode(const char *dst, const unsigned char *rgb, int w, int h, memb
 }
 
 ki_status ki_image_repaint_file(const char *src, const char *dst, ki_paint_fn paint, void *ctx,
-                               ki_error *err)
+                                ki_error *err)
 {
-    int w, h, comp;
-    if (!stbi_info(src, &w, &h, &comp) || w <= 0 || h <= 0 ||
-        (int64_t)w * h > KI_IMAGE_MAX_PIXELS) {
-        return KI_FAIL(err, KI_ERR_FORMAT, "%s: cannot decode image for drawing", src);
+    ki_image_pixels im;
+    ki_status st = ki_image_decode(src, 3, &im, err);
+    if (st != KI_OK) {
+        return st;
     }
-    unsigned char *rgb = stbi_load(src, &w, &h, &comp, 3);
-    if (!rgb) {
-        return KI_FAIL(err, KI_ERR_FORMAT, "%s: cannot decode image: %s", src,
-                       stbi_failure_reason() ? stbi_failure_reason() : "unknown error");
-    }
+    unsigned char *rgb = im.px;
+    int w = im.w, h = im.h;
     paint(rgb, w, h, ctx);
     membuf m = { NULL, 0, 0, false };
-    ki_status st = encode(dst, rgb, w, h, &m)
-                       ? ki_file_write_atomic(dst, m.data, m.len, err)
-                       : KI_FAIL(err, KI_ERR_IO, "%s: cannot encode the picture", dst);
+    st = encode(dst, rgb, w, h, &m) ? ki_file_write_atomic(dst, m.data, m.len, err)
+                                    : KI_FAIL(err, KI_ERR_IO, "%s: cannot encode the picture", dst);
     free(m.data);
-    stbi_image_free(rgb);
+    ki_image_pixels_free(&im);
     return st;
 }
 

@@ -1,14 +1,20 @@
 /* image.c - image decoding, channel conversion, bilinear resize, letterbox and normalisation. */
 #include "image.h"
-#include "image_resample.h"
 
-#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stb_image.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "../core/io.h"
+#include "image_resample.h"
+#include "jpeg.h"
+
+/* The whole file is read into memory; stb_image takes its length as an int. */
+#define KI_IMAGE_MAX_FILE ((size_t)INT_MAX)
 
 bool ki_image_is_image_path(const char *path)
 {
@@ -122,16 +128,12 @@ static ki_status center_crop_into(unsigned char *img, int w, int h, const ki_ima
     return st;
 }
 
-ki_status ki_image_load(const char *path, const ki_image_prep *prep, float *dst,
-                        ki_image_info *info, ki_error *err)
+/* stb_image on the file's bytes, with its size checked before it decodes. */
+static ki_status stb_decode(const char *path, const unsigned char *buf, size_t len, int channels,
+                            ki_image_pixels *out, ki_error *err)
 {
     int w, h, comp;
-    FILE *f = fopen(path, "rb");
-    if (!f) { /* say why, not stb's "can't fopen" */
-        return KI_FAIL(err, KI_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    fclose(f);
-    if (!stbi_info(path, &w, &h, &comp)) {
+    if (!stbi_info_from_memory(buf, (int)len, &w, &h, &comp)) {
         return KI_FAIL(err, KI_ERR_FORMAT, "%s: cannot decode image: %s", path,
                        stbi_failure_reason() ? stbi_failure_reason() : "unknown format");
     }
@@ -142,26 +144,78 @@ ki_status ki_image_load(const char *path, const ki_image_prep *prep, float *dst,
         return KI_FAIL(err, KI_ERR_LIMIT, "%s: %dx%d pixels is more than kinfer accepts (%lld)",
                        path, w, h, (long long)KI_IMAGE_MAX_PIXELS);
     }
+    unsigned char *px = stbi_load_from_memory(buf, (int)len, &w, &h, &comp, channels);
+    if (!px) {
+        return KI_FAIL(err, KI_ERR_FORMAT, "%s: cannot decode image: %s", path,
+                       stbi_failure_reason() ? stbi_failure_reason() : "unknown error");
+    }
+    *out = (ki_image_pixels){ px, w, h, true };
+    return KI_OK;
+}
+
+ki_status ki_image_decode(const char *path, int channels, ki_image_pixels *out, ki_error *err)
+{
+    unsigned char *buf;
+    size_t len;
+    ki_status st = ki_file_read(path, KI_IMAGE_MAX_FILE, &buf, &len, err);
+    if (st != KI_OK) {
+        return st;
+    }
+    if (len > KI_IMAGE_MAX_FILE) {
+        free(buf);
+        return KI_FAIL(err, KI_ERR_LIMIT, "%s: larger than %zu bytes", path, KI_IMAGE_MAX_FILE);
+    }
+    st = KI_ERR_UNSUPPORTED;
+    if (ki_jpeg_is_jpeg(buf, len)) {
+        ki_jpeg_image im;
+        st = ki_jpeg_decode(buf, len, channels, &im, err);
+        if (st == KI_OK) {
+            *out = (ki_image_pixels){ im.px, im.w, im.h, false };
+        } else if (st == KI_ERR_FORMAT) {
+            ki_error_prefix(err, "%s: cannot decode image", path);
+        } else if (st != KI_ERR_UNSUPPORTED) {
+            ki_error_prefix(err, "%s", path);
+        }
+    }
+    if (st == KI_ERR_UNSUPPORTED) { /* not a JPEG, or a kind jpeg.c leaves to stb_image */
+        st = stb_decode(path, buf, len, channels, out, err);
+    }
+    free(buf);
+    return st;
+}
+
+void ki_image_pixels_free(ki_image_pixels *p)
+{
+    if (p->stb) {
+        stbi_image_free(p->px);
+    } else {
+        free(p->px);
+    }
+    p->px = NULL;
+}
+
+ki_status ki_image_load(const char *path, const ki_image_prep *prep, float *dst,
+                        ki_image_info *info, ki_error *err)
+{
     if (prep->channels != 1 && prep->channels != 3) {
         return KI_FAIL(err, KI_ERR_SHAPE, "%s: the model input has %d channels; images give 1 or 3",
                        path, prep->channels);
     }
-    unsigned char *img = stbi_load(path, &w, &h, &comp, prep->channels);
-    if (!img) {
-        return KI_FAIL(err, KI_ERR_FORMAT, "%s: cannot decode image: %s", path,
-                       stbi_failure_reason() ? stbi_failure_reason() : "unknown error");
+    ki_image_pixels im;
+    ki_status st = ki_image_decode(path, prep->channels, &im, err);
+    if (st != KI_OK) {
+        return st;
     }
-    info->orig_w = w;
-    info->orig_h = h;
-    ki_status st = KI_OK;
+    info->orig_w = im.w;
+    info->orig_h = im.h;
     if (prep->center_crop) {
-        st = center_crop_into(img, w, h, prep, dst, info, err);
+        st = center_crop_into(im.px, im.w, im.h, prep, dst, info, err);
         if (st != KI_OK) {
             ki_error_prefix(err, "%s", path);
         }
     } else {
-        resize_into(img, w, h, prep, dst, info);
+        resize_into(im.px, im.w, im.h, prep, dst, info);
     }
-    stbi_image_free(img);
+    ki_image_pixels_free(&im);
     return st;
 }

@@ -1,4 +1,6 @@
-/* image.h - decoding images (stb_image) into normalised CHW float tensors. */
+/* image.h - decoding images into normalised CHW float tensors: JPEG with kinfer's own decoder
+ * (cli/jpeg.c, libjpeg-turbo's pixels, as Pillow and torchvision see them), everything else and
+ * the JPEG kinds it leaves out (progressive, arithmetic-coded, CMYK, 12-bit) with stb_image. */
 #ifndef KI_IMAGE_H
 #define KI_IMAGE_H
 
@@ -28,6 +30,19 @@ typedef struct ki_image_info {
     float pad_x, pad_y; /* letterbox offsets in network pixels */
     float scale_y;      /* with center_crop: down; then pad_x/y is where pixel 0 lands */
 } ki_image_info;
+
+/* Pixels decoded from an image file; ki_image_pixels_free releases them. */
+typedef struct ki_image_pixels {
+    unsigned char *px; /* h rows of w pixels of the channels asked for, interleaved */
+    int w, h;
+    bool stb; /* from stb_image, which has its own free */
+} ki_image_pixels;
+
+/* Decodes the file path to 8-bit pixels of `channels` (1 or 3) channels: JPEG through
+ * cli/jpeg.c, anything else (and the JPEG kinds it leaves out) through stb_image. Sizes are
+ * checked against KI_IMAGE_MAX_PIXELS; messages name the file. */
+ki_status ki_image_decode(const char *path, int channels, ki_image_pixels *out, ki_error *err);
+void ki_image_pixels_free(ki_image_pixels *p);
 
 /* Decodes path and writes channels*height*width floats to dst. */
 ki_status ki_image_load(const char *path, const ki_image_prep *prep, float *dst,

@@ -1,8 +1,8 @@
 #!/bin/sh
 # valgrind.sh [KINFER] - runs `kinfer run` under valgrind (memcheck, full leak check) on whole
-# networks and on one failing load of each kind (bad param, bad bin, bad npy, bad image). Any
-# memory error or definite/indirect leak fails the script. KINFER defaults to build/hard/kinfer
-# (CI passes its own build); run from the repository root.
+# networks and on one failing load of each kind (bad param, bad bin, bad npy, bad image, bad
+# JPEG). Any memory error or definite/indirect leak fails the script. KINFER defaults to
+# build/hard/kinfer (CI passes its own build); run from the repository root.
 set -u
 K=${1:-build/hard/kinfer}
 SHARED=${KI_SHARED:-../shared/models}
@@ -57,13 +57,20 @@ check bad-shape 1 run $C/model.pnnx.param $C/model.pnnx.bin $M/n_channels_4.npy
 check bad-image 1 run $D/nets/mnist_cnn/model.pnnx.param $D/nets/mnist_cnn/model.pnnx.bin \
     $M/i_truncated.png
 # batches of images: the next batch decodes on the loader thread while one runs; a bad image in a
-# later batch stops the run there; torchvision preprocessing of a photo
+# later batch stops the run there; torchvision preprocessing of a photo, from PNG and from JPEG
+# (cli/jpeg.c); a damaged JPEG
 check image-batches 0 run $D/nets/mnist_cnn/model.pnnx.param $D/nets/mnist_cnn/model.pnnx.bin \
     samples/digits --batch 3
 check bad-image-batch 1 run $D/nets/mnist_cnn/model.pnnx.param $D/nets/mnist_cnn/model.pnnx.bin \
     samples/digits/digit_1.png samples/digits/digit_2.png $M/i_truncated.png --batch 2
 check preprocess 0 run $D/nets/convpaths/model.pnnx.param $D/nets/convpaths/model.pnnx.bin \
     $D/preprocess/zidane.png --preprocess torchvision
+check preprocess-jpeg 0 run $D/nets/convpaths/model.pnnx.param $D/nets/convpaths/model.pnnx.bin \
+    $D/preprocess/zidane.jpg --preprocess torchvision
+check damaged-jpeg 0 run $D/nets/mnist_cnn/model.pnnx.param $D/nets/mnist_cnn/model.pnnx.bin \
+    $D/jpeg/damaged_rst_missing_c420_80x64.jpg
+check bad-jpeg 1 run $D/nets/mnist_cnn/model.pnnx.param $D/nets/mnist_cnn/model.pnnx.bin \
+    $M/i_jpeg_bad_huffman.jpg
 rm -rf "$OUT"
 echo "valgrind: $((n - failed)) of $n runs clean"
 [ "$failed" -eq 0 ]

@@ -5,6 +5,7 @@
 #   make fuzz-zip   [FUZZ_SECONDS=60]  stored-zip reader + CRC (core/zip.c)
 #   make fuzz-npy   [FUZZ_SECONDS=60]  .npy reader (cli/npy.c)
 #   make fuzz-model [FUZZ_SECONDS=60]  whole model: load + session + one run (input: param NUL bin)
+#   make fuzz-jpeg  [FUZZ_SECONDS=60]  JPEG decoder (cli/jpeg*.c)
 #   make fuzz-build                    build every target without running it
 #
 # Each target is built into build/fuzz (clang, ASan+UBSan) and run on a fresh copy of its seed
@@ -16,7 +17,7 @@ FUZZ_DIR     := build/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS  := -std=c11 -D_DEFAULT_SOURCE -g -O1 -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-FUZZ_TARGETS := fuzz-expr fuzz-param fuzz-zip fuzz-npy fuzz-model
+FUZZ_TARGETS := fuzz-expr fuzz-param fuzz-zip fuzz-npy fuzz-model fuzz-jpeg
 FUZZ_EXPR_SRC := tests/fuzz/fuzz_expr.c $(wildcard parser/*.c) core/status.c
 # Function names and punctuation, so mutations build real calls quickly.
 FUZZ_EXPR_WORDS := abs acos acosh asin asinh atan atanh cos cosh sin sinh tan tanh exp log log10 \
@@ -26,7 +27,7 @@ FUZZ_EXPR_WORDS := abs acos acosh asin asinh atan atanh cos cosh sin sinh tan ta
   torch.short torch.int8 torch.uint8 torch.bool True False None inf nan.0 @0 @1 @2 ( ) , [ ] \
   1.000000e-05 0.5 -1
 
-.PHONY: fuzz-expr fuzz-param fuzz-zip fuzz-npy fuzz-model fuzz-build
+.PHONY: fuzz-expr fuzz-param fuzz-zip fuzz-npy fuzz-model fuzz-jpeg fuzz-build
 $(FUZZ_DIR)/fuzz_expr: $(FUZZ_EXPR_SRC) $(wildcard parser/*.h) core/status.h core/ckd.h
 	@mkdir -p $(FUZZ_DIR)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(FUZZ_EXPR_SRC) -lm
@@ -75,8 +76,17 @@ $(FUZZ_DIR)/fuzz_param $(FUZZ_DIR)/fuzz_zip $(FUZZ_DIR)/fuzz_model: $(FUZZ_DIR)/
 $(FUZZ_DIR)/fuzz_npy: tests/fuzz/fuzz_npy.c $(FUZZ_DIR)/obj/cli/npy.o $(FUZZ_DIR)/libkinfer.a
 	$(FUZZ_CC) $(FUZZ_OBJ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(FUZZ_LIBS)
 
+# The JPEG decoder with a pixel limit of 2^20 (as fuzz_jpeg.c says); of the library it needs only
+# the error record.
+FUZZ_JPEG_OBJ := $(FUZZ_DIR)/obj/cli/jpeg.o $(FUZZ_DIR)/obj/cli/jpeg_scan.o \
+  $(FUZZ_DIR)/obj/cli/jpeg_pixels.o $(FUZZ_DIR)/obj/core/status.o
+$(FUZZ_DIR)/obj/cli/jpeg.o: FUZZ_OBJ_CFLAGS += -DKI_JPEG_MAX_PIXELS=1048576
+
+$(FUZZ_DIR)/fuzz_jpeg: tests/fuzz/fuzz_jpeg.c $(FUZZ_JPEG_OBJ)
+	$(FUZZ_CC) $(FUZZ_OBJ_CFLAGS) -fsanitize=fuzzer -o $@ $^
+
 fuzz-build: $(FUZZ_DIR)/fuzz_expr $(FUZZ_DIR)/fuzz_param $(FUZZ_DIR)/fuzz_zip \
-  $(FUZZ_DIR)/fuzz_npy $(FUZZ_DIR)/fuzz_model
+  $(FUZZ_DIR)/fuzz_npy $(FUZZ_DIR)/fuzz_model $(FUZZ_DIR)/fuzz_jpeg
 
 # Seeds: the hand-made ones in tests/fuzz/corpus_<name> plus every small case in tests/data.
 FUZZ_RUN = $(FUZZ_DIR)/fuzz_$(1) -max_total_time=$(FUZZ_SECONDS) -max_len=$(2) -timeout=10 \
@@ -98,5 +108,9 @@ fuzz-npy: $(FUZZ_DIR)/fuzz_npy
 fuzz-model: $(FUZZ_DIR)/fuzz_model
 	sh tests/fuzz/seeds.sh model $(FUZZ_DIR)/corpus_model
 	$(call FUZZ_RUN,model,16384) -dict=tests/fuzz/param.dict
+
+fuzz-jpeg: $(FUZZ_DIR)/fuzz_jpeg
+	sh tests/fuzz/seeds.sh jpeg $(FUZZ_DIR)/corpus_jpeg
+	$(call FUZZ_RUN,jpeg,16384) -dict=tests/fuzz/jpeg.dict
 
 -include $(shell find $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)

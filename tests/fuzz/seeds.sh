@@ -1,7 +1,7 @@
 #!/bin/sh
 # seeds.sh KIND DIR - fills DIR afresh with the seed corpus of one fuzz target: the files in
 # tests/fuzz/corpus_KIND plus the small cases of tests/data (param text, bin archives, npy
-# tensors, or param NUL bin for whole models).
+# tensors, param NUL bin for whole models, or the JPEG files of tests/data/jpeg).
 set -eu
 kind=$1
 dir=$2
@@ -9,6 +9,9 @@ rm -rf "$dir"
 mkdir -p "$dir"
 if [ -d "tests/fuzz/corpus_$kind" ]; then
     cp "tests/fuzz/corpus_$kind"/* "$dir"/ 2>/dev/null || true
+fi
+if [ "$kind" = jpeg ]; then
+    cp tests/data/jpeg/*.jpg "$dir"/
 fi
 for c in tests/data/ops/* tests/data/nets/*; do
     [ -d "$c" ] || continue # a case is a directory

@@ -200,6 +200,14 @@ def images():
                                                                       28, 1, 24, 0, 0, 0, 0, 0, 0)
     wr('i_bad_dims.bmp', bmp)
     wr('i_zero_width.pgm', 'P5\n0 28\n255\n')
+    # JPEG, read by cli/jpeg.c: a frame of 65535 x 65535, a frame with no scan, a Huffman table
+    # with two 1-bit codes (the second is all ones)
+    def sof(w, h):
+        return b'\xff\xc0' + struct.pack('>HBHHB', 11, 8, h, w, 1) + b'\x01\x11\x00'
+    wr('i_jpeg_huge.jpg', b'\xff\xd8' + sof(65535, 65535) + b'\xff\xd9')
+    wr('i_jpeg_no_scan.jpg', b'\xff\xd8' + sof(8, 8) + b'\xff\xd9')
+    dht = b'\xff\xc4' + struct.pack('>HB', 21, 0) + bytes([2] + [0] * 15) + b'\x00\x01'
+    wr('i_jpeg_bad_huffman.jpg', b'\xff\xd8' + dht + sof(8, 8) + b'\xff\xd9')
 
 
 def exprs():

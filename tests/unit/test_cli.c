@@ -279,8 +279,9 @@ static void test_tokens(void **state)
 
 /* Image preprocessing as torchvision does it to a PIL image (tests/data/preprocess/make_refs.py):
  * `kinfer run --save-dir` writes the input the model saw, and it must equal torchvision's tensor
- * within 1e-5 — Resize(256) + CenterCrop(224) + ImageNet Normalize on both sample photos, and
- * an exact --resize WxH with --crop and --bgr. */
+ * within 1e-5 — Resize(256) + CenterCrop(224) + ImageNet Normalize on both sample photos, from
+ * the JPEG files themselves (cli/jpeg.c decodes them as Pillow does) and from their pixels stored
+ * as PNG, and an exact --resize WxH with --crop and --bgr. */
 #define CONVPATHS "tests/data/nets/convpaths/model.pnnx.param tests/data/nets/convpaths/model.pnnx.bin "
 #define PREP "tests/data/preprocess/"
 
@@ -307,6 +308,8 @@ static void check_input_matches(const char *options, const char *ref_npy)
 static void test_preprocess_torchvision(void **state)
 {
     (void)state;
+    check_input_matches(PREP "bus.jpg --preprocess torchvision", PREP "bus_torchvision.npy");
+    check_input_matches(PREP "zidane.jpg --preprocess torchvision", PREP "zidane_torchvision.npy");
     check_input_matches(PREP "bus.png --preprocess torchvision", PREP "bus_torchvision.npy");
     check_input_matches(PREP "zidane.png --preprocess torchvision", PREP "zidane_torchvision.npy");
     /* the same by hand */

@@ -101,7 +101,8 @@ static void test_draw_file(void **state)
     assert_memory_equal(out, img, W * H * 3); /* PNG is lossless */
     stbi_image_free(out);
     assert_int_equal(ki_detect_draw_file("/nonexistent.png", dst, &d, 1, NULL, 0, &err),
-                     KI_ERR_FORMAT);
+                     KI_ERR_IO);
+    assert_non_null(strstr(err.msg, "/nonexistent.png: cannot open"));
     assert_int_equal(ki_detect_draw_file(src, "/nonexistent/dir/x.png", &d, 1, NULL, 0, &err),
                      KI_ERR_IO);
     remove(src);

@@ -2,8 +2,10 @@
 """Writes the torchvision references that tests/unit/test_cli.c compares `kinfer run --preprocess`,
 `--resize`, `--crop` and `--bgr` against. Run once from this directory with Debian's
 python3-torchvision (/usr/bin/python3 make_refs.py); the images are the sample photos of
-../shared/images stored losslessly as PNG, so that both sides start from the same pixels
-(a JPEG decodes slightly differently in stb_image and in libjpeg-turbo, which Pillow uses)."""
+../shared/images stored losslessly as PNG (Pillow's decoding of them), so that the references
+can be checked from the same pixels whatever decodes the JPEG. bus.jpg and zidane.jpg here are
+copies of those photos: test_cli.c checks kinfer from them as well, and test_jpeg.c checks that
+cli/jpeg.c decodes them to exactly these PNGs."""
 import numpy as np
 from PIL import Image
 from torchvision import transforms as T
