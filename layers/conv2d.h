@@ -33,6 +33,9 @@ typedef void (*ki_wino_out_fn)(const float *m, int64_t pstride, float *q, const 
 #define KI_OV_MV     32
 #define KI_OV_PW_MAX 12
 #define KI_OV_KC     128 /* k block: a weight block (16 KiB) stays in L1 over the pixel blocks */
+/* Input channels from which a 1x1 layer read in place with more pixels than output channels runs
+ * split over k (conv2d_ov.c: ov_split_k): two halves of at least 64. */
+#define KI_OV_SPLITK_MIN 128
 typedef void (*ki_ov_ukernel)(int64_t k, const float *a, const float *b, int pw, int64_t ldb,
                               bool acc, const float *bias, float lo, float hi, float *restrict t);
 /* The same with the weight block a in IEEE binary16 (each value widened exactly). */

@@ -152,10 +152,46 @@ static bool ov_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int nt, size_t
 
 /* Per part (one per thread): its share of the packed columns (which span the slices one after
  * another) and its partial tiles. */
+/* Whether a layer runs split over k: a 1x1 layer read in place (the planes are the column
+ * matrix's rows) with more pixels than output channels, whose input channels come in two halves.
+ * Split by pixels, each thread read every input channel at its pixels, half of them written on
+ * the other core by the layer before (a depthwise layer or an expansion splits by channels), and
+ * a two-thread run of such a layer in the network took as long as one thread (384 -> 64 at
+ * 14x14: 58 us either way; 34 us when its input was not freshly written; docs/performance.md).
+ * Split over k, half h of the input channels gives partial tiles P_h for every output, which
+ * the thread that wrote those channels computes; then P_0 + P_1 per value, the bias, the clamp
+ * and the store. Every value is that same sum whatever the thread count (one thread computes
+ * both halves), so results still do not depend on it. Chosen from the shape alone. */
+static bool ov_split_k(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    return ki_conv2d_is_pointwise(c) && g->oh * g->ow > c->out_ch && c->in_ch >= KI_OV_SPLITK_MIN;
+}
+
+/* The split-k layout: pixel blocks of pw (nb of them), nob channel blocks, and the floats of one
+ * half's partial tiles (nob * nb tiles of pw x KI_OV_MV); false on overflow. */
+static bool splitk_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t *pw, int64_t *nb,
+                         int64_t *nob, size_t *half)
+{
+    const int64_t n = g->oh * g->ow;
+    *pw = ki_conv2d_ov_pw(n);
+    *nb = (n + *pw - 1) / *pw;
+    *nob = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV;
+    return ki_ckd_mul(half, (size_t)*nob * (size_t)*nb, (size_t)*pw * KI_OV_MV) &&
+           *half < SIZE_MAX / 16;
+}
+
 size_t ki_conv2d_ov_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads)
 {
     int nt = n_threads > 0 ? n_threads : 1;
     size_t cols, part;
+    if (ov_split_k(c, g)) { /* the two halves' partial tiles, shared by the team */
+        int64_t pw, nb, nob;
+        size_t half;
+        if (!splitk_sizes(c, g, &pw, &nb, &nob, &half)) {
+            return 0;
+        }
+        return (2 * half * sizeof(float) + (size_t)nt - 1) / (size_t)nt / 64 * 64 + 128;
+    }
     if (!ov_sizes(c, g, nt, &cols, &part)) {
         return 0;
     }
@@ -304,9 +340,91 @@ static void prefetch_rows(const float *x, int64_t ld, int64_t q0, int64_t q1, in
     }
 }
 
+/* The split-k run of image x into y (see ov_split_k): items (half, channel block, pixel block)
+ * in that order, a contiguous share per thread (with two threads, each thread one half: the
+ * input channels the layer before wrote on its core); then, after a barrier, each thread its
+ * share of the pixel blocks: P_0 + P_1, the bias and clamp, the store, the other activations. */
+static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
+                               float *y, const float *res, const ki_exec *ex)
+{
+    const int64_t k = c->in_ch, hw = g->in.h * g->in.w, n = g->oh * g->ow, kh = k / 2;
+    int64_t pw, nb, nob;
+    size_t half;
+    if (!splitk_sizes(c, g, &pw, &nb, &nob, &half)) {
+        return;
+    }
+    float *const part = (float *)((char *)ex->workspace + (64 - (uintptr_t)ex->workspace % 64) % 64);
+    ki_gemm_fin gf;
+    const ov_fin f = { ki_gemm_fin_of(&c->ep, 0, NULL, &gf), gf.lo, gf.hi };
+    const int64_t items = 2 * nob * nb;
+#pragma omp parallel num_threads(ex->n_threads)
+    {
+        const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
+        const int64_t i0 = items * tid / nt, i1 = items * (tid + 1) / nt;
+        /* k blocks outermost within a half (the weights' blocks of KI_OV_KC rows, cut at the
+         * half), so a weight block serves the thread's pixel blocks from L1 */
+        for (int h = 0; h < 2; h++) {
+            const int64_t lo = h * nob * nb > i0 ? h * nob * nb : i0;
+            const int64_t hi = (h + 1) * nob * nb < i1 ? (h + 1) * nob * nb : i1;
+            const int64_t q0 = h ? kh : 0, q1 = h ? k : kh;
+            for (int64_t kb = q0 / KI_OV_KC * KI_OV_KC; kb < q1 && lo < hi; kb += KI_OV_KC) {
+                const int64_t kcb = k - kb < KI_OV_KC ? k - kb : KI_OV_KC; /* the block's rows */
+                const int64_t s0 = kb > q0 ? kb : q0, s1 = kb + kcb < q1 ? kb + kcb : q1;
+                for (int64_t it = lo; it < hi; it++) {
+                    const int64_t ob = it % (nob * nb) / nb, pb = it % nb;
+                    const int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
+                    const int64_t at = (kb * nob + ob * kcb) * KI_OV_MV + (s0 - kb) * KI_OV_MV;
+                    float *t = part + (size_t)h * half + (size_t)(ob * nb + pb) * (size_t)pw * KI_OV_MV;
+                    const float *b = x + s0 * hw + j0;
+                    if (c->ov_h) {
+                        c->ov_ukh(s1 - s0, c->ov_h + at, b, (int)nr, hw, s0 > q0, NULL, -INFINITY,
+                                  INFINITY, t);
+                    } else {
+                        c->ov_uk(s1 - s0, c->ov_a + at, b, (int)nr, hw, s0 > q0, NULL, -INFINITY,
+                                 INFINITY, t);
+                    }
+                }
+            }
+        }
+#pragma omp barrier
+        const int64_t p0 = nb * tid / nt, p1 = nb * (tid + 1) / nt;
+        const bool kclamp = f.clamp && !res;
+        for (int64_t ob = 0; ob < nob; ob++) {
+            const int64_t oc0 = ob * KI_OV_MV;
+            const int64_t rows = c->out_ch - oc0 < KI_OV_MV ? c->out_ch - oc0 : KI_OV_MV;
+            for (int64_t pb = p0; pb < p1; pb++) {
+                const int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
+                const size_t off = (size_t)(ob * nb + pb) * (size_t)pw * KI_OV_MV;
+                float *t = part + off;
+                const float *u = part + half + off;
+                /* as the micro-kernel finishes a tile: the sum, + bias, max(lo, .), min(hi, .) */
+                for (int64_t i = 0; i < nr * KI_OV_MV; i++) {
+                    const int64_t r = i % KI_OV_MV;
+                    float v = t[i] + u[i];
+                    v = f.clamp && c->ep.bias && r < rows ? v + c->ep.bias[oc0 + r] : v;
+                    v = kclamp && f.lo > v ? f.lo : v;
+                    t[i] = kclamp && f.hi < v ? f.hi : v;
+                }
+                ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res);
+            }
+            if (!f.clamp && p1 > p0) {
+                ov_epilogue(c, ob, p0, p1, pw, n, y, res);
+            }
+        }
+    }
+}
+
 void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                           float *restrict out, const ki_exec *ex)
 {
+    if (ov_split_k(c, g)) {
+        const int64_t hw = g->in.h * g->in.w, n = g->oh * g->ow;
+        for (int64_t img = 0; img < g->in.n; img++) {
+            ov_forward_split_k(c, g, in + img * c->in_ch * hw, out + img * c->out_ch * n,
+                               c->res ? c->res + img * c->out_ch * n : NULL, ex);
+        }
+        return;
+    }
     int64_t k = c->in_ch * c->kh * c->kw, hw = g->in.h * g->in.w, n = g->oh * g->ow;
     const ov_layout l = ov_layout_of(c, g, ex->n_threads);
     const int64_t pw = l.pw, nb = l.nb, nob = l.nob, parts_n = ex->n_threads;

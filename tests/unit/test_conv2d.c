@@ -359,19 +359,26 @@ static void test_ov_blocks(void **unused)
 }
 
 /* The OV path shared by pixels (more pixels than output channels: 196 > 32; 17 blocks of 12
- * narrowed to 18 of 11 for two threads, 18 of 11 for three) and by channels (oc 96 > 49 pixels),
- * with a residual and an activation applied after the store, on float32 and on binary16 weights
- * (kept as such), with the AVX-512 and the plain kernels: every thread count matches the
- * reference, and bitwise the one-thread result. */
+ * narrowed to 18 of 11 for two threads, 18 of 11 for three), by channels (oc 96 > 49 pixels) and
+ * split over k (1x1 from KI_OV_SPLITK_MIN input channels, an odd count among them: 201 -> 40 at
+ * 13x13, 384 -> 64 at 14x14), with a residual and an activation applied after the store (SiLU),
+ * a clamp in the tile (ReLU6) or nothing, on float32 and on binary16 weights (kept as such), with
+ * the AVX-512, AVX2 and plain kernels: every thread count matches the reference, and bitwise the
+ * one-thread result. */
 static void test_ov_parts(void **unused)
 {
     (void)unused;
     if (ki_cpu_isa() != KI_ISA_AVX512) {
         return; /* the OV path needs AVX-512 */
     }
-    static const int64_t ocs[4] = { 32, 96, 32, 96 }, hs[4] = { 14, 7, 14, 7 };
-    for (int v = 0; v < 4; v++) {
-        const int64_t ic = 80, oc = ocs[v], h = hs[v], n_out = oc * h * h;
+    static const int64_t ics[8] = { 80, 80, 80, 80, 201, 384, 201, 384 };
+    static const int64_t ocs[8] = { 32, 96, 32, 96, 40, 64, 40, 64 };
+    static const int64_t hs[8] = { 14, 7, 14, 7, 13, 14, 13, 14 };
+    static const ki_act_kind acts[8] = { KI_ACT_SILU,  KI_ACT_SILU, KI_ACT_SILU, KI_ACT_SILU,
+                                         KI_ACT_RELU6, KI_ACT_SILU, KI_ACT_RELU6, KI_ACT_NONE };
+    for (int v = 0; v < 8; v++) {
+        const int64_t ic = ics[v], oc = ocs[v], h = hs[v], n_out = oc * h * h;
+        const bool half = v == 2 || v == 3 || v >= 6, with_res = v < 4 || v == 5 || v == 6;
         uint64_t s = 77 + (uint64_t)v;
         float *w = malloc((size_t)(oc * ic) * sizeof *w), *b = malloc((size_t)oc * sizeof *b);
         float *x = malloc((size_t)(ic * h * h) * sizeof *x), *res = malloc((size_t)n_out * 4);
@@ -379,7 +386,7 @@ static void test_ov_parts(void **unused)
         float *out = malloc((size_t)n_out * 4);
         trng_fill(&s, w, (size_t)(oc * ic)), trng_fill(&s, b, (size_t)oc);
         trng_fill(&s, x, (size_t)(ic * h * h)), trng_fill(&s, res, (size_t)n_out);
-        for (int64_t i = 0; v >= 2 && i < oc * ic; i++) { /* binary16 values */
+        for (int64_t i = 0; half && i < oc * ic; i++) { /* binary16 values */
             w[i] = (float)((int)(w[i] * 1024.0f)) / 1024.0f;
         }
         top t;
@@ -389,19 +396,19 @@ static void test_ov_parts(void **unused)
         ki_error err = { 0 };
         assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
         ki_conv2d *c = st;
-        c->ep.act = (ki_act){ KI_ACT_SILU, 0, 0 };
-        c->residual = true, c->res = res;
+        c->ep.act = (ki_act){ acts[v], 0, 0 };
+        c->residual = with_res, c->res = with_res ? res : NULL;
         ki_conv2d_geom g;
         ki_shape in = ki_shape_make(4, (const int64_t[]){ 1, ic, h, h });
         assert_int_equal(ki_conv2d_geom_make(c, &in, &g, &err), KI_OK);
         if (!c->ov_a && !c->ov_h) {
             assert_int_equal(ki_conv2d_ov_prepare(c, true, &err), KI_OK);
         }
-        assert_true(v >= 2 ? c->ov_h && !c->ov_a : c->ov_a && !c->ov_h);
+        assert_true(half ? c->ov_h && !c->ov_a : c->ov_a && !c->ov_h);
         ki_conv2d_forward_ref(c, &g, x, ref);
-        for (int th = 1; th <= 4; th++) {
-            run_variant(c, &g, KI_CONV2D_OV, th == 4 ? KI_ISA_GENERIC : KI_ISA_AVX512, th == 4 ? 2 : th,
-                        x, out);
+        for (int th = 1; th <= 5; th++) { /* 4: the plain kernels, 5: AVX2, on two threads */
+            const ki_isa isa = th == 4 ? KI_ISA_GENERIC : th == 5 ? KI_ISA_AVX2 : KI_ISA_AVX512;
+            run_variant(c, &g, KI_CONV2D_OV, isa, th >= 4 ? 2 : th, x, out);
             for (int64_t i = 0; i < n_out; i++) {
                 assert_true(fabsf(out[i] - ref[i]) <= 1e-4f * (1.0f + fabsf(ref[i])));
             }
