@@ -12,10 +12,7 @@
  *   block(d, y0, first, iy0, ox, k, sm, s, kk, rows, checked): the vector block (see block_at)
  *                        of a kk x kk kernel (3 or 5),
  *   DW_SET1              the width's set1 (the clamp bounds' broadcast in plane_init);
- *   plane_channel(d, c, ch): a channel's weights and bias;
- *   dw_act(act, p, n)    an activation that is not a clamp over n stored outputs (out of line:
- *                        the blocks store bias + residual, clamped, and a plane's rows get it
- *                        once they are all written).
+ *   plane_channel(d, c, ch): a channel's weights and bias.
  * Everything here is static inline and always inlined into the ISA file's entries, so s, kk,
  * rows and checked are constants in each block. Thread-safe: each call writes only its own
  * planes' rows. */
@@ -149,9 +146,6 @@ static inline __attribute__((always_inline)) void dw3_planes(const ki_conv2d *c,
         d.pf_in = p + 1 < p1 ? d.x + hw : NULL;
         d.pf_out = p + 1 < p1 && big_out ? d.o + ohw : NULL;
         plane_of(&d, c, 0, g->oh, g->oh);
-        if (d.vact) {
-            dw_act(&d.act, d.o, ohw);
-        }
     }
 }
 
@@ -171,9 +165,6 @@ dw3_band(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band, int64_t
             ki_cv_prefetch_out(d.o + ohw + y0 * g->ow, n);
         }
         plane_of(&d, c, y0, y1, g->oh);
-        if (d.vact) {
-            dw_act(&d.act, d.o + y0 * g->ow, n);
-        }
     }
 }
 

@@ -2,7 +2,7 @@
  * straight from the unpadded planes: the AVX-512 kernel (conv2d_dw_avx512.c) with eight-lane
  * vectors, its loops over bands and blocks shared (conv2d_dw3_loops.h). Blocks of four output rows
  * by eight columns: a 3x3 kernel's nine weights, four accumulators and the taps of one input row
- * fill the sixteen registers (a 5x5 kernel's weights are vectors in memory, FMA operands). Each input row is
+ * fill the sixteen registers (a 5x5 kernel's weights are broadcast from memory). Each input row is
  * loaded once for the output rows it feeds. Stride 1: a load per tap, at columns b + kx (AVX2 has
  * no lane shift across the 128-bit halves that would be cheaper than a load). Stride 2:
  * columns b + 2t .. b + 2t + 15 for 2t < kk, their even and odd floats taken by in-lane shuffles,
@@ -24,7 +24,6 @@
 #define DW_LANES   8
 #define DW_SET1    _mm256_set1_ps
 #define DW_ROWS_S2 4
-
 
 /* A block's store: its lanes, and whether that is all eight (a plain store). */
 typedef struct dw_mask {
@@ -67,7 +66,7 @@ static inline dw_cols cols_at(int64_t ox, int s, int kk, int64_t pl, int64_t w)
 
 /* What a plane's blocks share (as in the AVX-512 kernel): the plane, its output and residual, the
  * weights (a 3x3 kernel's nine as k0 .. k8, row by row, broadcast once per plane; a 5x5 kernel's
- * 25 as vectors in w25, read by each product, as the sixteen registers would not hold them), the
+ * 25 broadcast from memory at each product, as the sixteen registers would not hold them), the
  * bias, the clamp bounds and the activation after the clamp (act; vact when it is not a clamp).
  * Named vectors: GCC keeps an array of __m256 in memory. */
 typedef struct dw_plane {
@@ -78,9 +77,6 @@ typedef struct dw_plane {
     const float *pf_in, *pf_out; /* the next plane's input and output to ask for, or NULL */
     const float *wk;             /* the channel's kk * kk weights */
     __m256 k0, k1, k2, k3, k4, k5, k6, k7, k8, vb, lo, hi;
-    /* a 5x5 kernel's 25 weights, each as eight copies: the FMAs take them as memory operands
-     * (AVX2 has no broadcast operand; a broadcast per product was a second load uop) */
-    _Alignas(32) float w25[25 * 8];
     ki_act act;
     bool vact;
 } dw_plane;
@@ -89,7 +85,7 @@ typedef struct dw_plane {
 static inline __attribute__((always_inline)) __m256 wt(const dw_plane *d, int kk, int i)
 {
     if (kk != 3) {
-        return _mm256_load_ps(d->w25 + 8 * i); /* a memory operand of the FMA */
+        return _mm256_broadcast_ss(d->wk + i);
     }
     switch (i) {
     case 0:
@@ -180,9 +176,11 @@ static inline __attribute__((always_inline)) void store_row(const dw_plane *d, i
         v = _mm256_add_ps(v, sm.all ? _mm256_loadu_ps(d->res + at)
                                     : _mm256_maskload_ps(d->res + at, sm.m));
     }
-    /* max(lo, v) returns a NaN v (second operand), as the scalar form keeps it; an activation
-     * that is not a clamp comes after the plane's rows (dw_act) */
+    /* max(lo, v) returns a NaN v (second operand), as the scalar form keeps it */
     v = _mm256_min_ps(d->hi, _mm256_max_ps(d->lo, v));
+    if (d->vact) { /* the activation when it is not a clamp, as the epilogue computes it */
+        v = ki_vact_avx2(&d->act, v);
+    }
     if (sm.all) {
         _mm256_storeu_ps(d->o + at, v);
     } else {
@@ -245,32 +243,10 @@ static inline __attribute__((always_inline)) void plane_channel(dw_plane *d, con
     const float *w = c->weight + ch * c->kh * c->kw;
     d->wk = w;
     d->vb = _mm256_set1_ps(c->ep.bias ? c->ep.bias[ch] : 0.0f);
-    if (c->kh == 5) {
-        for (int i = 0; i < 25; i++) {
-            _mm256_store_ps(d->w25 + 8 * i, _mm256_set1_ps(w[i]));
-        }
-    }
     /* (a 5x5 kernel's first nine too: unused, but GCC cannot tell) */
     d->k0 = _mm256_set1_ps(w[0]), d->k1 = _mm256_set1_ps(w[1]), d->k2 = _mm256_set1_ps(w[2]);
     d->k3 = _mm256_set1_ps(w[3]), d->k4 = _mm256_set1_ps(w[4]), d->k5 = _mm256_set1_ps(w[5]);
     d->k6 = _mm256_set1_ps(w[6]), d->k7 = _mm256_set1_ps(w[7]), d->k8 = _mm256_set1_ps(w[8]);
-}
-
-/* p[0..n) = act(p), the activation that is not a clamp, as the epilogue computes it (the tail
- * through the same vector formula). Out of line and after a plane's rows: inlined into every
- * row store of every block shape, its formulas spilled the nine weights and bloated the kernel
- * to 110 KB, and Hardswish planes ran 4x slower per output than ReLU ones. */
-static __attribute__((noinline)) void dw_act(const ki_act *act, float *p, int64_t n)
-{
-    const ki_act a = *act;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(p + i, ki_vact_avx2(&a, _mm256_loadu_ps(p + i)));
-    }
-    if (i < n) {
-        const __m256i m = ki_lanes_in8(0, n - i);
-        _mm256_maskstore_ps(p + i, m, ki_vact_avx2(&a, _mm256_maskload_ps(p + i, m)));
-    }
 }
 
 /* the loops over bands and blocks, shared with the AVX-512 kernel, over the pieces above */

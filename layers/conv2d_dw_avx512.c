@@ -159,8 +159,8 @@ static inline __attribute__((always_inline)) __m512 wt(const dw_plane *d, const 
     return kk == 3 ? d->w9[i] : _mm512_set1_ps(wk[i]);
 }
 
-/* Stores output row vector v (the taps' sum) at `at`: + bias, + the residual, the clamp (an
- * activation that is not a clamp comes after the plane's rows: dw_act). */
+/* Stores output row vector v (the taps' sum) at `at`: + bias, + the residual, the clamp, then
+ * the activation when it is not a clamp (ki_vact_avx512, the epilogue's formulas). */
 static inline __attribute__((always_inline)) void store(const dw_plane *d, int64_t at, __mmask16 sm,
                                                         __m512 v)
 {
@@ -169,6 +169,9 @@ static inline __attribute__((always_inline)) void store(const dw_plane *d, int64
         v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(sm, d->res + at));
     }
     v = _mm512_min_ps(d->hi, _mm512_max_ps(d->lo, v));
+    if (d->vact) {
+        v = ki_vact_avx512(&d->act, v);
+    }
     _mm512_mask_storeu_ps(d->o + at, sm, v);
 }
 
@@ -236,17 +239,6 @@ static inline __attribute__((always_inline)) void plane_channel(dw_plane *d, con
         }
     }
     d->vb = _mm512_set1_ps(c->ep.bias ? c->ep.bias[ch] : 0.0f);
-}
-
-/* p[0..n) = act(p), the activation that is not a clamp, as the epilogue computes it (the tail
- * through the same vector formula); out of line, after a plane's rows (see the AVX2 kernel). */
-static __attribute__((noinline)) void dw_act(const ki_act *act, float *p, int64_t n)
-{
-    const ki_act a = *act;
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = (__mmask16)ki_lane_mask16(i, n);
-        _mm512_mask_storeu_ps(p + i, m, ki_vact_avx512(&a, _mm512_maskz_loadu_ps(m, p + i)));
-    }
 }
 
 /* the loops over bands and blocks, shared with the AVX2 kernel, over the pieces above */
