@@ -303,8 +303,8 @@ static inline bool ki_conv2d_pack3s2_ok(const ki_conv2d *c)
 }
 void ki_conv2d_pack3s2_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
                               int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst);
-void ki_conv2d_pack3s2_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
-                            int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst);
+void ki_conv2d_pack3s2_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t j0,
+                            int64_t nr, int64_t k, int64_t pw, float *restrict dst);
 
 /* The 3x3 and 5x5 depthwise kernels, straight from the unpadded planes. ki_conv2d_dw3_ok
  * (conv2d_pwdw.c): whether c is a depthwise shape they take (3x3 or 5x5, stride 1 or 2, dilation

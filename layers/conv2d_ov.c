@@ -353,7 +353,8 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
     if (!splitk_sizes(c, g, &pw, &nb, &nob, &half)) {
         return;
     }
-    float *const part = (float *)((char *)ex->workspace + (64 - (uintptr_t)ex->workspace % 64) % 64);
+    float *const part =
+        (float *)((char *)ex->workspace + (64 - (uintptr_t)ex->workspace % 64) % 64);
     ki_gemm_fin gf;
     const ov_fin f = { ki_gemm_fin_of(&c->ep, 0, NULL, &gf), gf.lo, gf.hi };
     const int64_t items = 2 * nob * nb;
@@ -374,7 +375,8 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
                     const int64_t ob = it % (nob * nb) / nb, pb = it % nb;
                     const int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
                     const int64_t at = (kb * nob + ob * kcb) * KI_OV_MV + (s0 - kb) * KI_OV_MV;
-                    float *t = part + (size_t)h * half + (size_t)(ob * nb + pb) * (size_t)pw * KI_OV_MV;
+                    float *t =
+                        part + (size_t)h * half + (size_t)(ob * nb + pb) * (size_t)pw * KI_OV_MV;
                     const float *b = x + s0 * hw + j0;
                     if (c->ov_h) {
                         c->ov_ukh(s1 - s0, c->ov_h + at, b, (int)nr, hw, s0 > q0, NULL, -INFINITY,

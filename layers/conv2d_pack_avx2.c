@@ -48,8 +48,8 @@ static inline void run3(const float *row, int64_t w, int64_t base, int64_t len, 
 #define PACK3_STEP 8
 #include "conv2d_pack3s2_loops.h"
 
-void ki_conv2d_pack3s2_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
-                            int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst)
+void ki_conv2d_pack3s2_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t j0,
+                            int64_t nr, int64_t k, int64_t pw, float *restrict dst)
 {
     pack3s2(c, g, x, j0, nr, k, pw, dst);
 }

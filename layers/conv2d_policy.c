@@ -41,8 +41,9 @@ static const conv_kernels kernels_of[KI_ISA_COUNT] = {
 #if KI_HAVE_X86
     [KI_ISA_AVX2] = { ki_cv_epilogue_avx2, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx2,
                       ki_conv2d_dw3_band_avx2, ki_conv2d_direct_row_avx2, ki_pool_max_s2_avx2,
-                      ki_conv2d_pack3s2_avx2, ki_wino_input_avx2, ki_wino_output_avx2, ki_wino_hu_ref, ki_ov_ukernel_avx2,
-                      ki_ov_ukernel_h_ref, ki_ov_tile_store_avx2 },
+                      ki_conv2d_pack3s2_avx2, ki_wino_input_avx2, ki_wino_output_avx2,
+                      ki_wino_hu_ref, ki_ov_ukernel_avx2, ki_ov_ukernel_h_ref,
+                      ki_ov_tile_store_avx2 },
     /* vcvtph2ps on zmm (the binary16 kernels) is AVX512F itself */
     [KI_ISA_AVX512] = { ki_cv_epilogue_avx512, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx512,
                         ki_conv2d_dw3_band_avx512, ki_conv2d_direct_row_avx512,

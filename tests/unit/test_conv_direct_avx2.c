@@ -273,10 +273,10 @@ static void test_pack3s2_vs_generic(void **unused)
             (lvl ? ki_conv2d_pack3s2_avx512 : ki_conv2d_pack3s2_avx2)(&c, &g, x, j0, nr, k, pw,
                                                                       got);
             if (memcmp(got, want, (size_t)(k * pw) * 4) != 0) {
-                fail_msg("seed %d level %d: kh %lld sh %lld pad %lld,%lld %lldx%lld j0 %lld nr %lld",
-                         seed, lvl, (long long)c.kh, (long long)c.sh, (long long)c.pt,
-                         (long long)c.pl, (long long)h, (long long)w, (long long)j0,
-                         (long long)nr);
+                fail_msg(
+                    "seed %d level %d: kh %lld sh %lld pad %lld,%lld %lldx%lld j0 %lld nr %lld",
+                    seed, lvl, (long long)c.kh, (long long)c.sh, (long long)c.pt, (long long)c.pl,
+                    (long long)h, (long long)w, (long long)j0, (long long)nr);
             }
         }
         free(x), free(want), free(got);
