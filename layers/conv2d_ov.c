@@ -161,10 +161,14 @@ static bool ov_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int nt, size_t
  * Split over k, half h of the input channels gives partial tiles P_h for every output, which
  * the thread that wrote those channels computes; then P_0 + P_1 per value, the bias, the clamp
  * and the store. Every value is that same sum whatever the thread count (one thread computes
- * both halves), so results still do not depend on it. Chosen from the shape alone. */
+ * both halves), so results still do not depend on it. Chosen from the shape alone, and only
+ * where the two halves' partial sums (2 x out_ch x n floats) are at most half the input
+ * (k x n): mobilenet's projections (k / out_ch of 4.5-6) gain, YOLOv8's 1x1 layers at 20x20
+ * (k / out_ch 1-2, 0.8 MB of partials) lost 6-19 % (docs/performance.md). */
 static bool ov_split_k(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
-    return ki_conv2d_is_pointwise(c) && g->oh * g->ow > c->out_ch && c->in_ch >= KI_OV_SPLITK_MIN;
+    return ki_conv2d_is_pointwise(c) && g->oh * g->ow > c->out_ch && c->in_ch >= KI_OV_SPLITK_MIN &&
+           4 * c->out_ch <= c->in_ch;
 }
 
 /* The split-k layout: pixel blocks of pw (nb of them), nob channel blocks, and the floats of one
