@@ -161,10 +161,6 @@ ki_status ki_image_decode(const char *path, int channels, ki_image_pixels *out, 
     if (st != KI_OK) {
         return st;
     }
-    if (len > KI_IMAGE_MAX_FILE) {
-        free(buf);
-        return KI_FAIL(err, KI_ERR_LIMIT, "%s: larger than %zu bytes", path, KI_IMAGE_MAX_FILE);
-    }
     st = KI_ERR_UNSUPPORTED;
     if (ki_jpeg_is_jpeg(buf, len)) {
         ki_jpeg_image im;

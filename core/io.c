@@ -40,6 +40,10 @@ ki_status ki_file_read(const char *path, size_t max, unsigned char **buf, size_t
         }
     }
     fclose(f);
+    /* the last doubling may have let more than max bytes in */
+    if (st == KI_OK && n > max) {
+        st = KI_FAIL(err, KI_ERR_LIMIT, "%s: larger than %zu bytes", path, max);
+    }
     if (st != KI_OK) {
         free(b);
         return st;

@@ -1,4 +1,5 @@
-/* test_param.c - .param parsing: every value kind, shapes, real files, malformed input. */
+/* test_param.c - .param parsing: every value kind, shapes, real files, malformed input; and
+ * ki_file_read's size bound, which the loaders read through. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "../../core/graph.h"
+#include "../../core/io.h"
 
 static ki_param value(ki_arena *a, const char *text)
 {
@@ -268,13 +270,46 @@ static void test_unsorted_file(void **state)
     ki_graph_destroy(g);
 }
 
+/* ki_file_read takes a file of exactly max bytes and refuses one byte more (KI_ERR_LIMIT), also
+ * below its first 64 KiB read, where a 100-byte file under a 64-byte bound used to get through. */
+static void test_file_read_bound(void **unused)
+{
+    (void)unused;
+    char path[] = "/tmp/kinfer_io_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "wb");
+    assert_non_null(f);
+    for (int i = 0; i < 100; i++) {
+        fputc(i, f);
+    }
+    fclose(f);
+    static const size_t maxes[4] = { 64, 99, 100, 1 << 20 };
+    for (int i = 0; i < 4; i++) {
+        unsigned char *buf = NULL;
+        size_t len = 0;
+        ki_error err = { 0 };
+        ki_status st = ki_file_read(path, maxes[i], &buf, &len, &err);
+        if (maxes[i] < 100) {
+            assert_int_equal(st, KI_ERR_LIMIT);
+            assert_non_null(strstr(err.msg, "larger than"));
+        } else {
+            assert_int_equal(st, KI_OK);
+            assert_int_equal(len, 100);
+            assert_int_equal(buf[99], 99);
+            free(buf);
+        }
+    }
+    remove(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_value_scalars),   cmocka_unit_test(test_value_lists),
         cmocka_unit_test(test_shapes),          cmocka_unit_test(test_seed_file),
         cmocka_unit_test(test_crlf_tabs_blank), cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_unsorted_file),
+        cmocka_unit_test(test_unsorted_file),   cmocka_unit_test(test_file_read_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
