@@ -150,8 +150,6 @@ static bool ov_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int nt, size_t
            *part < SIZE_MAX / 2 / (size_t)nt;
 }
 
-/* Per part (one per thread): its share of the packed columns (which span the slices one after
- * another) and its partial tiles. */
 /* Whether a layer runs split over k: a 1x1 layer read in place (the planes are the column
  * matrix's rows) with more pixels than output channels, whose input channels come in two halves.
  * Split by pixels, each thread read every input channel at its pixels, half of them written on
@@ -184,6 +182,8 @@ static bool splitk_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t *p
            *half < SIZE_MAX / 16;
 }
 
+/* Per part (one per thread): its share of the packed columns (which span the slices one after
+ * another) and its partial tiles; split over k, a share of the two halves' partial tiles. */
 size_t ki_conv2d_ov_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads)
 {
     int nt = n_threads > 0 ? n_threads : 1;
