@@ -6,7 +6,7 @@
 
 #include "gemm.h"
 
-/* v + bias + residual (row r, columns 8h..8h+7 of the quarter), then min(hi, max(lo, .)): see
+/* v + bias + residual (row r, columns 8h..8h+7 of the 16 being stored), then min(hi, max(lo, .)): see
  * ki_gemm_fin. */
 static inline __m256 finish(__m256 v, const ki_gemm_fin *fin, int64_t ldc, int r, int h)
 {
@@ -19,7 +19,14 @@ static inline __m256 finish(__m256 v, const ki_gemm_fin *fin, int64_t ldc, int r
     return _mm256_min_ps(_mm256_set1_ps(fin->hi), _mm256_max_ps(_mm256_set1_ps(fin->lo), v));
 }
 
-/* Stores one row of the quarter (two vectors) after the finishing step. */
+/* fin for the part of the tile from row r, column j: its bias and residual moved there. */
+static inline ki_gemm_fin fin_at(const ki_gemm_fin *fin, int r, int j, int64_t ldc)
+{
+    return (ki_gemm_fin){ fin->bias ? fin->bias + r : NULL, fin->lo, fin->hi,
+                          fin->res ? fin->res + r * ldc + j : NULL };
+}
+
+/* Stores one row of 16 columns (two vectors) after the finishing step. */
 static inline void store_row(float *c, int64_t ldc, int r, __m256 v0, __m256 v1,
                              const ki_gemm_fin *fin)
 {
@@ -105,17 +112,11 @@ static void rows2(int64_t kc, const float *const *a, const float *b, int64_t ldb
         c12 = _mm256_fmadd_ps(v, b2, c12);
         c13 = _mm256_fmadd_ps(v, b3, c13);
     }
-    ki_gemm_fin f;
-    const ki_gemm_fin *fh = fin;
+    const ki_gemm_fin f = fin ? fin_at(fin, 0, 16, ldc) : (ki_gemm_fin){ 0 }; /* columns 16.. */
     store_row(c, ldc, 0, c00, c01, fin);
     store_row(c, ldc, 1, c10, c11, fin);
-    if (fin) { /* columns 16..31: the residual tile moved by 16 */
-        f = *fin;
-        f.res = fin->res ? fin->res + 16 : NULL;
-        fh = &f;
-    }
-    store_row(c + 16, ldc, 0, c02, c03, fh);
-    store_row(c + 16, ldc, 1, c12, c13, fh);
+    store_row(c + 16, ldc, 0, c02, c03, fin ? &f : NULL);
+    store_row(c + 16, ldc, 1, c12, c13, fin ? &f : NULL);
 }
 
 /* The 8 x 32 tile as rows 0..5 in two 16-column halves (12 accumulators each, enough
@@ -126,11 +127,9 @@ void ki_gemm_ukernel_avx2(int64_t kc, const float *const *a, const float *b, int
                           int64_t ldc, bool acc, const ki_gemm_fin *fin)
 {
     for (int ch = 0; ch < 2; ch++) {
-        ki_gemm_fin f = { fin ? fin->bias : NULL, fin ? fin->lo : 0.0f, fin ? fin->hi : 0.0f,
-                          fin && fin->res ? fin->res + 16 * ch : NULL };
+        const ki_gemm_fin f = fin ? fin_at(fin, 0, 16 * ch, ldc) : (ki_gemm_fin){ 0 };
         rows6(kc, a, b + 16 * ch, ldb, c + 16 * ch, ldc, acc, fin ? &f : NULL);
     }
-    ki_gemm_fin f = { fin && fin->bias ? fin->bias + 6 : NULL, fin ? fin->lo : 0.0f,
-                      fin ? fin->hi : 0.0f, fin && fin->res ? fin->res + 6 * ldc : NULL };
+    const ki_gemm_fin f = fin ? fin_at(fin, 6, 0, ldc) : (ki_gemm_fin){ 0 };
     rows2(kc, a + 6, b, ldb, c + 6 * ldc, ldc, acc, fin ? &f : NULL);
 }
