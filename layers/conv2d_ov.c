@@ -132,7 +132,10 @@ static int64_t ov_part(const ov_layout *l, int64_t p, int64_t nt, int64_t *i0, i
 }
 
 /* Bytes of the packed column blocks of one image (shared by the team; 0 when not packed) and of
- * one part's partial tiles (the largest); false on overflow. */
+ * one part's partial tiles (the largest); false on overflow. With one k block a tile is stored
+ * as soon as it is computed, so the part needs one slot, which stays in L1 (a slot per tile
+ * spread the stores over up to 160 KB, partly lines the layer before had written on the other
+ * core: mobilenet_v2's 64 -> 384 at 14x14, 2 threads, 68 -> 60 us; docs/performance.md). */
 static bool ov_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int nt, size_t *cols,
                      size_t *part)
 {
@@ -146,7 +149,8 @@ static bool ov_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int nt, size_t
     return ki_ckd_mul(cols, ov_packs(c) ? (size_t)l.nb : 0, (size_t)l.pw) &&
            ki_ckd_mul(cols, *cols, (size_t)k) && ki_ckd_mul(cols, *cols, sizeof(float)) &&
            *cols < SIZE_MAX / 2 &&
-           ki_ckd_mul(part, (size_t)mine, (size_t)l.pw * KI_OV_MV * sizeof(float)) &&
+           ki_ckd_mul(part, k > KI_OV_KC ? (size_t)mine : 1,
+                      (size_t)l.pw * KI_OV_MV * sizeof(float)) &&
            *part < SIZE_MAX / 2 / (size_t)nt;
 }
 
@@ -495,7 +499,7 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
                         }
                         int64_t oc0 = ob * KI_OV_MV;
                         int64_t rows = c->out_ch - oc0 < KI_OV_MV ? c->out_ch - oc0 : KI_OV_MV;
-                        float *t = tp + u * pw * KI_OV_MV;
+                        float *t = tp + (k > KI_OV_KC ? u * pw * KI_OV_MV : 0);
                         const float *bv = NULL;
                         if (last && f.clamp && c->ep.bias) {
                             for (int64_t r = 0; r < KI_OV_MV; r++) {
