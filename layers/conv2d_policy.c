@@ -198,9 +198,21 @@ int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, boo
 #define KI_OV_1X1_MIN_IN     64
 #define KI_OV_1X1_MAX_PIXELS 1024
 
+/* A 1x1 layer of short k (one k block, fewer than KI_OV_KC input channels, e.g. mobilenet's
+ * expansions) whose pixels fill the GEMM's 32-wide panels at least 7/8 stays on the GEMM: the
+ * OV path's transposing store of every output is a large share of so few products per output
+ * (mobilenet_v2's 64 -> 384 at 14x14, one thread: a quarter of the layer), and the GEMM writes
+ * its rows as they are. 7x7 (49 of 64 lanes) keeps the OV path (docs/performance.md). */
+static bool gemm_fills(const ki_conv2d *c, int64_t n)
+{
+    const int64_t lanes = (n + KI_GEMM_NR - 1) / KI_GEMM_NR * KI_GEMM_NR;
+    return ki_conv2d_is_pointwise(c) && c->in_ch < KI_OV_KC && 8 * n >= 7 * lanes;
+}
+
 /* Whether to repack the weights for the OV path at create: one group, not Winograd, the
  * AVX-512 micro-kernel, and a declared input whose output has at most KI_OV_MAX_PIXELS pixels,
- * or a 1x1 layer in the bounds above whose channel blocks are at least 7/8 full. */
+ * or a 1x1 layer in the bounds above whose channel blocks are at least 7/8 full; not a 1x1
+ * layer that gemm_fills. */
 bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op)
 {
     const ki_shape *d = declared_input(op);
@@ -210,6 +222,9 @@ bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op)
         return false;
     }
     int64_t lanes = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV * KI_OV_MV, n = g.oh * g.ow;
+    if (gemm_fills(c, n)) {
+        return false;
+    }
     return n <= KI_OV_MAX_PIXELS || (ki_conv2d_is_pointwise(c) && c->in_ch >= KI_OV_1X1_MIN_IN &&
                                      n <= KI_OV_1X1_MAX_PIXELS && 8 * (lanes - c->out_ch) <= lanes);
 }
