@@ -156,7 +156,7 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
     bool wov = false, wh = false, half = st == KI_OK && ki_conv2d_want_half(c);
     int wm = st == KI_OK ? ki_conv2d_want_wino(c, op, half, &wov, &wh) : 0;
     if (wh) {
-        st = ki_conv2d_wino_prepare_h(c, err);
+        st = ki_conv2d_wino_prepare_h(c, half, err);
     } else if (wm) {
         st = ki_conv2d_wino_prepare(c, wm, wov, err);
     }
@@ -164,7 +164,7 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
         st = ki_conv2d_ov_prepare(c, half, err);
     }
     /* with its own form of the weights the layer never reads the originals again */
-    if (st == KI_OK && (c->wino_u || c->wino_h || c->ov_a || c->ov_h) &&
+    if (st == KI_OK && (c->wino_u || c->wino_h || c->wino_f || c->ov_a || c->ov_h) &&
         ki_op_release_attr(op, ki_op_attr(op, "weight"))) {
         c->weight = NULL;
     }
@@ -439,6 +439,7 @@ static void conv_destroy(void *state)
         conv_destroy(c->dwf);
         free(c->wino_u);
         free(c->wino_h);
+        free(c->wino_f);
         free(c->ov_a);
         free(c->ov_h);
     }

@@ -110,11 +110,15 @@ typedef struct ki_conv2d {
     bool wino_ov; /* wino_u in the OV layout [(m+2)^2][ceil(out_ch/32)][in_ch][32] */
     ki_wino_in_fn wino_in;
     ki_wino_out_fn wino_out;
-    /* F(2x2) with binary16-exact weights (ki_conv2d_wino_prepare_h): instead of wino_u, the
-     * original weights as binary16, [ceil(out_ch/32)][in_ch][9][32] (owned), and the step that
-     * forms U from them per block of input channels during the products */
+    /* F(2x2) with U formed per block of input channels during the products
+     * (ki_conv2d_wino_prepare_h), for large layers whose U would come from memory each run:
+     * instead of wino_u, the original weights [ceil(out_ch/32)][in_ch][9][32] (owned) as
+     * binary16 when every one is exactly such a value (wino_h), else as float32 (wino_f), and
+     * the steps that form U from each */
     uint16_t *wino_h;
+    float *wino_f;
     void (*wino_hu)(const uint16_t *g, int64_t kc, float *restrict u, int64_t pstride);
+    void (*wino_fu)(const float *g, int64_t kc, float *restrict u, int64_t pstride);
     /* The OV path (ki_conv2d_ov_prepare): the weights repacked into blocks of KI_OV_KC rows of
      * K, each [ceil(out_ch/32)][kc][32] (owned; NULL when the layer does not use it) and its
      * micro-kernel for this CPU. When every weight is exactly a binary16 value (exports that
@@ -354,13 +358,18 @@ ki_status ki_conv2d_wino_prepare(ki_conv2d *c, int m, bool ov, ki_error *err);
  * its weights (Winograd, OV), `what` naming that form in the errors. */
 ki_status ki_conv2d_alloc_weights(size_t a, size_t b, size_t c, const char *what, float **out,
                                   size_t *bytes, ki_error *err);
-/* F(2x2) on the OV micro-kernel with the weights kept as binary16 (all must be exact such
- * values): U is formed from them per block of input channels while the products run. */
-ki_status ki_conv2d_wino_prepare_h(ki_conv2d *c, ki_error *err);
-/* U = G g G^T of F(2x2) for kc input channels of one 32-channel block of wino_h (g: [kc][9][32])
- * into u[pos * pstride + q * 32 + r], pos < 16. Both versions do the same float operations. */
+/* F(2x2) on the OV micro-kernel with the original weights kept, as binary16 when half (all
+ * must be exact such values: wino_h) or as float32 (wino_f): U is formed from them per block of
+ * input channels while the products run. */
+ki_status ki_conv2d_wino_prepare_h(ki_conv2d *c, bool half, ki_error *err);
+/* U = G g G^T of F(2x2) for kc input channels of one 32-channel block of wino_h or wino_f (g:
+ * [kc][9][32]) into u[pos * pstride + q * 32 + r], pos < 16. Every version does the same float
+ * operations. */
 void ki_wino_hu_ref(const uint16_t *g, int64_t kc, float *restrict u, int64_t pstride);
 void ki_wino_hu_avx512(const uint16_t *g, int64_t kc, float *restrict u, int64_t pstride);
+void ki_wino_fu_ref(const float *g, int64_t kc, float *restrict u, int64_t pstride);
+void ki_wino_fu_avx2(const float *g, int64_t kc, float *restrict u, int64_t pstride);
+void ki_wino_fu_avx512(const float *g, int64_t kc, float *restrict u, int64_t pstride);
 size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads);
 void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex);

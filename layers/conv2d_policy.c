@@ -28,6 +28,7 @@ typedef struct conv_kernels {
     ki_wino_in_fn wino_in;
     ki_wino_out_fn wino_out;
     void (*wino_hu)(const uint16_t *g, int64_t kc, float *restrict u, int64_t pstride);
+    void (*wino_fu)(const float *g, int64_t kc, float *restrict u, int64_t pstride);
     ki_ov_ukernel ov_uk;
     ki_ov_ukernel_h ov_ukh;
     ki_ov_store_fn ov_st;
@@ -36,20 +37,20 @@ typedef struct conv_kernels {
 static const conv_kernels kernels_of[KI_ISA_COUNT] = {
     [KI_ISA_GENERIC] = { ki_cv_epilogue_ref, ki_conv2d_gather2_ref, NULL, NULL,
                          ki_conv2d_direct_row_ref, ki_pool_max_s2_ref, NULL, ki_wino_input_ref,
-                         ki_wino_output_ref, ki_wino_hu_ref, ki_ov_ukernel_ref, ki_ov_ukernel_h_ref,
-                         ki_ov_tile_store },
+                         ki_wino_output_ref, ki_wino_hu_ref, ki_wino_fu_ref, ki_ov_ukernel_ref,
+                         ki_ov_ukernel_h_ref, ki_ov_tile_store },
 #if KI_HAVE_X86
     [KI_ISA_AVX2] = { ki_cv_epilogue_avx2, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx2,
                       ki_conv2d_dw3_band_avx2, ki_conv2d_direct_row_avx2, ki_pool_max_s2_avx2,
                       ki_conv2d_pack3s2_avx2, ki_wino_input_avx2, ki_wino_output_avx2,
-                      ki_wino_hu_ref, ki_ov_ukernel_avx2, ki_ov_ukernel_h_ref,
+                      ki_wino_hu_ref, ki_wino_fu_avx2, ki_ov_ukernel_avx2, ki_ov_ukernel_h_ref,
                       ki_ov_tile_store_avx2 },
     /* vcvtph2ps on zmm (the binary16 kernels) is AVX512F itself */
     [KI_ISA_AVX512] = { ki_cv_epilogue_avx512, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx512,
                         ki_conv2d_dw3_band_avx512, ki_conv2d_direct_row_avx512,
                         ki_pool_max_s2_avx512, ki_conv2d_pack3s2_avx512, ki_wino_input_avx512,
-                        ki_wino_output_avx512, ki_wino_hu_avx512, ki_ov_ukernel_avx512,
-                        ki_ov_ukernel_h_avx512, ki_ov_tile_store_avx512 },
+                        ki_wino_output_avx512, ki_wino_hu_avx512, ki_wino_fu_avx512,
+                        ki_ov_ukernel_avx512, ki_ov_ukernel_h_avx512, ki_ov_tile_store_avx512 },
 #endif
 };
 
@@ -73,6 +74,7 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa)
     c->wino_in = k->wino_in;
     c->wino_out = k->wino_out;
     c->wino_hu = k->wino_hu;
+    c->wino_fu = k->wino_fu;
     c->ov_uk = k->ov_uk;
     c->ov_ukh = k->ov_ukh;
     c->ov_st = k->ov_st;
@@ -128,6 +130,28 @@ static bool declared_geom(const ki_conv2d *c, const ki_shape *d, ki_conv2d_geom 
  * them 0.55-0.60 ms against the OV path's 0.76-0.83 (2 threads, in the network, a later day). */
 #define KI_OV_HALF_MIN_BYTES (2 * 1024 * 1024)
 
+/* Whether the layer's float32 weights take KI_OV_HALF_MIN_BYTES or more: then they come from
+ * memory each run. */
+static bool weights_large(const ki_conv2d *c)
+{
+    return c->out_ch * (c->in_ch / c->groups) * c->kh * c->kw >=
+           KI_OV_HALF_MIN_BYTES / (int64_t)sizeof(float);
+}
+
+/* Whether F(2x2) forming U from float32 weights (9/16 of U's bytes) pays over float32 U: for
+ * weights of at least four L2 sizes (U of seven), whose U comes from memory each run, and with
+ * AVX-512 products, for which that stream is the bound. resnet18's 7x7 layer4 (9.4 MB per layer,
+ * U 16.8 MB), 2 threads, in the network: 1.27-1.34 -> 1.10-1.16 ms per layer. unet's 256-channel
+ * 8x8 layer (2.25 MB, U 4 MB, which the last-level cache keeps between runs): 0.23 -> 0.28 ms.
+ * With AVX2 the products are the bound, and forming U (about 15 % of the layer, written to L2
+ * and read back) made resnet18's layers no faster (1.64 -> 1.70 ms in the network, 2.34 ->
+ * 2.82 ms alone on one thread; docs/performance.md). */
+static bool formed_f32_pays(const ki_conv2d *c)
+{
+    const int64_t n = c->out_ch * (c->in_ch / c->groups) * c->kh * c->kw;
+    return c->isa >= KI_ISA_AVX512 && n >= 4 * (int64_t)(ki_cpu_get()->l2 / sizeof(float));
+}
+
 /* Whether to keep this layer's weights as binary16: all of them are exactly binary16 values (an
  * export that stores f16 weights) and they are large enough to come from memory each run. */
 bool ki_conv2d_want_half(const ki_conv2d *c)
@@ -135,8 +159,7 @@ bool ki_conv2d_want_half(const ki_conv2d *c)
     uint16_t h;
     int64_t n = c->out_ch * (c->in_ch / c->groups) * c->kh * c->kw;
     /* only a vector kernel widens binary16 weights (AVX-512's vcvtph2ps on zmm) */
-    if (!c->weight || c->ov_ukh == ki_ov_ukernel_h_ref ||
-        n < KI_OV_HALF_MIN_BYTES / (int64_t)sizeof(float)) {
+    if (!c->weight || c->ov_ukh == ki_ov_ukernel_h_ref || !weights_large(c)) {
         return false;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -156,8 +179,9 @@ bool ki_conv2d_want_half(const ki_conv2d *c)
  * export then gets exactly the static export's choices instead of 140 MB of F(4x4) weights for
  * layers whose 7 x 7 and 14 x 14 outputs would not use them). *ov: the products run on the OV
  * micro-kernel (AVX-512): from KI_WINO_OV_MIN_IN input channels, and for the small outputs where
- * only it makes F(2x2) pay. *wh: F(2x2) on binary16 weights (half: they all are such values and
- * large, see KI_OV_HALF_MAX_PIXELS). */
+ * only it makes F(2x2) pay. *wh: F(2x2) with U formed per block from the original weights at
+ * small outputs (KI_OV_HALF_MAX_PIXELS): kept as binary16 when half (they all are such values
+ * and large), else as float32 where formed_f32_pays. */
 int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, bool *ov, bool *wh)
 {
     *wh = false;
@@ -175,8 +199,9 @@ int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, boo
     if (!declared_geom(c, d, &g)) {
         return 0;
     }
-    if (ov_ok && g.oh * g.ow <= KI_OV_HALF_MAX_PIXELS && half) {
-        /* F(2x2) on the binary16 weights, else the OV path on them (see KI_OV_HALF_MIN_BYTES) */
+    if (ov_ok && g.oh * g.ow <= KI_OV_HALF_MAX_PIXELS && (half || formed_f32_pays(c))) {
+        /* F(2x2) forming U from the weights (binary16 ones kept as such), else the OV path on
+         * them (see KI_OV_HALF_MIN_BYTES) */
         *ov = *wh = wino_pays(g.oh, g.ow, 2, true);
         return *wh ? 2 : 0;
     }
@@ -217,7 +242,7 @@ bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op)
 {
     const ki_shape *d = declared_input(op);
     ki_conv2d_geom g;
-    if (!c->weight || c->wino_u || c->wino_h || !ki_conv2d_ov_shape_ok(c) ||
+    if (!c->weight || c->wino_u || c->wino_h || c->wino_f || !ki_conv2d_ov_shape_ok(c) ||
         c->ov_uk == ki_ov_ukernel_ref || !d || !declared_geom(c, d, &g)) {
         return false;
     }
@@ -248,8 +273,8 @@ bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_pa
                ki_conv2d_direct_workspace(c) > 0;
     case KI_CONV2D_WINO:
         /* the AVX-512 transforms index planes with 32-bit lanes */
-        return (c->wino_u || c->wino_h) && ki_conv2d_wino_shape_ok(c) && g->oh > 0 && g->ow > 0 &&
-               ki_conv2d_wino_workspace(c, g, 1) > 0 && g->in.h < INT32_MAX / 16 &&
+        return (c->wino_u || c->wino_h || c->wino_f) && ki_conv2d_wino_shape_ok(c) && g->oh > 0 &&
+               g->ow > 0 && ki_conv2d_wino_workspace(c, g, 1) > 0 && g->in.h < INT32_MAX / 16 &&
                g->in.w < INT32_MAX / 16 && g->in.h * g->in.w < INT32_MAX / 2 &&
                g->oh * g->ow < INT32_MAX / 2;
     }
@@ -291,7 +316,7 @@ bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next)
     const bool pw = ki_conv2d_is_pointwise(c) && !c->ov_a && !c->ov_h;
     const bool direct = c->direct && ki_conv2d_direct_shape_ok(c);
     if (strcmp(next->type, "nn.Conv2d") != 0 || !c->dw3_band || !(pw || direct) || c->groups != 1 ||
-        !c->weight || c->residual || c->wino_u || c->wino_h || !d) {
+        !c->weight || c->residual || c->wino_u || c->wino_h || c->wino_f || !d) {
         return false;
     }
     for (int i = d->ndim - 3; i < d->ndim; i++) {
@@ -325,7 +350,11 @@ void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_
         ki_conv2d_path p = ki_conv2d_pick(c, &g);
         if (p == KI_CONV2D_WINO) {
             snprintf(buf, n, "winograd F(%dx%d)%s%s %s", c->wino_m, c->wino_m,
-                     c->wino_ov ? " small-output" : " gemm", c->wino_h ? " binary16" : "", isa);
+                     c->wino_ov ? " small-output" : " gemm",
+                     c->wino_h   ? " U from binary16"
+                     : c->wino_f ? " U per block"
+                                 : "",
+                     isa);
         } else if (p == KI_CONV2D_DW) {
             snprintf(buf, n, "depthwise%s %s", ki_conv2d_dw_in_place(c) ? " in place" : "", isa);
         } else {

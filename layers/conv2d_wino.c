@@ -4,8 +4,9 @@
  * (wino_xform.h), does the t^2 channel products per panel of KI_GEMM_NR tiles with the SGEMM
  * micro-kernels of gemm.h, and transforms them back into the output with the epilogue. Every tile
  * is computed the same way whatever the thread count, so results do not depend on it. Large
- * F(2x2) layers whose weights are all binary16 values keep them as such and form U per block of
- * input channels during the products (wino_h: a fifth of float32 U's bytes to stream). */
+ * F(2x2) layers with small outputs keep their original weights and form U per block of input
+ * channels during the products: as binary16 when all of them are such values (wino_h: a fifth
+ * of float32 U's bytes to stream), else as float32 (wino_f: 9/16 of them). */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -87,7 +88,7 @@ ki_status ki_conv2d_wino_prepare(ki_conv2d *c, int m, bool ov, ki_error *err)
     return KI_OK;
 }
 
-ki_status ki_conv2d_wino_prepare_h(ki_conv2d *c, ki_error *err)
+ki_status ki_conv2d_wino_prepare_h(ki_conv2d *c, bool half, ki_error *err)
 {
     int64_t ic = c->in_ch, oc = c->out_ch, nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
     size_t bytes;
@@ -96,17 +97,19 @@ ki_status ki_conv2d_wino_prepare_h(ki_conv2d *c, ki_error *err)
         return KI_FAIL(err, KI_ERR_INTERNAL, "not a 3x3 stride-1 convolution with weights");
     }
     /* binary16: half the floats of the same block count (KI_OV_MV is even) */
-    ki_status st = ki_conv2d_alloc_weights((size_t)nob, KI_OV_MV / 2, (size_t)ic * 9,
-                                           "Winograd binary16 weights", &a, &bytes, err);
+    ki_status st = ki_conv2d_alloc_weights((size_t)nob, half ? KI_OV_MV / 2 : KI_OV_MV,
+                                           (size_t)ic * 9, "Winograd weights", &a, &bytes, err);
     if (st != KI_OK) {
         return st;
     }
     uint16_t *h = (uint16_t *)(void *)a;
-    memset(h, 0, bytes); /* the channel rows past oc */
+    memset(a, 0, bytes); /* the channel rows past oc */
     for (int64_t o = 0; o < oc; o++) {
         for (int64_t i = 0; i < ic * 9; i++) {
             size_t at = (size_t)(((o / KI_OV_MV) * ic * 9 + i) * KI_OV_MV + o % KI_OV_MV);
-            if (!ki_half_exact(c->weight[o * ic * 9 + i], &h[at])) {
+            if (!half) {
+                a[at] = c->weight[o * ic * 9 + i];
+            } else if (!ki_half_exact(c->weight[o * ic * 9 + i], &h[at])) {
                 free(a);
                 return KI_FAIL(err, KI_ERR_INTERNAL, "weights are not binary16 values");
             }
@@ -114,38 +117,66 @@ ki_status ki_conv2d_wino_prepare_h(ki_conv2d *c, ki_error *err)
     }
     free(c->wino_u);
     free(c->wino_h);
+    free(c->wino_f);
     c->wino_u = NULL;
-    c->wino_h = h;
+    c->wino_h = half ? h : NULL;
+    c->wino_f = half ? NULL : a;
     c->wino_m = 2;
     c->wino_ov = true;
     return KI_OK;
+}
+
+/* U of F(2x2) for input channel q, output channel r of a block from its nine weights w. */
+static void wino_u_of(const float w[9], int64_t q, int r, float *restrict u, int64_t pstride)
+{
+    float t[4][3];
+    for (int k = 0; k < 3; k++) { /* t = G g */
+        float a = w[k] + w[6 + k];
+        t[0][k] = w[k];
+        t[1][k] = (a + w[3 + k]) * 0.5f;
+        t[2][k] = (a - w[3 + k]) * 0.5f;
+        t[3][k] = w[6 + k];
+    }
+    for (int i = 0; i < 4; i++) { /* U = t G^T */
+        float b = t[i][0] + t[i][2];
+        float *d = u + i * 4 * pstride + q * KI_OV_MV + r;
+        d[0] = t[i][0];
+        d[pstride] = (b + t[i][1]) * 0.5f;
+        d[2 * pstride] = (b - t[i][1]) * 0.5f;
+        d[3 * pstride] = t[i][2];
+    }
+}
+
+void ki_wino_fu_ref(const float *g, int64_t kc, float *restrict u, int64_t pstride)
+{
+    for (int64_t q = 0; q < kc; q++) {
+        for (int r = 0; r < KI_OV_MV; r++) {
+            float w[9];
+            for (int k = 0; k < 9; k++) {
+                w[k] = g[(q * 9 + k) * KI_OV_MV + r];
+            }
+            wino_u_of(w, q, r, u, pstride);
+        }
+    }
 }
 
 void ki_wino_hu_ref(const uint16_t *g, int64_t kc, float *restrict u, int64_t pstride)
 {
     for (int64_t q = 0; q < kc; q++) {
         for (int r = 0; r < KI_OV_MV; r++) {
-            float w[9], t[4][3];
+            float w[9];
             for (int k = 0; k < 9; k++) {
                 w[k] = ki_half_to_float(g[(q * 9 + k) * KI_OV_MV + r]);
             }
-            for (int k = 0; k < 3; k++) { /* t = G g */
-                float a = w[k] + w[6 + k];
-                t[0][k] = w[k];
-                t[1][k] = (a + w[3 + k]) * 0.5f;
-                t[2][k] = (a - w[3 + k]) * 0.5f;
-                t[3][k] = w[6 + k];
-            }
-            for (int i = 0; i < 4; i++) { /* U = t G^T */
-                float b = t[i][0] + t[i][2];
-                float *d = u + i * 4 * pstride + q * KI_OV_MV + r;
-                d[0] = t[i][0];
-                d[pstride] = (b + t[i][1]) * 0.5f;
-                d[2 * pstride] = (b - t[i][1]) * 0.5f;
-                d[3 * pstride] = t[i][2];
-            }
+            wino_u_of(w, q, r, u, pstride);
         }
     }
+}
+
+/* Whether the layer forms U per block (wino_h or wino_f) instead of reading wino_u. */
+static bool wino_formed(const ki_conv2d *c)
+{
+    return c->wino_h || c->wino_f;
 }
 
 /* Two ways to run a layer. With at least KI_WINO_BLOCKED panels per thread (many tiles) each
@@ -188,8 +219,8 @@ static bool wino_floats(const ki_conv2d *c, int64_t cols, size_t *v, size_t *m)
            ki_ckd_mul(m, mp, ts * ts);
 }
 
-/* With binary16 weights (wino_h) each thread also has U for KI_WINO_H_KC input channels and its
- * OV tiles of one panel at every position, at the end of the workspace (wino_private). */
+/* Forming U per block (wino_h, wino_f), each thread also has U for KI_WINO_H_KC input channels and
+ * its OV tiles of one panel at every position, at the end of the workspace (wino_private). */
 #define KI_WINO_H_KC      64
 #define KI_WINO_H_NPOS    16
 #define KI_WINO_H_UFLOATS (KI_WINO_H_NPOS * (KI_WINO_H_KC * KI_OV_MV + KI_WINO_SKEW))
@@ -212,11 +243,11 @@ size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int
         return 0;
     }
     return ((blocked ? bytes : (bytes + nt - 1) / nt) + 63) / 64 * 64 +
-           (c->wino_h ? wino_h_bytes(blocked ? 1 : np) : 0);
+           (wino_formed(c) ? wino_h_bytes(blocked ? 1 : np) : 0);
 }
 
-/* This thread's U and OV tiles for wino_h: the end of its own slice when blocked; else the end
- * of the team's workspace, past the shared V and M. */
+/* This thread's U and OV tiles when U is formed per block: the end of its own slice when blocked;
+ * else the end of the team's workspace, past the shared V and M. */
 static float *wino_private(const ki_exec *ex, int64_t np, bool blocked, int tid)
 {
     char *w = ex->workspace;
@@ -291,11 +322,11 @@ static int64_t panel_cols(int64_t tiles, int64_t p, int64_t *pw)
     return valid;
 }
 
-/* The products with wino_h of panels 0..npan-1 from vpanel (vpp floats apart, vps per position,
- * in x 32 each; `tiles` valid columns from the first) for channel blocks [ob0, ob1) into mcol
- * (KI_GEMM_NR columns per panel, mps per position, row stride ldm). Per block of KI_WINO_H_KC
- * input channels U is formed for all 16 positions in u, and the OV tiles of every position and
- * panel, kept in t (see wino_h_bytes), take that block's sums. */
+/* The products with U formed per block (wino_h, wino_f) for panels 0..npan-1 from vpanel (vpp
+ * floats apart, vps per position, in x 32 each; `tiles` valid columns from the first) for channel
+ * blocks [ob0, ob1) into mcol (KI_GEMM_NR columns per panel, mps per position, row stride ldm). Per
+ * block of KI_WINO_H_KC input channels U is formed for all 16 positions in u, and the OV tiles of
+ * every position and panel, kept in t (see wino_h_bytes), take that block's sums. */
 static void wino_products_h(const wino_run *r, const float *vpanel, int64_t vps, int64_t vpp,
                             float *mcol, int64_t mps, int64_t ldm, int64_t tiles, int64_t npan,
                             int64_t ob0, int64_t ob1, float *u, float *t)
@@ -304,15 +335,21 @@ static void wino_products_h(const wino_run *r, const float *vpanel, int64_t vps,
     const int64_t ic = c->in_ch, oc = c->out_ch;
     const int64_t ups = KI_WINO_H_KC * KI_OV_MV + KI_WINO_SKEW;
     const int64_t tps = npan * KI_GEMM_NR * KI_OV_MV + KI_WINO_SKEW;
+    const int64_t esz = c->wino_h ? 2 : 4; /* bytes per weight */
     for (int64_t ob = ob0; ob < ob1; ob++) {
-        const uint16_t *g = c->wino_h + ob * ic * 9 * KI_OV_MV;
+        const int64_t at = ob * ic * 9 * KI_OV_MV;
         for (int64_t i0 = 0; i0 < ic; i0 += KI_WINO_H_KC) {
             int64_t kc = ic - i0 < KI_WINO_H_KC ? ic - i0 : KI_WINO_H_KC;
-            c->wino_hu(g + i0 * 9 * KI_OV_MV, kc, u, ups);
+            if (c->wino_h) {
+                c->wino_hu(c->wino_h + at + i0 * 9 * KI_OV_MV, kc, u, ups);
+            } else {
+                c->wino_fu(c->wino_f + at + i0 * 9 * KI_OV_MV, kc, u, ups);
+            }
             /* the next block's weights come from memory while this one's products run */
-            const char *nx = (const char *)(g + (i0 + kc) * 9 * KI_OV_MV);
+            const char *nx = c->wino_h ? (const char *)(c->wino_h + at + (i0 + kc) * 9 * KI_OV_MV)
+                                       : (const char *)(c->wino_f + at + (i0 + kc) * 9 * KI_OV_MV);
             int64_t left = i0 + kc < ic ? ic - i0 - kc : ob + 1 < ob1 ? ic : 0;
-            int64_t nbytes = (left < KI_WINO_H_KC ? left : KI_WINO_H_KC) * 9 * KI_OV_MV * 2;
+            int64_t nbytes = (left < KI_WINO_H_KC ? left : KI_WINO_H_KC) * 9 * KI_OV_MV * esz;
             for (int64_t pos = 0; pos < KI_WINO_H_NPOS; pos++) {
                 for (int64_t b = nbytes * pos / KI_WINO_H_NPOS;
                      b < nbytes * (pos + 1) / KI_WINO_H_NPOS; b += 64) {
@@ -370,11 +407,11 @@ static void wino_blocked_run(const wino_run *r, const float *x, float *y, const 
                        vps);
         }
         const int64_t valid = panel_valid(r->tg.tiles, p);
-        if (c->wino_h) {
+        if (wino_formed(c)) {
             wino_products_h(r, v, vps, 0, m, mps, KI_GEMM_NR, valid, 1, 0,
                             (oc + KI_OV_MV - 1) / KI_OV_MV, priv, priv + KI_WINO_H_UFLOATS);
         }
-        for (int64_t pos = 0; pos < r->npos && !c->wino_h; pos++) {
+        for (int64_t pos = 0; pos < r->npos && !wino_formed(c); pos++) {
             if (c->wino_ov) {
                 wino_products_ov(r, pos, v + pos * vps, m + pos * mps, KI_GEMM_NR, valid, 0,
                                  (oc + KI_OV_MV - 1) / KI_OV_MV);
@@ -405,7 +442,7 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
                    ic * KI_GEMM_NR, vps);
     }
     const int64_t nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
-    if (c->wino_h) {
+    if (wino_formed(c)) {
 #pragma omp for schedule(static)
         for (int64_t ob = 0; ob < nob; ob++) {
             wino_products_h(r, vbuf, vps, KI_GEMM_NR * ic, mbuf, mps, tp, r->tg.tiles, np, ob,
@@ -446,7 +483,7 @@ static void wino_images(const wino_run *r, const float *in, float *out, const ki
     for (int64_t n = 0; n < r->g->in.n; n++) {
         int tid = omp_get_thread_num();
         float *v = (float *)((char *)ex->workspace + (size_t)tid * ex->ws_per_thread);
-        float *priv = c->wino_h ? wino_private(ex, r->np, true, tid) : NULL;
+        float *priv = wino_formed(c) ? wino_private(ex, r->np, true, tid) : NULL;
         float *y = out + n * oc * ohw;
         const float *res = c->res ? c->res + n * oc * ohw : NULL;
         wino_blocked_run(r, in + n * ic * hw, y, c->ep.res_after ? NULL : res, v, priv, 0, 1);
@@ -493,7 +530,7 @@ void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const f
 #pragma omp parallel num_threads(ex->n_threads)
         {
             int tid = omp_get_thread_num(), nth = omp_get_num_threads();
-            float *priv = c->wino_h ? wino_private(ex, r.np, blocked, tid) : NULL;
+            float *priv = wino_formed(c) ? wino_private(ex, r.np, blocked, tid) : NULL;
             if (blocked) {
                 float *v = (float *)((char *)ex->workspace + (size_t)tid * ex->ws_per_thread);
                 wino_blocked_run(&r, x, y, res_tr, v, priv, tid, nth);

@@ -238,8 +238,7 @@ static int check_variants(const ki_conv2d *c, const ki_conv2d_geom *g, int p, co
                           const float *ref, size_t n, float tol, uint64_t seed)
 {
     static const int th_of[4] = { 1, 2, 2, 2 };
-    const ki_isa isa_of[4] = { ki_cpu_isa(), ki_cpu_isa(), KI_ISA_GENERIC,
-                                    KI_ISA_AVX2 };
+    const ki_isa isa_of[4] = { ki_cpu_isa(), ki_cpu_isa(), KI_ISA_GENERIC, KI_ISA_AVX2 };
     float *out = malloc(n * sizeof *out + 4), *first = malloc(n * sizeof *out + 4);
     int runs = 0;
     for (int v = 0; v < 4; v++) {
@@ -374,7 +373,7 @@ static void test_ov_parts(void **unused)
     static const int64_t ics[8] = { 80, 80, 80, 80, 201, 384, 201, 384 };
     static const int64_t ocs[8] = { 32, 96, 32, 96, 40, 64, 40, 64 };
     static const int64_t hs[8] = { 14, 7, 14, 7, 13, 14, 13, 14 };
-    static const ki_act_kind acts[8] = { KI_ACT_SILU,  KI_ACT_SILU, KI_ACT_SILU, KI_ACT_SILU,
+    static const ki_act_kind acts[8] = { KI_ACT_SILU,  KI_ACT_SILU, KI_ACT_SILU,  KI_ACT_SILU,
                                          KI_ACT_RELU6, KI_ACT_SILU, KI_ACT_RELU6, KI_ACT_NONE };
     for (int v = 0; v < 8; v++) {
         const int64_t ic = ics[v], oc = ocs[v], h = hs[v], n_out = oc * h * h;
@@ -473,8 +472,15 @@ static void test_direct_wide(void **unused)
 static void test_half_exact(void **unused)
 {
     (void)unused;
-    static const float yes[] = { 0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f,
-                                 5.9604644775390625e-08f, -3.0517578125e-05f, INFINITY };
+    static const float yes[] = { 0.0f,
+                                 -0.0f,
+                                 1.0f,
+                                 -2.5f,
+                                 65504.0f,
+                                 6.103515625e-05f,
+                                 5.9604644775390625e-08f,
+                                 -3.0517578125e-05f,
+                                 INFINITY };
     static const uint16_t bits[] = { 0x0000, 0x8000, 0x3c00, 0xc100, 0x7bff,
                                      0x0400, 0x0001, 0x8200, 0x7c00 };
     static const float no[] = { 0.1f, 65520.0f, 1e-8f, 1.0f + 1.0f / 2048, 2.9802322e-08f, NAN };
@@ -573,10 +579,10 @@ static void test_release_weights(void **unused)
  * right and bottom, planes smaller than a tile), paddings 0..2 on each side, batches, channel
  * counts off the micro-kernel's 8-row tiles, bias, fused residual and the activations in and after
  * the output transform; with every transform/micro-kernel pair this CPU runs, 1 and 2 threads
- * bitwise equal. Every fifth seed F(2x2) with U formed from binary16 weights per block of input
- * channels (ki_conv2d_wino_prepare_h), up to 150 input channels (several blocks, the last one
- * partial) and one to several panels (blocked and shared runs). Its error is that of 36-term
- * sums in float: within 2e-4 here. */
+ * bitwise equal. Every fifth seed F(2x2) with U formed per block of input channels
+ * (ki_conv2d_wino_prepare_h), from binary16 weights or (every tenth seed) from float32 ones, up
+ * to 150 input channels (several blocks, the last one partial) and one to several panels
+ * (blocked and shared runs). Its error is that of 36-term sums in float: within 2e-4 here. */
 static void test_winograd_vs_ref(void **unused)
 {
     (void)unused;
@@ -587,7 +593,7 @@ static void test_winograd_vs_ref(void **unused)
     int runs = 0;
     for (uint64_t seed = 1; seed <= 60; seed++) {
         uint64_t s = seed * 0xD1B54A32D192ED03ull;
-        const bool wh = seed % 5 == 4;
+        const bool wh = seed % 5 == 4, b16 = wh && seed % 10 == 4;
         int64_t n = trng_int(&s, 1, 2), ic = trng_int(&s, 1, wh ? 150 : 40);
         int64_t oc = trng_int(&s, 1, 40), h = trng_int(&s, 1, wh ? 14 : 30);
         int64_t w = trng_int(&s, 1, wh ? 40 : 70), p[4];
@@ -598,7 +604,7 @@ static void test_winograd_vs_ref(void **unused)
         float *wt = malloc(nw * sizeof *wt), *b = malloc((size_t)oc * sizeof *b);
         float *x = malloc(nx * sizeof *x);
         trng_fill(&s, wt, nw), trng_fill(&s, b, (size_t)oc), trng_fill(&s, x, nx);
-        for (size_t i = 0; i < nw && wh; i++) {
+        for (size_t i = 0; i < nw && b16; i++) {
             wt[i] = roundf(wt[i] * 256.0f) / 256.0f; /* binary16 values */
         }
         top t;
@@ -611,8 +617,9 @@ static void test_winograd_vs_ref(void **unused)
         ki_conv2d *c = st;
         const int wm = seed % 5 < 3 ? 4 : 2;
         if (wh) {
-            assert_int_equal(ki_conv2d_wino_prepare_h(c, &err), KI_OK);
-            assert_non_null(c->wino_h);
+            assert_int_equal(ki_conv2d_wino_prepare_h(c, b16, &err), KI_OK);
+            assert_int_equal(c->wino_h != NULL, b16);
+            assert_int_equal(c->wino_f != NULL, !b16);
             assert_null(c->wino_u);
         } else {
             assert_int_equal(ki_conv2d_wino_prepare(c, wm, seed % 2 == 0, &err), KI_OK);
@@ -667,7 +674,8 @@ static void test_wino_xforms_avx512(void **unused)
         float *qr = malloc((size_t)(oh * ow) * 4);
         trng_fill(&s, x, (size_t)(h * w)), trng_fill(&s, mm, (size_t)(npos * n));
         trng_fill(&s, res, (size_t)(oh * ow));
-        memset(va, 0xA5, (size_t)(npos * n + 64) * 4), memset(vr, 0xA5, (size_t)(npos * n + 64) * 4);
+        memset(va, 0xA5, (size_t)(npos * n + 64) * 4),
+            memset(vr, 0xA5, (size_t)(npos * n + 64) * 4);
         ki_wino_input_avx512(x, h, w, &tg, tb, te, va, KI_GEMM_NR, n);
         ki_wino_input_ref(x, h, w, &tg, tb, te, vr, KI_GEMM_NR, n);
         assert_memory_equal(va, vr, (size_t)(npos * n + 64) * 4);
@@ -703,6 +711,45 @@ static void test_wino_xforms_avx512(void **unused)
     }
 #else
     (void)unused;
+    skip();
+#endif
+}
+
+/* The forming of F(2x2) U from float32 weights with AVX2 and AVX-512 against the plain version,
+ * bit for bit: kc input channels, positions 16 * kc + 3 apart (unaligned), values of every
+ * magnitude with infinities. */
+static void test_wino_fu_levels(void **unused)
+{
+    (void)unused;
+#if KI_HAVE_X86
+    const bool avx512 = ki_cpu_get()->isa >= KI_ISA_AVX512;
+    if (ki_cpu_get()->isa < KI_ISA_AVX2) {
+        skip();
+    }
+    for (uint64_t seed = 1; seed <= 100; seed++) {
+        uint64_t s = seed * 0x9E3779B97F4A7C15ull;
+        const int64_t kc = trng_int(&s, 1, 70), ps = kc * KI_OV_MV + 3, nu = 16 * ps;
+        const int64_t ng = kc * 9 * KI_OV_MV;
+        float *g = malloc((size_t)ng * sizeof *g);
+        trng_fill(&s, g, (size_t)ng);
+        for (int64_t i = 0; i < ng; i++) {
+            g[i] = ldexpf(g[i], (int)trng_int(&s, -40, 40));
+        }
+        g[seed % (uint64_t)ng] = seed % 2 ? __builtin_inff() : -__builtin_inff();
+        float *ua = malloc((size_t)nu * 4), *ur = malloc((size_t)nu * 4);
+        memset(ur, 0x5A, (size_t)nu * 4);
+        ki_wino_fu_ref(g, kc, ur, ps);
+        memset(ua, 0x5A, (size_t)nu * 4);
+        ki_wino_fu_avx2(g, kc, ua, ps);
+        assert_memory_equal(ua, ur, (size_t)nu * 4);
+        if (avx512) {
+            memset(ua, 0x5A, (size_t)nu * 4);
+            ki_wino_fu_avx512(g, kc, ua, ps);
+            assert_memory_equal(ua, ur, (size_t)nu * 4);
+        }
+        free(g), free(ua), free(ur);
+    }
+#else
     skip();
 #endif
 }
@@ -794,6 +841,33 @@ static void test_winograd_choice(void **unused)
         ops->destroy(st);
     }
     free(w16);
+    /* float32 weights that are not binary16 values: with AVX-512 products and at least four L2
+     * sizes of them (512 x 512 x 9: 9 MiB), F(2x2) forming U from them (kept as float32) at
+     * 8 x 8; 256 x 256 x 9 (2.25 MiB) and other levels keep float32 U */
+    for (int v = 0; v < 2; v++) {
+        const int64_t ch = v ? 256 : 512, nf = ch * ch * 9;
+        float *wf = malloc((size_t)nf * sizeof *wf);
+        for (int64_t i = 0; i < nf; i++) {
+            wf[i] = (float)(i % 7) * 0.1f - 0.3f;
+        }
+        ki_shape dch = ki_shape_make(4, (const int64_t[]){ 1, ch, 8, 8 });
+        conv_op(&t, ch, ch, 3, 3, 1, wf, NULL);
+        top_ints(&t, "padding", 2, (const int64_t[]){ 1, 1 });
+        t.d.input_decl = &dch;
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        ki_conv2d *cf = st;
+        const bool formed = ov && nf * 4 >= 4 * (int64_t)ki_cpu_get()->l2;
+        assert_null(cf->wino_h);
+        assert_int_equal(cf->wino_f != NULL, formed);
+        assert_int_equal(cf->wino_u != NULL, !formed && cf->wino_m != 0);
+        if (formed) {
+            ki_conv2d_geom g;
+            assert_int_equal(ki_conv2d_geom_make(cf, &dch, &g, &err), KI_OK);
+            assert_int_equal(ki_conv2d_pick(cf, &g), KI_CONV2D_WINO);
+        }
+        ops->destroy(st);
+        free(wf);
+    }
     free(wt);
 }
 
@@ -819,11 +893,11 @@ int main(void)
         cmocka_unit_test(test_basic_3x3),         cmocka_unit_test(test_pad_modes),
         cmocka_unit_test(test_same_valid_groups), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_random_vs_ref),     cmocka_unit_test(test_epilogue_act),
-        cmocka_unit_test(test_winograd_vs_ref),
-        cmocka_unit_test(test_wino_xforms_avx512),   cmocka_unit_test(test_winograd_choice),
-        cmocka_unit_test(test_ov_blocks),         cmocka_unit_test(test_ov_parts), cmocka_unit_test(test_half_exact),
-        cmocka_unit_test(test_direct_wide),         cmocka_unit_test(test_release_weights),
-        cmocka_unit_test(test_discard_pages),
+        cmocka_unit_test(test_winograd_vs_ref),   cmocka_unit_test(test_wino_xforms_avx512),
+        cmocka_unit_test(test_wino_fu_levels),    cmocka_unit_test(test_winograd_choice),
+        cmocka_unit_test(test_ov_blocks),         cmocka_unit_test(test_ov_parts),
+        cmocka_unit_test(test_half_exact),        cmocka_unit_test(test_direct_wide),
+        cmocka_unit_test(test_release_weights),   cmocka_unit_test(test_discard_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
