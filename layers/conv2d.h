@@ -286,10 +286,13 @@ void ki_conv2d_direct_row_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, co
  * workspace, in L2, and the depthwise band kernel (c->dwf->dw3_band) reads them there, so the
  * first layer's output is never written to memory. Bytes of in-between data that make it pay
  * (declared, at load): more than stay in one core's L2 between the two layers anyway (at AVX2 on a
- * 2 MiB L2: 4.8 MB faster fused, 1.6 and 1.8 MB even; docs/performance.md). */
-static inline int64_t ki_conv2d_pwdw_min_bytes(void)
+ * 2 MiB L2: 4.8 MB faster fused, 1.6 and 1.8 MB even or slower), or with AVX-512, whose layers
+ * take half the time for the same bytes, more than half of it (mobilenet_v2's 1.6 and 1.8 MB at
+ * 56x56 and 112x112 faster fused on the 2 MiB L2; docs/performance.md). */
+static inline int64_t ki_conv2d_pwdw_min_bytes(ki_isa isa)
 {
-    return (int64_t)ki_cpu_get()->l2; /* one core's L2 (1 MiB where it was timed) */
+    const int64_t l2 = (int64_t)ki_cpu_get()->l2; /* one core's L2 */
+    return isa >= KI_ISA_AVX512 ? l2 / 2 : l2;
 }
 /* The depthwise layer's geometry for the first layer's geometry g; workspace bytes per thread (0
  * when too large); the kernel (out: the depthwise layer's output). */

@@ -324,7 +324,7 @@ bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next)
             return false;
         }
     }
-    return bytes >= ki_conv2d_pwdw_min_bytes();
+    return bytes >= ki_conv2d_pwdw_min_bytes(c->isa);
 }
 
 void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_t n)
