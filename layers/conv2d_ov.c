@@ -399,21 +399,40 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
 #pragma omp barrier
         const int64_t p0 = nb * tid / nt, p1 = nb * (tid + 1) / nt;
         const bool kclamp = f.clamp && !res;
+        /* without the clamp, max(-inf, v) and min(inf, v) give v itself (-0 and NaN too) */
+        const float lo = kclamp ? f.lo : -INFINITY, hi = kclamp ? f.hi : INFINITY;
         for (int64_t ob = 0; ob < nob; ob++) {
             const int64_t oc0 = ob * KI_OV_MV;
             const int64_t rows = c->out_ch - oc0 < KI_OV_MV ? c->out_ch - oc0 : KI_OV_MV;
+            const float *bias = f.clamp && c->ep.bias ? c->ep.bias + oc0 : NULL;
+            float bv[KI_OV_MV]; /* the block's bias, zero past out_ch (lanes never stored) */
+            for (int r = 0; r < KI_OV_MV; r++) {
+                bv[r] = bias && r < rows ? bias[r] : 0.0f;
+            }
             for (int64_t pb = p0; pb < p1; pb++) {
                 const int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
                 const size_t off = (size_t)(ob * nb + pb) * (size_t)pw * KI_OV_MV;
                 float *t = part + off;
                 const float *u = part + half + off;
-                /* as the micro-kernel finishes a tile: the sum, + bias, max(lo, .), min(hi, .) */
-                for (int64_t i = 0; i < nr * KI_OV_MV; i++) {
-                    const int64_t r = i % KI_OV_MV;
-                    float v = t[i] + u[i];
-                    v = f.clamp && c->ep.bias && r < rows ? v + c->ep.bias[oc0 + r] : v;
-                    v = kclamp && f.lo > v ? f.lo : v;
-                    t[i] = kclamp && f.hi < v ? f.hi : v;
+                /* as the micro-kernel finishes a tile: the sum, + bias, max(lo, .), min(hi, .);
+                 * a pixel's 32 channels a loop the compiler vectorises (a scalar loop over the
+                 * tile took 15-23 us of a 55 us 384 -> 64 layer at 14x14) */
+                for (int64_t j = 0; j < nr; j++) {
+                    float *tj = t + j * KI_OV_MV;
+                    const float *uj = u + j * KI_OV_MV;
+                    if (bias) {
+#pragma GCC ivdep
+                        for (int r = 0; r < KI_OV_MV; r++) {
+                            const float v = tj[r] + uj[r] + bv[r], w = lo > v ? lo : v;
+                            tj[r] = hi < w ? hi : w;
+                        }
+                    } else {
+#pragma GCC ivdep
+                        for (int r = 0; r < KI_OV_MV; r++) {
+                            const float v = tj[r] + uj[r], w = lo > v ? lo : v;
+                            tj[r] = hi < w ? hi : w;
+                        }
+                    }
                 }
                 ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res);
             }
