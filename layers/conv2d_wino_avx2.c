@@ -1,40 +1,31 @@
 /* conv2d_wino_avx2.c - the Winograd transforms of wino_xform.h compiled with AVX2 + FMA: its
  * tile-row, in-register variant (wino_rows.h) with 8-lane vectors; the same operations in the same
  * order as the reference (C11 mode does not contract a * b + c into an FMA), so the same bits.
- * And the forming of F(2x2) U from float32 weights, eight output channels a vector.
+ * And the forming of F(2x2) U from float32 weights (wino_form_u.h), eight output channels a
+ * vector.
  * Called only when the CPU has AVX2 (ki_conv2d_set_isa). */
 #define KI_WINO_SUFFIX _avx2
 #include "wino_xform.h"
 
-/* ki_wino_fu_ref on four vectors of 8 output channels per input channel: the same operations. */
+/* The forming of U (wino_form_u.h) from float32 weights on 8-lane vectors. */
+#define FU_VEC   __m256
+#define FU_LANES 8
+#define FU_ADD   _mm256_add_ps
+#define FU_SUB   _mm256_sub_ps
+#define FU_MUL   _mm256_mul_ps
+#define FU_SET1  _mm256_set1_ps
+#define FU_STORE _mm256_storeu_ps
+
+static inline __attribute__((always_inline)) __m256 fu_load(const void *g, int64_t i,
+                                                            const bool b16)
+{
+    (void)b16; /* float32 only at this level */
+    return _mm256_loadu_ps((const float *)g + i);
+}
+
+#include "wino_form_u.h"
+
 void ki_wino_fu_avx2(const float *g, int64_t kc, float *restrict u, int64_t pstride)
 {
-    const __m256 half = _mm256_set1_ps(0.5f);
-    for (int64_t q = 0; q < kc; q++) {
-#pragma GCC unroll 4
-        for (int h = 0; h < KI_OV_MV; h += 8) {
-            __m256 w[9], t[4][3];
-#pragma GCC unroll 9
-            for (int k = 0; k < 9; k++) {
-                w[k] = _mm256_loadu_ps(g + (q * 9 + k) * KI_OV_MV + h);
-            }
-#pragma GCC unroll 3
-            for (int k = 0; k < 3; k++) { /* t = G g */
-                __m256 a = _mm256_add_ps(w[k], w[6 + k]);
-                t[0][k] = w[k];
-                t[1][k] = _mm256_mul_ps(_mm256_add_ps(a, w[3 + k]), half);
-                t[2][k] = _mm256_mul_ps(_mm256_sub_ps(a, w[3 + k]), half);
-                t[3][k] = w[6 + k];
-            }
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) { /* U = t G^T */
-                __m256 b = _mm256_add_ps(t[i][0], t[i][2]);
-                float *d = u + i * 4 * pstride + q * KI_OV_MV + h;
-                _mm256_storeu_ps(d, t[i][0]);
-                _mm256_storeu_ps(d + pstride, _mm256_mul_ps(_mm256_add_ps(b, t[i][1]), half));
-                _mm256_storeu_ps(d + 2 * pstride, _mm256_mul_ps(_mm256_sub_ps(b, t[i][1]), half));
-                _mm256_storeu_ps(d + 3 * pstride, t[i][2]);
-            }
-        }
-    }
+    form_u(g, kc, u, pstride, false);
 }
