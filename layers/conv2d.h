@@ -29,18 +29,41 @@ typedef void (*ki_wino_out_fn)(const float *m, int64_t pstride, float *q, const 
  * channels r of one packed weight block a ([k][KI_OV_MV], 64-byte aligned) and the
  * pw <= KI_OV_PW_MAX output pixels j of one column block b (k rows of row stride ldb); acc: add to
  * t instead of overwriting it; then + bias[r] when bias is not NULL, then min(hi, max(lo, v)). t is
- * [pw][KI_OV_MV]. */
+ * [pw][KI_OV_MV]. pf: cache lines to ask L2 for while the k loop runs (see ki_ov_pf). */
 #define KI_OV_MV     32
 #define KI_OV_PW_MAX 12
 #define KI_OV_KC     128 /* k block: a weight block (16 KiB) stays in L1 over the pixel blocks */
 /* Input channels from which a 1x1 layer read in place with more pixels than output channels runs
  * split over k (conv2d_ov.c: ov_split_k): two halves of at least 64. */
 #define KI_OV_SPLITK_MIN 128
+/* n cache lines from p (the next weight block, which comes from memory) that the OV micro-kernel
+ * asks L2 for spread over its k loop, about n / k lines a step, so that the requests overlap the
+ * products; issued at once before the kernel, they filled the line-fill buffers and stalled the
+ * core (mobilenet_v2's 7x7 layers, 2 threads: 0.87-0.91x of the time with them spread;
+ * docs/performance.md). n 0: nothing. The kernels without vectors ignore it. */
+typedef struct ki_ov_pf {
+    const char *p;
+    int64_t n;
+} ki_ov_pf;
 typedef void (*ki_ov_ukernel)(int64_t k, const float *a, const float *b, int pw, int64_t ldb,
-                              bool acc, const float *bias, float lo, float hi, float *restrict t);
+                              bool acc, const float *bias, float lo, float hi, float *restrict t,
+                              ki_ov_pf pf);
 /* The same with the weight block a in IEEE binary16 (each value widened exactly). */
 typedef void (*ki_ov_ukernel_h)(int64_t k, const uint16_t *a, const float *b, int pw, int64_t ldb,
-                                bool acc, const float *bias, float lo, float hi, float *restrict t);
+                                bool acc, const float *bias, float lo, float hi, float *restrict t,
+                                ki_ov_pf pf);
+/* Lines of pf per step of a k loop of k steps (before the loop), then the step q's (its body). */
+static inline int64_t ki_ov_pf_per(ki_ov_pf pf, int64_t k)
+{
+    return k > 0 ? (pf.n + k - 1) / k : 0;
+}
+static inline __attribute__((always_inline)) void ki_ov_pf_step(ki_ov_pf pf, int64_t per, int64_t q)
+{
+    for (int64_t i = q * per; i < (q + 1) * per && i < pf.n; i++) {
+        __builtin_prefetch(pf.p + i * 64, 0, 2); /* to L2: L1 holds the block being used */
+    }
+}
+#define KI_OV_NO_PF ((ki_ov_pf){ NULL, 0 })
 /* Writes rows 0..rows-1 (output channels) of an OV tile t ([pw][KI_OV_MV]) for pixels 0..nr-1
  * to d (row stride ld): + the residual res (same layout as d) when not NULL, then
  * min(hi, max(lo, v)). */
@@ -416,15 +439,17 @@ void ki_ov_tile_store_avx512(const float *t, int64_t rows, int64_t nr, float *d,
 void ki_ov_tile_store_avx2(const float *t, int64_t rows, int64_t nr, float *d, int64_t ld,
                            const float *res, float lo, float hi);
 void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
-                        const float *bias, float lo, float hi, float *restrict t);
+                        const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf);
 void ki_ov_ukernel_ref(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
-                       const float *bias, float lo, float hi, float *restrict t);
+                       const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf);
 void ki_ov_ukernel_avx512(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
-                          const float *bias, float lo, float hi, float *restrict t);
+                          const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf);
 void ki_ov_ukernel_h_ref(int64_t k, const uint16_t *a, const float *b, int pw, int64_t ldb,
-                         bool acc, const float *bias, float lo, float hi, float *restrict t);
+                         bool acc, const float *bias, float lo, float hi, float *restrict t,
+                         ki_ov_pf pf);
 void ki_ov_ukernel_h_avx512(int64_t k, const uint16_t *a, const float *b, int pw, int64_t ldb,
-                            bool acc, const float *bias, float lo, float hi, float *restrict t);
+                            bool acc, const float *bias, float lo, float hi, float *restrict t,
+                            ki_ov_pf pf);
 /* conv2d_gemm.c: columns j0..j0+nr of the column matrix B (k rows: im2col when use_col, else the
  * input planes of a 1x1 convolution) into dst with row stride pw >= nr, zero-filled past nr. */
 void ki_conv2d_pack_cols(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col, const float *x,

@@ -207,8 +207,9 @@ size_t ki_conv2d_ov_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n
 }
 
 void ki_ov_ukernel_ref(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
-                       const float *bias, float lo, float hi, float *restrict t)
+                       const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf)
 {
+    (void)pf;
     if (!acc) {
         memset(t, 0, (size_t)pw * KI_OV_MV * sizeof *t);
     }
@@ -230,8 +231,10 @@ void ki_ov_ukernel_ref(int64_t k, const float *a, const float *b, int pw, int64_
 /* ki_ov_ukernel_ref on binary16 weights: each k block widened, then the float kernel (the bias
  * and clamp only after the last). */
 void ki_ov_ukernel_h_ref(int64_t k, const uint16_t *a, const float *b, int pw, int64_t ldb,
-                         bool acc, const float *bias, float lo, float hi, float *restrict t)
+                         bool acc, const float *bias, float lo, float hi, float *restrict t,
+                         ki_ov_pf pf)
 {
+    (void)pf;
     float af[KI_OV_KC * KI_OV_MV];
     for (int64_t q0 = 0; q0 < k; q0 += KI_OV_KC) { /* the float kernel on widened pieces */
         int64_t kc = k - q0 < KI_OV_KC ? k - q0 : KI_OV_KC;
@@ -240,7 +243,7 @@ void ki_ov_ukernel_h_ref(int64_t k, const uint16_t *a, const float *b, int pw, i
         }
         bool end = q0 + kc >= k;
         ki_ov_ukernel_ref(kc, af, b + q0 * ldb, pw, ldb, acc || q0 > 0, end ? bias : NULL,
-                          end ? lo : -INFINITY, end ? hi : INFINITY, t);
+                          end ? lo : -INFINITY, end ? hi : INFINITY, t, KI_OV_NO_PF);
     }
 }
 
@@ -388,10 +391,10 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
                     const float *b = x + s0 * hw + j0;
                     if (c->ov_h) {
                         c->ov_ukh(s1 - s0, c->ov_h + at, b, (int)nr, hw, s0 > q0, NULL, -INFINITY,
-                                  INFINITY, t);
+                                  INFINITY, t, KI_OV_NO_PF);
                     } else {
                         c->ov_uk(s1 - s0, c->ov_a + at, b, (int)nr, hw, s0 > q0, NULL, -INFINITY,
-                                 INFINITY, t);
+                                 INFINITY, t, KI_OV_NO_PF);
                     }
                 }
             }
@@ -532,13 +535,11 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
                         /* the weights come from memory once per run, in blocks the hardware
                          * prefetchers do not follow: while this block serves the part's pixel
                          * blocks, fetch the next one (the next channel block's), a share per
-                         * tile */
+                         * tile, spread over the tile's k loop (ki_ov_pf) */
                         const int64_t lines = kc * KI_OV_MV * (c->ov_h ? 2 : 4) / 64;
-                        const char *nx = a + lines * 64;
-                        for (int64_t q = at * lines / span, qe = (at + 1) * lines / span; q < qe;
-                             q++) {
-                            __builtin_prefetch(nx + q * 64, 0, 2); /* to L2: L1 holds this block */
-                        }
+                        const int64_t q0l = at * lines / span;
+                        const ki_ov_pf pf = { a + (lines + q0l) * 64,
+                                              (at + 1) * lines / span - q0l };
                         /* in place, the last block multiplies only its own pixels (the packed
                          * one's zero padding is not there to read) */
                         int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
@@ -548,10 +549,10 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
                         const float lo = kclamp ? f.lo : -INFINITY, hi = kclamp ? f.hi : INFINITY;
                         if (c->ov_h) {
                             c->ov_ukh(kc, (const uint16_t *)(const void *)a, b, bw, ldb, k0 > 0, bv,
-                                      lo, hi, t);
+                                      lo, hi, t, pf);
                         } else {
                             c->ov_uk(kc, (const float *)(const void *)a, b, bw, ldb, k0 > 0, bv, lo,
-                                     hi, t);
+                                     hi, t, pf);
                         }
                         if (last) {
                             ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res);

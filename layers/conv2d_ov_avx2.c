@@ -58,12 +58,14 @@ static inline AI void px_store(float *t, px32 c, const float *bias, __m256 vlo, 
 /* Pixels 0..np-1 (np 1..3, a constant in each copy) of b and t over the whole k block. */
 static inline AI void ov_group(int64_t k, const float *a, const float *b, int64_t ldb, bool acc,
                                const float *bias, float lo, float hi, float *restrict t,
-                               const int np)
+                               ki_ov_pf pf, const int np)
 {
     px32 c0 = px_load(t, acc);
     px32 c1 = np > 1 ? px_load(t + KI_OV_MV, acc) : c0;
     px32 c2 = np > 2 ? px_load(t + 2 * KI_OV_MV, acc) : c0;
+    const int64_t per = ki_ov_pf_per(pf, k);
     for (int64_t q = 0; q < k; q++, a += KI_OV_MV, b += ldb) {
+        ki_ov_pf_step(pf, per, q);
         c0 = px_fma(c0, a, _mm256_broadcast_ss(b));
         if (np > 1) {
             c1 = px_fma(c1, a, _mm256_broadcast_ss(b + 1));
@@ -112,12 +114,14 @@ static inline AI void px16_store(float *t, px16 c, const float *bias, __m256 vlo
  * 2 or 4 after the groups of 3 (pw 5, 8, 10, 11). */
 static __attribute__((noinline)) void ov_half5(int64_t k, const float *a, const float *b,
                                                int64_t ldb, bool acc, const float *bias, float lo,
-                                               float hi, float *restrict t)
+                                               float hi, float *restrict t, ki_ov_pf pf)
 {
     px16 c0 = px16_load(t, acc), c1 = px16_load(t + KI_OV_MV, acc);
     px16 c2 = px16_load(t + 2 * KI_OV_MV, acc), c3 = px16_load(t + 3 * KI_OV_MV, acc);
     px16 c4 = px16_load(t + 4 * KI_OV_MV, acc);
+    const int64_t per = ki_ov_pf_per(pf, k);
     for (int64_t q = 0; q < k; q++, a += KI_OV_MV, b += ldb) {
+        ki_ov_pf_step(pf, per, q);
         __m256 a0 = _mm256_load_ps(a), a1 = _mm256_load_ps(a + 8);
         c0 = px16_fma(c0, a0, a1, b);
         c1 = px16_fma(c1, a0, a1, b + 1);
@@ -136,11 +140,11 @@ static __attribute__((noinline)) void ov_half5(int64_t k, const float *a, const 
 /* One function per group width: each register-allocated on its own, so nothing of the caller
  * is kept live (and spilled) around the k loop. */
 #define OV_GROUP(NP)                                                                               \
-    static __attribute__((noinline)) void ov_group##NP(int64_t k, const float *a, const float *b,  \
-                                                       int64_t ldb, bool acc, const float *bias,   \
-                                                       float lo, float hi, float *restrict t)      \
+    static __attribute__((noinline)) void ov_group##NP(                                            \
+        int64_t k, const float *a, const float *b, int64_t ldb, bool acc, const float *bias,       \
+        float lo, float hi, float *restrict t, ki_ov_pf pf)                                        \
     {                                                                                              \
-        ov_group(k, a, b, ldb, acc, bias, lo, hi, t, NP);                                          \
+        ov_group(k, a, b, ldb, acc, bias, lo, hi, t, pf, NP);                                      \
     }
 OV_GROUP(1)
 OV_GROUP(2)
@@ -148,21 +152,22 @@ OV_GROUP(3)
 
 /* Pixels j..j+4 as two halves of 16 channels. */
 static void ov_five(int64_t k, const float *a, const float *b, int64_t ldb, bool acc,
-                    const float *bias, float lo, float hi, float *restrict t)
+                    const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf)
 {
-    ov_half5(k, a, b, ldb, acc, bias, lo, hi, t);
-    ov_half5(k, a + 16, b, ldb, acc, bias ? bias + 16 : NULL, lo, hi, t + 16);
+    ov_half5(k, a, b, ldb, acc, bias, lo, hi, t, pf);
+    ov_half5(k, a + 16, b, ldb, acc, bias ? bias + 16 : NULL, lo, hi, t + 16, KI_OV_NO_PF);
 }
 
+/* The groups each run the whole k loop; pf's lines are asked for in the first one's. */
 void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
-                        const float *bias, float lo, float hi, float *restrict t)
+                        const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf)
 {
     if (pw < 1 || pw > KI_OV_PW_MAX) {
-        ki_ov_ukernel_ref(k, a, b, pw, ldb, acc, bias, lo, hi, t);
+        ki_ov_ukernel_ref(k, a, b, pw, ldb, acc, bias, lo, hi, t, pf);
         return;
     }
     if (pw <= 2) {
-        (pw == 1 ? ov_group1 : ov_group2)(k, a, b, ldb, acc, bias, lo, hi, t);
+        (pw == 1 ? ov_group1 : ov_group2)(k, a, b, ldb, acc, bias, lo, hi, t, pf);
         return;
     }
     /* Groups of 3 pixels; what is left (1 or 2) joins the last groups so that every group keeps
@@ -170,13 +175,13 @@ void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64
      * them (pw 10), or the last 4 as two groups of 2 (pw 4, 7). */
     int r = pw % 3, tail = r == 2 ? 5 : r == 0 ? 0 : pw >= 10 ? 10 : 4, j = 0;
     for (; j < pw - tail; j += 3) {
-        ov_group3(k, a, b + j, ldb, acc, bias, lo, hi, t + j * KI_OV_MV);
+        ov_group3(k, a, b + j, ldb, acc, bias, lo, hi, t + j * KI_OV_MV, j ? KI_OV_NO_PF : pf);
     }
     for (; j < pw && tail == 4; j += 2) {
-        ov_group2(k, a, b + j, ldb, acc, bias, lo, hi, t + j * KI_OV_MV);
+        ov_group2(k, a, b + j, ldb, acc, bias, lo, hi, t + j * KI_OV_MV, j ? KI_OV_NO_PF : pf);
     }
     for (; j < pw; j += 5) {
-        ov_five(k, a, b + j, ldb, acc, bias, lo, hi, t + j * KI_OV_MV);
+        ov_five(k, a, b + j, ldb, acc, bias, lo, hi, t + j * KI_OV_MV, j ? KI_OV_NO_PF : pf);
     }
 }
 

@@ -17,10 +17,9 @@ static inline __attribute__((always_inline)) __m512 load_a(const void *a, int64_
                 : _mm512_load_ps((const float *)a + i);
 }
 
-static inline __attribute__((always_inline)) void ov_tile(int64_t k, const void *a, const float *b,
-                                                          const int pw, int64_t ldb, bool acc,
-                                                          const float *bias, float lo, float hi,
-                                                          float *restrict t, const bool half)
+static inline __attribute__((always_inline)) void
+ov_tile(int64_t k, const void *a, const float *b, const int pw, int64_t ldb, bool acc,
+        const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf, const bool half)
 {
     __m512 c0[KI_OV_PW_MAX], c1[KI_OV_PW_MAX];
 #pragma GCC unroll 12
@@ -28,7 +27,9 @@ static inline __attribute__((always_inline)) void ov_tile(int64_t k, const void 
         c0[j] = acc ? _mm512_loadu_ps(t + j * KI_OV_MV) : _mm512_setzero_ps();
         c1[j] = acc ? _mm512_loadu_ps(t + j * KI_OV_MV + 16) : _mm512_setzero_ps();
     }
+    const int64_t per = ki_ov_pf_per(pf, k);
     for (int64_t q = 0; q < k; q++) {
+        ki_ov_pf_step(pf, per, q);
         __m512 a0 = load_a(a, q * KI_OV_MV, half), a1 = load_a(a, q * KI_OV_MV + 16, half);
         const float *bq = b + q * ldb;
 #pragma GCC unroll 12
@@ -53,7 +54,7 @@ static inline __attribute__((always_inline)) void ov_tile(int64_t k, const void 
 
 #define OV_CASE(J, HALF)                                                                           \
     case J:                                                                                        \
-        ov_tile(k, a, b, J, ldb, acc, bias, lo, hi, t, HALF);                                      \
+        ov_tile(k, a, b, J, ldb, acc, bias, lo, hi, t, pf, HALF);                                  \
         break
 
 /* One copy of the tile per pw (1..KI_OV_PW_MAX), so its accumulators stay in registers. */
@@ -72,18 +73,19 @@ static inline __attribute__((always_inline)) void ov_tile(int64_t k, const void 
         OV_CASE(11, HALF);                                                                         \
         OV_CASE(12, HALF);                                                                         \
     default:                                                                                       \
-        REF(k, a, b, pw, ldb, acc, bias, lo, hi, t);                                               \
+        REF(k, a, b, pw, ldb, acc, bias, lo, hi, t, pf);                                           \
         break;                                                                                     \
     }
 
 void ki_ov_ukernel_avx512(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
-                          const float *bias, float lo, float hi, float *restrict t)
+                          const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf)
 {
     OV_SWITCH(false, ki_ov_ukernel_ref)
 }
 
 void ki_ov_ukernel_h_avx512(int64_t k, const uint16_t *a, const float *b, int pw, int64_t ldb,
-                            bool acc, const float *bias, float lo, float hi, float *restrict t)
+                            bool acc, const float *bias, float lo, float hi, float *restrict t,
+                            ki_ov_pf pf)
 {
     OV_SWITCH(true, ki_ov_ukernel_h_ref)
 }

@@ -308,7 +308,8 @@ static void wino_products_ov(const wino_run *r, int64_t pos, const float *vpanel
         int64_t rows = oc - ob * KI_OV_MV < KI_OV_MV ? oc - ob * KI_OV_MV : KI_OV_MV;
         for (int64_t j0 = 0; j0 < valid; j0 += pw) {
             int64_t nr = valid - j0 < pw ? valid - j0 : pw;
-            c->ov_uk(ic, a, vpanel + j0, (int)nr, KI_GEMM_NR, false, NULL, -INFINITY, INFINITY, t);
+            c->ov_uk(ic, a, vpanel + j0, (int)nr, KI_GEMM_NR, false, NULL, -INFINITY, INFINITY, t,
+                     KI_OV_NO_PF);
             c->ov_st(t, rows, nr, mcol + ob * KI_OV_MV * ldm + j0, ldm, NULL, -INFINITY, INFINITY);
         }
     }
@@ -362,7 +363,7 @@ static void wino_products_h(const wino_run *r, const float *vpanel, int64_t vps,
                         c->ov_uk(kc, u + pos * ups,
                                  vpanel + pos * vps + p * vpp + i0 * KI_GEMM_NR + j0, (int)nr,
                                  KI_GEMM_NR, i0 > 0, NULL, -INFINITY, INFINITY,
-                                 t + pos * tps + (p * KI_GEMM_NR + j0) * KI_OV_MV);
+                                 t + pos * tps + (p * KI_GEMM_NR + j0) * KI_OV_MV, KI_OV_NO_PF);
                     }
                 }
             }

@@ -33,8 +33,10 @@ static void uk_check(const uk_case *u, const float *a, const float *b, const flo
     size_t n = (size_t)u->pw * KI_OV_MV;
     memcpy(want, t0, n * sizeof *want);
     memcpy(got, t0, n * sizeof *got);
-    ki_ov_ukernel_ref(u->k, a, b, u->pw, u->ldb, u->acc, u->bias, u->lo, u->hi, want);
-    ki_ov_ukernel_avx2(u->k, a, b, u->pw, u->ldb, u->acc, u->bias, u->lo, u->hi, got);
+    ki_ov_ukernel_ref(u->k, a, b, u->pw, u->ldb, u->acc, u->bias, u->lo, u->hi, want, KI_OV_NO_PF);
+    /* asking the cache for lines (here the weights themselves) changes nothing computed */
+    const ki_ov_pf pf = { (const char *)(const void *)a, u->k };
+    ki_ov_ukernel_avx2(u->k, a, b, u->pw, u->ldb, u->acc, u->bias, u->lo, u->hi, got, pf);
     long bad = tclose(got, want, n, 1e-5f, 1e-5f); /* FMA against separate mul and add */
     if (bad >= 0) {
         fail_msg("pw %d k %ld acc %d bias %d clamp [%g, %g]: t[%ld] = %.9g, want %.9g", u->pw,
