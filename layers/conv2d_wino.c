@@ -352,10 +352,11 @@ static void wino_products_h(const wino_run *r, const float *vpanel, int64_t vps,
             int64_t left = i0 + kc < ic ? ic - i0 - kc : ob + 1 < ob1 ? ic : 0;
             int64_t nbytes = (left < KI_WINO_H_KC ? left : KI_WINO_H_KC) * 9 * KI_OV_MV * esz;
             for (int64_t pos = 0; pos < KI_WINO_H_NPOS; pos++) {
-                for (int64_t b = nbytes * pos / KI_WINO_H_NPOS;
-                     b < nbytes * (pos + 1) / KI_WINO_H_NPOS; b += 64) {
-                    __builtin_prefetch(nx + b);
-                }
+                /* a sixteenth of the next block's lines, asked for during the position's first
+                 * products (ki_ov_pf) */
+                const int64_t l0 = nbytes * pos / KI_WINO_H_NPOS / 64;
+                ki_ov_pf pf = { nx + l0 * 64,
+                                (nbytes * (pos + 1) / KI_WINO_H_NPOS + 63) / 64 - l0 };
                 for (int64_t p = 0; p < npan; p++) {
                     int64_t pw, valid = panel_cols(tiles, p, &pw);
                     for (int64_t j0 = 0; j0 < valid; j0 += pw) {
@@ -363,7 +364,8 @@ static void wino_products_h(const wino_run *r, const float *vpanel, int64_t vps,
                         c->ov_uk(kc, u + pos * ups,
                                  vpanel + pos * vps + p * vpp + i0 * KI_GEMM_NR + j0, (int)nr,
                                  KI_GEMM_NR, i0 > 0, NULL, -INFINITY, INFINITY,
-                                 t + pos * tps + (p * KI_GEMM_NR + j0) * KI_OV_MV, KI_OV_NO_PF);
+                                 t + pos * tps + (p * KI_GEMM_NR + j0) * KI_OV_MV, pf);
+                        pf = KI_OV_NO_PF;
                     }
                 }
             }
