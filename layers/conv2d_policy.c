@@ -139,17 +139,14 @@ static bool weights_large(const ki_conv2d *c)
 }
 
 /* Whether F(2x2) forming U from float32 weights (9/16 of U's bytes) pays over float32 U: for
- * weights of at least four L2 sizes (U of seven), whose U comes from memory each run, and with
- * AVX-512 products, for which that stream is the bound. resnet18's 7x7 layer4 (9.4 MB per layer,
- * U 16.8 MB), 2 threads, in the network: 1.27-1.34 -> 1.10-1.16 ms per layer. unet's 256-channel
- * 8x8 layer (2.25 MB, U 4 MB, which the last-level cache keeps between runs): 0.23 -> 0.28 ms.
- * With AVX2 the products are the bound, and forming U (about 15 % of the layer, written to L2
- * and read back) made resnet18's layers no faster (1.64 -> 1.70 ms in the network, 2.34 ->
- * 2.82 ms alone on one thread; docs/performance.md). */
+ * weights of at least four L2 sizes (U of seven), whose U comes from memory each run. resnet18's
+ * 7x7 layer4 (9.4 MB per layer, U 16.8 MB), 2 threads, in the network: AVX-512 1.27-1.34 ->
+ * 1.03-1.04 ms per layer, AVX2 1.61-1.62 -> 1.53-1.55. unet's 256-channel 8x8 layer (2.25 MB, U
+ * 4 MB, which the last-level cache keeps between runs): 0.23 -> 0.28 ms (docs/performance.md). */
 static bool formed_f32_pays(const ki_conv2d *c)
 {
     const int64_t n = c->out_ch * (c->in_ch / c->groups) * c->kh * c->kw;
-    return c->isa >= KI_ISA_AVX512 && n >= 4 * (int64_t)(ki_cpu_get()->l2 / sizeof(float));
+    return n >= 4 * (int64_t)(ki_cpu_get()->l2 / sizeof(float));
 }
 
 /* Whether to keep this layer's weights as binary16: all of them are exactly binary16 values (an
