@@ -12,7 +12,12 @@
  *   block(d, y0, first, iy0, ox, k, sm, s, kk, rows, checked): the vector block (see block_at)
  *                        of a kk x kk kernel (3 or 5),
  *   DW_SET1              the width's set1 (the clamp bounds' broadcast in plane_init);
- *   plane_channel(d, c, ch): a channel's weights and bias.
+ *   plane_channel(d, c, ch): a channel's weights and bias;
+ * and for small planes taken whole (flat_plane): dw_vec, dw_lmask (a load mask), flat_lmask(bits),
+ * flat_load(p, m) (masked lanes read as zero, not accessed), flat_zero(), flat_fma(w, x, a),
+ * flat_add(a, b), DW_ODD_CHAIN (1 when block() sums a 5x5 kernel's odd rows apart),
+ * flat_wt(d, kk, i) (weight i broadcast) and flat_store(d, at, n, v) (the epilogue and the store
+ * of the n <= DW_LANES outputs from at).
  * Everything here is static inline and always inlined into the ISA file's entries, so s, kk,
  * rows and checked are constants in each block. Thread-safe: each call writes only its own
  * planes' rows. */
@@ -129,6 +134,115 @@ static inline __attribute__((always_inline)) void plane_of(const dw_plane *d, co
     }
 }
 
+/* Small planes at stride 1 whose output rows are as wide as the input's (the padding adds kw - 1
+ * columns) are taken whole: their oh x ow outputs as one run, DW_LANES a vector (a 7x7 plane fills
+ * 49 of 64 lanes in four vectors of 16, where the row blocks used 7 of 16 per row and paid their
+ * per-row setup on every plane), tap (ky, kx) reading the input run at the fixed offset
+ * (ky - pt) * w + (kx - pl) from each output, through a mask of the lanes whose input lies inside
+ * the plane (the masks per vector and tap made once per call). Each output sums its taps in the
+ * order ky, kx, as the row blocks do. Up to DW_FLAT_MAX outputs, DW_FLAT_G vectors at a time; for
+ * rows of at most half a vector, where the row blocks leave more than half their lanes empty:
+ * with AVX-512 mobilenet_v3_small's 5x5 layers at 7x7 0.65-0.68x of the time, mobilenet_v2's 3x3
+ * ones 0.89-0.90x, but its 14x14 ones 1.34-1.54x (14 of 16 lanes used by the row blocks, whose
+ * taps share their loads); with AVX2 at 7x7 (7 of 8 lanes) 0.91-1.06x (docs/performance.md). */
+#define DW_FLAT_MAX 256
+#define DW_FLAT_NV  (DW_FLAT_MAX / DW_LANES)
+#define DW_FLAT_G   (DW_LANES == 16 ? 13 : 8)
+
+static inline bool dw_flat_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    return c->sw == 1 && g->ow == g->in.w && g->oh * g->ow <= DW_FLAT_MAX && g->ow <= DW_LANES / 2;
+}
+
+/* m[v * kk * kk + ky * kk + kx]: the lanes of output vector v whose tap (ky, kx) lies inside the
+ * plane (and whose output exists). */
+static inline void flat_masks(const ki_conv2d *c, const ki_conv2d_geom *g, dw_lmask *m)
+{
+    const int64_t n = g->oh * g->ow, nv = (n + DW_LANES - 1) / DW_LANES, kk = c->kh;
+    for (int64_t v = 0; v < nv; v++) {
+        uint32_t rows[5] = { 0 }, cols[5] = { 0 };
+        for (int64_t l = 0; l < DW_LANES && v * DW_LANES + l < n; l++) {
+            const int64_t y = (v * DW_LANES + l) / g->ow, x = (v * DW_LANES + l) % g->ow;
+            for (int64_t t = 0; t < kk; t++) {
+                const int64_t iy = y + t - c->pt, ix = x + t - c->pl;
+                rows[t] |= (uint32_t)(iy >= 0 && iy < g->in.h) << l;
+                cols[t] |= (uint32_t)(ix >= 0 && ix < g->in.w) << l;
+            }
+        }
+        for (int64_t ky = 0; ky < kk; ky++) {
+            for (int64_t kx = 0; kx < kk; kx++) {
+                m[(v * kk + ky) * kk + kx] = flat_lmask(rows[ky] & cols[kx]);
+            }
+        }
+    }
+}
+
+/* d's plane taken whole (n outputs in nv vectors), kk (3 or 5) a constant. */
+static inline __attribute__((always_inline)) void flat_plane(const dw_plane *d, const ki_conv2d *c,
+                                                             const dw_lmask *m, int64_t nv,
+                                                             int64_t n, const int kk)
+{
+    for (int64_t v0 = 0; v0 < nv; v0 += DW_FLAT_G) {
+        const int64_t cnt = nv - v0 < DW_FLAT_G ? nv - v0 : DW_FLAT_G;
+        /* b: a 5x5 kernel's odd rows, when the row blocks keep them in a chain of their own
+         * (DW_ODD_CHAIN), so that both give the same bits */
+        const bool two = kk == 5 && DW_ODD_CHAIN;
+        dw_vec a[DW_FLAT_G], b[DW_FLAT_G];
+#pragma GCC unroll 16
+        for (int j = 0; j < DW_FLAT_G; j++) {
+            a[j] = b[j] = flat_zero();
+        }
+#pragma GCC unroll 5
+        for (int ky = 0; ky < kk; ky++) {
+#pragma GCC unroll 5
+            for (int kx = 0; kx < kk; kx++) {
+                const dw_vec wv = flat_wt(d, kk, ky * kk + kx);
+                const float *p = d->x + v0 * DW_LANES + (ky - c->pt) * d->w + (kx - c->pl);
+                const dw_lmask *mt = m + v0 * kk * kk + ky * kk + kx;
+#pragma GCC unroll 16
+                for (int j = 0; j < DW_FLAT_G; j++) {
+                    if (j < cnt && two && ky % 2) {
+                        b[j] = flat_fma(wv, flat_load(p + j * DW_LANES, mt[j * kk * kk]), b[j]);
+                    } else if (j < cnt) {
+                        a[j] = flat_fma(wv, flat_load(p + j * DW_LANES, mt[j * kk * kk]), a[j]);
+                    }
+                }
+            }
+        }
+#pragma GCC unroll 16
+        for (int j = 0; j < DW_FLAT_G; j++) {
+            if (j < cnt) {
+                flat_store(d, (v0 + j) * DW_LANES, n - (v0 + j) * DW_LANES,
+                           two ? flat_add(a[j], b[j]) : a[j]);
+            }
+        }
+    }
+}
+
+/* The planes p0 <= p < p1 taken whole (dw_flat_ok). A function of its own: inlined into
+ * dw3_planes it changed how GCC compiled the row blocks (AVX2 depthwise layers 6-16 % slower). */
+static __attribute__((noinline)) void dw3_flat_planes(const ki_conv2d *c, const ki_conv2d_geom *g,
+                                                      const float *in, int64_t p0, int64_t p1,
+                                                      float *restrict out)
+{
+    const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
+    const int64_t nv = (ohw + DW_LANES - 1) / DW_LANES;
+    dw_lmask m[DW_FLAT_NV * 25];
+    dw_plane d;
+    plane_init(&d, c, g, 0);
+    flat_masks(c, g, m);
+    for (int64_t p = p0; p < p1; p++) {
+        plane_channel(&d, c, p % c->in_ch);
+        d.x = in + p * hw, d.o = out + p * ohw;
+        d.res = c->res ? c->res + p * ohw : NULL;
+        if (c->kh == 5) {
+            flat_plane(&d, c, m, nv, ohw, 5);
+        } else {
+            flat_plane(&d, c, m, nv, ohw, 3);
+        }
+    }
+}
+
 /* The planes p0 <= p < p1 of in (batch-major, channel p % in_ch) into out, with the epilogue. */
 static inline __attribute__((always_inline)) void dw3_planes(const ki_conv2d *c,
                                                              const ki_conv2d_geom *g,
@@ -137,6 +251,10 @@ static inline __attribute__((always_inline)) void dw3_planes(const ki_conv2d *c,
 {
     const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
     const bool big_out = g->in.n * c->in_ch * ohw >= ki_cv_prefetch_out_min();
+    if (dw_flat_ok(c, g)) {
+        dw3_flat_planes(c, g, in, p0, p1, out);
+        return;
+    }
     dw_plane d;
     plane_init(&d, c, g, 0);
     for (int64_t p = p0; p < p1; p++) {

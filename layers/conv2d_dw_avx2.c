@@ -249,6 +249,49 @@ static inline __attribute__((always_inline)) void plane_channel(dw_plane *d, con
     d->k6 = _mm256_set1_ps(w[6]), d->k7 = _mm256_set1_ps(w[7]), d->k8 = _mm256_set1_ps(w[8]);
 }
 
+/* The pieces of a plane taken whole (conv2d_dw3_loops.h: flat_plane). */
+typedef __m256 dw_vec;
+typedef __m256i dw_lmask;
+
+static inline dw_lmask flat_lmask(uint32_t bits)
+{
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), bit), bit);
+}
+
+static inline __attribute__((always_inline)) __m256 flat_load(const float *p, __m256i m)
+{
+    return _mm256_maskload_ps(p, m);
+}
+
+#define DW_ODD_CHAIN 0
+
+static inline __attribute__((always_inline)) __m256 flat_add(__m256 a, __m256 b)
+{
+    return _mm256_add_ps(a, b);
+}
+
+static inline __attribute__((always_inline)) __m256 flat_zero(void)
+{
+    return _mm256_setzero_ps();
+}
+
+static inline __attribute__((always_inline)) __m256 flat_fma(__m256 w, __m256 x, __m256 a)
+{
+    return _mm256_fmadd_ps(w, x, a);
+}
+
+static inline __attribute__((always_inline)) __m256 flat_wt(const dw_plane *d, int kk, int i)
+{
+    return wt(d, kk, i);
+}
+
+static inline __attribute__((always_inline)) void flat_store(const dw_plane *d, int64_t at,
+                                                             int64_t n, __m256 v)
+{
+    store_row(d, 0, at, out_mask(n), 1, v);
+}
+
 /* the loops over bands and blocks, shared with the AVX-512 kernel, over the pieces above */
 #include "conv2d_dw3_loops.h"
 

@@ -241,6 +241,48 @@ static inline __attribute__((always_inline)) void plane_channel(dw_plane *d, con
     d->vb = _mm512_set1_ps(c->ep.bias ? c->ep.bias[ch] : 0.0f);
 }
 
+/* The pieces of a plane taken whole (conv2d_dw3_loops.h: flat_plane). */
+typedef __m512 dw_vec;
+typedef __mmask16 dw_lmask;
+
+static inline dw_lmask flat_lmask(uint32_t bits)
+{
+    return (__mmask16)bits;
+}
+
+static inline __attribute__((always_inline)) __m512 flat_load(const float *p, __mmask16 m)
+{
+    return _mm512_maskz_loadu_ps(m, p);
+}
+
+#define DW_ODD_CHAIN 1
+
+static inline __attribute__((always_inline)) __m512 flat_add(__m512 a, __m512 b)
+{
+    return _mm512_add_ps(a, b);
+}
+
+static inline __attribute__((always_inline)) __m512 flat_zero(void)
+{
+    return _mm512_setzero_ps();
+}
+
+static inline __attribute__((always_inline)) __m512 flat_fma(__m512 w, __m512 x, __m512 a)
+{
+    return _mm512_fmadd_ps(w, x, a);
+}
+
+static inline __attribute__((always_inline)) __m512 flat_wt(const dw_plane *d, int kk, int i)
+{
+    return wt(d, d->wk, kk, i);
+}
+
+static inline __attribute__((always_inline)) void flat_store(const dw_plane *d, int64_t at,
+                                                             int64_t n, __m512 v)
+{
+    store(d, at, out_mask(n), v);
+}
+
 /* the loops over bands and blocks, shared with the AVX2 kernel, over the pieces above */
 #include "conv2d_dw3_loops.h"
 
