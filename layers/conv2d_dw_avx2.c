@@ -264,22 +264,10 @@ static inline __attribute__((always_inline)) __m256 flat_load(const float *p, __
     return _mm256_maskload_ps(p, m);
 }
 
+#define flat_zero    _mm256_setzero_ps
+#define flat_fma     _mm256_fmadd_ps
+#define flat_add     _mm256_add_ps
 #define DW_ODD_CHAIN 0
-
-static inline __attribute__((always_inline)) __m256 flat_add(__m256 a, __m256 b)
-{
-    return _mm256_add_ps(a, b);
-}
-
-static inline __attribute__((always_inline)) __m256 flat_zero(void)
-{
-    return _mm256_setzero_ps();
-}
-
-static inline __attribute__((always_inline)) __m256 flat_fma(__m256 w, __m256 x, __m256 a)
-{
-    return _mm256_fmadd_ps(w, x, a);
-}
 
 static inline __attribute__((always_inline)) __m256 flat_wt(const dw_plane *d, int kk, int i)
 {

@@ -255,22 +255,10 @@ static inline __attribute__((always_inline)) __m512 flat_load(const float *p, __
     return _mm512_maskz_loadu_ps(m, p);
 }
 
+#define flat_zero    _mm512_setzero_ps
+#define flat_fma     _mm512_fmadd_ps
+#define flat_add     _mm512_add_ps
 #define DW_ODD_CHAIN 1
-
-static inline __attribute__((always_inline)) __m512 flat_add(__m512 a, __m512 b)
-{
-    return _mm512_add_ps(a, b);
-}
-
-static inline __attribute__((always_inline)) __m512 flat_zero(void)
-{
-    return _mm512_setzero_ps();
-}
-
-static inline __attribute__((always_inline)) __m512 flat_fma(__m512 w, __m512 x, __m512 a)
-{
-    return _mm512_fmadd_ps(w, x, a);
-}
 
 static inline __attribute__((always_inline)) __m512 flat_wt(const dw_plane *d, int kk, int i)
 {
