@@ -142,8 +142,8 @@ static inline __attribute__((always_inline)) void plane_of(const dw_plane *d, co
  * the plane (the masks per vector and tap made once per call). Each output sums its taps in the
  * order ky, kx, as the row blocks do. Up to DW_FLAT_MAX outputs, DW_FLAT_G vectors at a time; for
  * rows of at most half a vector, where the row blocks leave more than half their lanes empty:
- * with AVX-512 mobilenet_v3_small's 5x5 layers at 7x7 0.65-0.68x of the time, mobilenet_v2's 3x3
- * ones 0.89-0.90x, but its 14x14 ones 1.34-1.54x (14 of 16 lanes used by the row blocks, whose
+ * with AVX-512 mobilenet_v3_small's 5x5 layers at 7x7 0.62-0.70x of the time, mobilenet_v2's 3x3
+ * ones 0.89x to level, but its 14x14 ones 1.34-1.54x (14 of 16 lanes used by the row blocks, whose
  * taps share their loads); with AVX2 at 7x7 (7 of 8 lanes) 0.91-1.06x (docs/performance.md). */
 #define DW_FLAT_MAX 256
 #define DW_FLAT_NV  (DW_FLAT_MAX / DW_LANES)
