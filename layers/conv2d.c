@@ -164,7 +164,7 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
         st = ki_conv2d_ov_prepare(c, half, err);
     }
     /* with its own form of the weights the layer never reads the originals again */
-    if (st == KI_OK && (c->wino_u || c->wino_h || c->wino_f || c->ov_a || c->ov_h) &&
+    if (st == KI_OK && (ki_conv2d_has_wino(c) || c->ov_a || c->ov_h) &&
         ki_op_release_attr(op, ki_op_attr(op, "weight"))) {
         c->weight = NULL;
     }

@@ -187,6 +187,13 @@ typedef enum ki_conv2d_path {
  * 0.98 -> 0.85 ms; 256ch 14x14 F(2x2): 1.29 -> 1.11 ms; 2 threads). */
 #define KI_WINO_OV_MIN_IN 128
 
+/* Whether the layer holds Winograd weights in any form (wino_u, or the originals U is formed
+ * from: wino_h, wino_f). */
+static inline bool ki_conv2d_has_wino(const ki_conv2d *c)
+{
+    return c->wino_u || c->wino_h || c->wino_f;
+}
+
 /* 1x1, stride 1, no padding: the input's planes are the rows of the column matrix. */
 static inline bool ki_conv2d_is_pointwise(const ki_conv2d *c)
 {

@@ -130,12 +130,10 @@ static bool declared_geom(const ki_conv2d *c, const ki_shape *d, ki_conv2d_geom 
  * them 0.55-0.60 ms against the OV path's 0.76-0.83 (2 threads, in the network, a later day). */
 #define KI_OV_HALF_MIN_BYTES (2 * 1024 * 1024)
 
-/* Whether the layer's float32 weights take KI_OV_HALF_MIN_BYTES or more: then they come from
- * memory each run. */
-static bool weights_large(const ki_conv2d *c)
+/* The layer's weight count. */
+static int64_t weight_floats(const ki_conv2d *c)
 {
-    return c->out_ch * (c->in_ch / c->groups) * c->kh * c->kw >=
-           KI_OV_HALF_MIN_BYTES / (int64_t)sizeof(float);
+    return c->out_ch * (c->in_ch / c->groups) * c->kh * c->kw;
 }
 
 /* Whether F(2x2) forming U from float32 weights (9/16 of U's bytes) pays over float32 U: for
@@ -145,8 +143,7 @@ static bool weights_large(const ki_conv2d *c)
  * 4 MB, which the last-level cache keeps between runs): 0.23 -> 0.28 ms (docs/performance.md). */
 static bool formed_f32_pays(const ki_conv2d *c)
 {
-    const int64_t n = c->out_ch * (c->in_ch / c->groups) * c->kh * c->kw;
-    return n >= 4 * (int64_t)(ki_cpu_get()->l2 / sizeof(float));
+    return weight_floats(c) >= 4 * (int64_t)(ki_cpu_get()->l2 / sizeof(float));
 }
 
 /* Whether to keep this layer's weights as binary16: all of them are exactly binary16 values (an
@@ -154,9 +151,10 @@ static bool formed_f32_pays(const ki_conv2d *c)
 bool ki_conv2d_want_half(const ki_conv2d *c)
 {
     uint16_t h;
-    int64_t n = c->out_ch * (c->in_ch / c->groups) * c->kh * c->kw;
+    const int64_t n = weight_floats(c);
     /* only a vector kernel widens binary16 weights (AVX-512's vcvtph2ps on zmm) */
-    if (!c->weight || c->ov_ukh == ki_ov_ukernel_h_ref || !weights_large(c)) {
+    if (!c->weight || c->ov_ukh == ki_ov_ukernel_h_ref ||
+        n < KI_OV_HALF_MIN_BYTES / (int64_t)sizeof(float)) {
         return false;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -239,7 +237,7 @@ bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op)
 {
     const ki_shape *d = declared_input(op);
     ki_conv2d_geom g;
-    if (!c->weight || c->wino_u || c->wino_h || c->wino_f || !ki_conv2d_ov_shape_ok(c) ||
+    if (!c->weight || ki_conv2d_has_wino(c) || !ki_conv2d_ov_shape_ok(c) ||
         c->ov_uk == ki_ov_ukernel_ref || !d || !declared_geom(c, d, &g)) {
         return false;
     }
@@ -270,8 +268,8 @@ bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_pa
                ki_conv2d_direct_workspace(c) > 0;
     case KI_CONV2D_WINO:
         /* the AVX-512 transforms index planes with 32-bit lanes */
-        return (c->wino_u || c->wino_h || c->wino_f) && ki_conv2d_wino_shape_ok(c) && g->oh > 0 &&
-               g->ow > 0 && ki_conv2d_wino_workspace(c, g, 1) > 0 && g->in.h < INT32_MAX / 16 &&
+        return ki_conv2d_has_wino(c) && ki_conv2d_wino_shape_ok(c) && g->oh > 0 && g->ow > 0 &&
+               ki_conv2d_wino_workspace(c, g, 1) > 0 && g->in.h < INT32_MAX / 16 &&
                g->in.w < INT32_MAX / 16 && g->in.h * g->in.w < INT32_MAX / 2 &&
                g->oh * g->ow < INT32_MAX / 2;
     }
@@ -313,7 +311,7 @@ bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next)
     const bool pw = ki_conv2d_is_pointwise(c) && !c->ov_a && !c->ov_h;
     const bool direct = c->direct && ki_conv2d_direct_shape_ok(c);
     if (strcmp(next->type, "nn.Conv2d") != 0 || !c->dw3_band || !(pw || direct) || c->groups != 1 ||
-        !c->weight || c->residual || c->wino_u || c->wino_h || c->wino_f || !d) {
+        !c->weight || c->residual || ki_conv2d_has_wino(c) || !d) {
         return false;
     }
     for (int i = d->ndim - 3; i < d->ndim; i++) {

@@ -336,19 +336,21 @@ static void wino_products_h(const wino_run *r, const float *vpanel, int64_t vps,
     const int64_t ic = c->in_ch, oc = c->out_ch;
     const int64_t ups = KI_WINO_H_KC * KI_OV_MV + KI_WINO_SKEW;
     const int64_t tps = npan * KI_GEMM_NR * KI_OV_MV + KI_WINO_SKEW;
-    const int64_t esz = c->wino_h ? 2 : 4; /* bytes per weight */
+    /* the weights as bytes, esz a weight */
+    const int64_t esz = c->wino_h ? 2 : 4;
+    const char *gw = c->wino_h ? (const char *)c->wino_h : (const char *)c->wino_f;
     for (int64_t ob = ob0; ob < ob1; ob++) {
-        const int64_t at = ob * ic * 9 * KI_OV_MV;
+        const char *g = gw + ob * ic * 9 * KI_OV_MV * esz;
         for (int64_t i0 = 0; i0 < ic; i0 += KI_WINO_H_KC) {
             int64_t kc = ic - i0 < KI_WINO_H_KC ? ic - i0 : KI_WINO_H_KC;
+            const void *blk = g + i0 * 9 * KI_OV_MV * esz;
             if (c->wino_h) {
-                c->wino_hu(c->wino_h + at + i0 * 9 * KI_OV_MV, kc, u, ups);
+                c->wino_hu(blk, kc, u, ups);
             } else {
-                c->wino_fu(c->wino_f + at + i0 * 9 * KI_OV_MV, kc, u, ups);
+                c->wino_fu(blk, kc, u, ups);
             }
             /* the next block's weights come from memory while this one's products run */
-            const char *nx = c->wino_h ? (const char *)(c->wino_h + at + (i0 + kc) * 9 * KI_OV_MV)
-                                       : (const char *)(c->wino_f + at + (i0 + kc) * 9 * KI_OV_MV);
+            const char *nx = g + (i0 + kc) * 9 * KI_OV_MV * esz;
             int64_t left = i0 + kc < ic ? ic - i0 - kc : ob + 1 < ob1 ? ic : 0;
             int64_t nbytes = (left < KI_WINO_H_KC ? left : KI_WINO_H_KC) * 9 * KI_OV_MV * esz;
             for (int64_t pos = 0; pos < KI_WINO_H_NPOS; pos++) {
