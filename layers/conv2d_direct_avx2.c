@@ -103,6 +103,8 @@ block(const float (*st)[2 * PAR], const int64_t *ti, int64_t nrows, const float 
     do {                                                                                           \
         if (s == 2 && kw == 3) {                                                                   \
             block(st, ti, nrows, wg, x0, 2, 3, NV, acc);                                           \
+        } else if (s == 2 && kw == 6) {                                                            \
+            block(st, ti, nrows, wg, x0, 2, 6, NV, acc);                                           \
         } else if (s == 2 && kw == 7) {                                                            \
             block(st, ti, nrows, wg, x0, 2, 7, NV, acc);                                           \
         } else if (s == 2) {                                                                       \
