@@ -1,5 +1,5 @@
-/* epilogue_avx512.c - the convolution epilogue (bias, residual, activation) for SiLU, Sigmoid and GELU
- * with AVX-512: sixteen lanes a step and the row's tail through masked loads and stores. The
+/* epilogue_avx512.c - the convolution epilogue (bias, residual, activation) for SiLU, Sigmoid and
+ * GELU with AVX-512: sixteen lanes a step and the row's tail through masked loads and stores. The
  * operations are those of the AVX2 version lane by lane (vexp_avx512.h), so both give the same
  * bits. Half the instructions of the AVX2 loop: SiLU after every convolution is about 7 % of
  * yolov5s, GELU follows a transformer's first MLP layer. Other activations go to
@@ -20,8 +20,7 @@ static inline __attribute__((always_inline)) void step16(float *p, const float *
     if (kind == KI_ACT_GELU) {
         v = ki_vgelu_avx512(v);
     } else {
-        __m512 d = _mm512_add_ps(one, ki_vexp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), v)));
-        v = _mm512_div_ps(kind == KI_ACT_SILU ? v : one, d);
+        v = ki_vsig_div_avx512(kind == KI_ACT_SILU ? v : one, v);
     }
     v = res && after ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res)) : v;
     _mm512_mask_storeu_ps(p, m, v);

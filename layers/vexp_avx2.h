@@ -53,19 +53,57 @@ static inline __attribute__((always_inline)) __m256 ki_vexp_avx2(__m256 x)
     return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
 
+/* The pieces of e^(-|x|) shared by the AVX2 and AVX-512 Sigmoid family (the same operations
+ * lane by lane, so both levels give the same bits). With a = max(-88, -|x|) <= 0, the product
+ * a*log2(e) + KI_VSIG_SHIFT rounds once, to an integer n plus 127 held in the low mantissa bits;
+ * r = a - n*ln2 (ln2 in two parts, so n*ln2 is exact) is within ln2/2, e^r comes from the
+ * degree-6 polynomial fitted for least relative error on [-ln2/2, ln2/2] (7e-8 of e^r in float
+ * arithmetic), and 2^n is n + 127 shifted into a float's exponent: a normal power of two for
+ * n >= -126 and 0.0 for n = -127, so e^a is within 1e-7 relative of exp wherever exp(a) is
+ * normal and 0 where it is below FLT_MIN (never above 1.2e-38 absolute). */
+#define KI_VSIG_SHIFT 12583039.0f /* 1.5 * 2^23 + 127 */
+#define KI_VSIG_POLY(FMA, SET1, r)                                                                 \
+    FMA(FMA(FMA(FMA(FMA(FMA(SET1(1.383684576e-03f), r, SET1(8.374815807e-03f)), r,                 \
+                        SET1(4.166822508e-02f)),                                                   \
+                    r, SET1(1.666641980e-01f)),                                                    \
+                r, SET1(4.999999106e-01f)),                                                        \
+            r, SET1(1.0f)),                                                                        \
+        r, SET1(1.0f))
+
+/* e^(-|x|) as above; NaN stays NaN. */
+static inline __attribute__((always_inline)) __m256 ki_vexpnabs_avx2(__m256 x)
+{
+    const __m256 a = _mm256_max_ps(_mm256_set1_ps(-88.0f), _mm256_or_ps(x, _mm256_set1_ps(-0.0f)));
+    const __m256 t =
+        _mm256_fmadd_ps(a, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(KI_VSIG_SHIFT));
+    const __m256 n = _mm256_sub_ps(t, _mm256_set1_ps(KI_VSIG_SHIFT));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), a);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+    const __m256 p = KI_VSIG_POLY(_mm256_fmadd_ps, _mm256_set1_ps, r);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
+}
+
+/* num * sigmoid(x) = num * f / (1 + e) with e = e^(-|x|) and f = 1 for x >= +0, e for x <= -0
+ * (x's sign bit picks it): SiLU with num = x, Sigmoid with num = 1 (num * f exact). e never
+ * overflows, so no clamp on x is needed. Checked on every 7th float: within 3e-7 relative of the
+ * scalar x / (1 + expf(-x)) and 1 / (1 + expf(-x)), plus 1.2e-38 * (1 + |x|) absolute (e^a
+ * flushed to 0 below FLT_MIN); NaN stays NaN. */
+static inline __attribute__((always_inline)) __m256 ki_vsig_mul_avx2(__m256 num, __m256 x)
+{
+    const __m256 one = _mm256_set1_ps(1.0f), e = ki_vexpnabs_avx2(x);
+    return _mm256_div_ps(_mm256_mul_ps(num, _mm256_blendv_ps(one, e, x)), _mm256_add_ps(one, e));
+}
+
 /* 1 / (1 + exp(-x)), as KI_ACT_SIGMOID. */
 static inline __attribute__((always_inline)) __m256 ki_vsigmoid_avx2(__m256 x)
 {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    __m256 e = ki_vexp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
-    return _mm256_div_ps(one, _mm256_add_ps(one, e));
+    return ki_vsig_mul_avx2(_mm256_set1_ps(1.0f), x);
 }
 
 /* x / (1 + exp(-x)), as KI_ACT_SILU. */
 static inline __attribute__((always_inline)) __m256 ki_vsilu_avx2(__m256 x)
 {
-    __m256 e = ki_vexp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), x));
-    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    return ki_vsig_mul_avx2(x, x);
 }
 
 /* GELU (approximate='none'): x/2 * (1 + erf(x / sqrt(2))), with erfc(|z|) of Abramowitz and

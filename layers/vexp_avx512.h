@@ -20,12 +20,30 @@ static inline __attribute__((always_inline)) __m512 ki_vexp_avx512(__m512 x)
     return _mm512_scalef_ps(KI_VEXP_POLY(_mm512_fmadd_ps, _mm512_set1_ps, r), n);
 }
 
-/* num / (1 + exp(-x)): SiLU with num = x, Sigmoid with num = 1 (as ki_vsilu_avx2 and
- * ki_vsigmoid_avx2). */
+/* e^(-|x|): ki_vexpnabs_avx2's operations lane by lane (the same bits). */
+static inline __attribute__((always_inline)) __m512 ki_vexpnabs_avx512(__m512 x)
+{
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    const __m512 a = _mm512_max_ps(
+        _mm512_set1_ps(-88.0f), _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign)));
+    const __m512 t =
+        _mm512_fmadd_ps(a, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(KI_VSIG_SHIFT));
+    const __m512 n = _mm512_sub_ps(t, _mm512_set1_ps(KI_VSIG_SHIFT));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), a);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+    const __m512 p = KI_VSIG_POLY(_mm512_fmadd_ps, _mm512_set1_ps, r);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23)));
+}
+
+/* num * sigmoid(x): ki_vsig_mul_avx2 lane by lane (the same bits). SiLU with num = x, Sigmoid
+ * with num = 1. */
 static inline __attribute__((always_inline)) __m512 ki_vsig_div_avx512(__m512 num, __m512 x)
 {
-    const __m512 e = ki_vexp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), x));
-    return _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    const __m512 one = _mm512_set1_ps(1.0f), e = ki_vexpnabs_avx512(x);
+    const __mmask16 neg =
+        _mm512_test_epi32_mask(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u));
+    return _mm512_div_ps(_mm512_mul_ps(num, _mm512_mask_blend_ps(neg, one, e)),
+                         _mm512_add_ps(one, e));
 }
 
 /* GELU, erf form: ki_vgelu_avx2's operations lane by lane (the same bits). */
@@ -41,7 +59,8 @@ static inline __attribute__((always_inline)) __m512 ki_vgelu_avx512(__m512 x)
     q = _mm512_mul_ps(_mm512_mul_ps(q, t),
                       ki_vexp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(a, a))));
     const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
-    const __m512 one_plus_erf = _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(2.0f), q), q);
+    const __m512 one_plus_erf =
+        _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(2.0f), q), q);
     return _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)), one_plus_erf);
 }
 
