@@ -139,7 +139,9 @@ void ki_conv2d_pack_cols(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_c
         } else {
             memcpy(d, x + r * hw + j0, (size_t)nr * sizeof *d);
         }
-        memset(d + nr, 0, (size_t)(pw - nr) * sizeof *d);
+        if (pw > nr) { /* no library call per row for a full panel */
+            memset(d + nr, 0, (size_t)(pw - nr) * sizeof *d);
+        }
     }
 }
 
