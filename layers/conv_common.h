@@ -304,6 +304,20 @@ int ki_pool_max_s2_ref(const float *src, int64_t h, int64_t w, float *restrict d
 /* The same with eight-lane vectors, the same taps in the same order (pool2d_avx2.c). */
 int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
                         int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw);
+/* Max pooling of one h x w plane into oh x ow with a kh x kw window at stride 1, dilation 1,
+ * paddings ph / pw (pool2d_avx2.c), separably: each input row's maxima over the kw taps, then
+ * each output row's over its kh rows, taps ascending, so a window's result is the first of its
+ * values equal to the maximum in the reference's order (the first row holding it, the first
+ * column in that row) and ties keep the first maximum. ws: ki_pool_max_s1_floats(h, ow, kw)
+ * floats (0 on overflow). Returns nonzero when a value read is NaN or a window lies all in the
+ * padding; the caller then redoes the plane with the reference. */
+size_t ki_pool_max_s1_floats(int64_t h, int64_t ow, int64_t kw);
+/* nn.MaxPool2d's reference windows on such a plane (any NaN wins; returns 0). */
+int ki_pool_max_s1_ref(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                       int64_t ow, int64_t kh, int64_t kw, int64_t ph, int64_t pw);
+int ki_pool_max_s1_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                        int64_t ow, int64_t kh, int64_t kw, int64_t ph, int64_t pw,
+                        float *restrict ws);
 /* One of the three above (nn.MaxPool2d and the conv's fused pool pick one per CPU level). */
 typedef int (*ki_pool_max_s2_fn)(const float *src, int64_t h, int64_t w, float *restrict dst,
                                  int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,

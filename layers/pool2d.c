@@ -17,6 +17,7 @@ typedef struct pool2d {
     bool is_max, ceil_mode, count_include_pad, return_indices;
     bool avx2;             /* the max row kernel runs with AVX2 */
     ki_pool_max_s2_fn s2k; /* the stride-2 plane kernel for this CPU level, or NULL */
+    bool s1k;              /* ki_pool_max_s1_avx2 runs here (stride-1 planes) */
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
     int64_t divisor; /* divisor_override, 0 when None */
     float lp;        /* LP pooling: norm_type p (0 for max and average pooling) */
@@ -108,6 +109,7 @@ static ki_status pool_create(const ki_op_desc *op, bool is_max, bool lp, void **
     p->lp = (float)norm;
     p->is_max = is_max;
     p->avx2 = ki_cpu_isa() >= KI_ISA_AVX2;
+    p->s1k = KI_HAVE_X86 && p->avx2;
     p->s2k = ki_cpu_isa() >= KI_ISA_AVX512 ? KI_X86(ki_pool_max_s2_avx512)
              : ki_cpu_isa() >= KI_ISA_AVX2 ? KI_X86(ki_pool_max_s2_avx2)
                                            : NULL;
@@ -345,6 +347,28 @@ static int max_plane_sep(const pool2d *p, const ki_cv_nchw *x, const float *src,
     return nan;
 }
 
+size_t ki_pool_max_s1_floats(int64_t h, int64_t ow, int64_t kw)
+{
+    int64_t n;
+    if (h < 0 || ow < 0 || kw < 1 || ow > INT64_MAX / 4 || kw > INT64_MAX / 4) {
+        return 0;
+    }
+    const int64_t owr = (ow + 7) / 8 * 8, rn = (owr + kw - 1 + 7) / 8 * 8;
+    if (!ki_ckd_mul_i64(&n, h, owr) || !ki_ckd_add_i64(&n, n, rn) ||
+        n > (int64_t)(SIZE_MAX / 2 / sizeof(float))) {
+        return 0;
+    }
+    return (size_t)n;
+}
+
+/* Whether planes go through ki_pool_max_s1_avx2 (stride 1, dilation 1, on an AVX2 CPU): a whole
+ * plane in vectors, where the row passes of max_plane_sep made a call per 20-column row (yolov5s's
+ * 5x5 pools at 20x20: 0.6 ms at one thread). */
+static bool s1_path(const pool2d *p, bool indices)
+{
+    return rows_path(p, indices) && p->s1k && p->sh == 1 && p->sw == 1 && p->dh == 1 && p->dw == 1;
+}
+
 /* The separable path's scratch per thread: one plane of row maxima (x->h rows of ow floats). */
 static size_t pool_workspace(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
                              int n_out, int n_threads)
@@ -353,6 +377,12 @@ static size_t pool_workspace(const void *state, const ki_shape *in, int n_in, co
     ki_cv_nchw x;
     int64_t oh, ow, floats;
     (void)n_in, (void)out, (void)n_threads;
+    if (s1_path(p, n_out > 1)) {
+        size_t f = pool_geom(p, &in[0], &x, &oh, &ow, NULL) == KI_OK
+                       ? ki_pool_max_s1_floats(x.h, ow, p->kw)
+                       : 0;
+        return f * sizeof(float);
+    }
     if (!rows_path(p, n_out > 1) || pool_geom(p, &in[0], &x, &oh, &ow, NULL) != KI_OK ||
         !separable_pays(p, x.h, oh) || !ki_ckd_mul_i64(&floats, x.h, ow) ||
         floats > (int64_t)(SIZE_MAX / 2 / sizeof(float))) {
@@ -393,6 +423,17 @@ int ki_pool_max_s2_ref(const float *src, int64_t h, int64_t w, float *restrict d
     return 0;
 }
 
+int ki_pool_max_s1_ref(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                       int64_t ow, int64_t kh, int64_t kw, int64_t ph, int64_t pw)
+{
+    const pool2d p = {
+        .is_max = true, .kh = kh, .kw = kw, .sh = 1, .sw = 1, .ph = ph, .pw = pw, .dh = 1, .dw = 1
+    };
+    const ki_cv_nchw x = { 1, 1, h, w, false };
+    pool_plane_ref(&p, &x, src, dst, NULL, oh * ow, ow);
+    return 0;
+}
+
 static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
                               int n_out, const ki_exec *ex)
 {
@@ -410,6 +451,25 @@ static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, 
     bool rows = rows_path(p, ind != NULL);
     bool sep = rows && separable_pays(p, x.h, oh) && ki_ckd_mul_i64(&hmf, x.h, ow) &&
                ex->ws_per_thread / sizeof *dst >= (size_t)hmf;
+    const size_t s1f = s1_path(p, ind != NULL) ? ki_pool_max_s1_floats(x.h, ow, p->kw) : 0;
+    if (s1f > 0 && ex->ws_per_thread / sizeof *dst >= s1f) {
+#pragma omp parallel for num_threads(ex->n_threads) schedule(static)
+        for (int64_t pl = 0; pl < planes; pl++) {
+            const float *s = src + pl * hw;
+            float *d = dst + pl * ohw;
+            float *ws =
+                (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
+#if KI_HAVE_X86
+            if (ki_pool_max_s1_avx2(s, x.h, x.w, d, oh, ow, p->kh, p->kw, p->ph, p->pw, ws)) {
+                pool_plane_ref(p, &x, s, d, NULL, ohw, ow);
+            }
+#else
+            (void)ws;
+            pool_plane_ref(p, &x, s, d, NULL, ohw, ow);
+#endif
+        }
+        return KI_OK;
+    }
     /* 2- or 3-wide windows at column stride 2: every tap in registers (resnet's 3x3 stride-2
      * pool 2.3x faster than tap by tap) */
     const bool s2 = rows && !sep && p->s2k && p->sw == 2 && (p->kw == 2 || p->kw == 3) &&

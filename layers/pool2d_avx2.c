@@ -110,3 +110,47 @@ int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict 
     }
     return _mm256_movemask_ps(nan) != 0;
 }
+
+int ki_pool_max_s1_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                        int64_t ow, int64_t kh, int64_t kw, int64_t ph, int64_t pw,
+                        float *restrict ws)
+{
+    const int64_t owr = (ow + 7) / 8 * 8, rn = (owr + kw - 1 + 7) / 8 * 8;
+    float *const row = ws, *const hm = ws + rn;
+    __m256 nan = _mm256_setzero_ps();
+    for (int64_t iy = 0; iy < h; iy++) {
+        /* row[c] = input column c - pw, -inf outside the row */
+        for (int64_t c = 0; c < rn; c += 8) {
+            const __m256 v = load_cols(src + iy * w, c - pw, w);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            _mm256_storeu_ps(row + c, v);
+        }
+        /* hm row iy: each output column's maximum over the kw taps, kx ascending */
+        for (int64_t j = 0; j < owr; j += 8) {
+            __m256 m = _mm256_loadu_ps(row + j);
+            for (int64_t kx = 1; kx < kw; kx++) {
+                m = _mm256_max_ps(_mm256_loadu_ps(row + j + kx), m); /* a tie keeps m */
+            }
+            _mm256_storeu_ps(hm + iy * owr + j, m);
+        }
+    }
+    for (int64_t oy = 0; oy < oh; oy++) {
+        const int64_t y0 = oy - ph < 0 ? 0 : oy - ph;
+        const int64_t y1 = oy - ph + kh < h ? oy - ph + kh : h;
+        if (y1 <= y0) {
+            return 1; /* a window all padding: the reference's answer */
+        }
+        for (int64_t j = 0; j < owr; j += 8) {
+            __m256 m = _mm256_loadu_ps(hm + y0 * owr + j);
+            for (int64_t iy = y0 + 1; iy < y1; iy++) {
+                m = _mm256_max_ps(_mm256_loadu_ps(hm + iy * owr + j), m); /* ky ascending */
+            }
+            if (j + 8 <= ow) {
+                _mm256_storeu_ps(dst + oy * ow + j, m);
+            } else {
+                _mm256_maskstore_ps(dst + oy * ow + j, ki_lanes_in8(j, ow), m);
+            }
+        }
+    }
+    return _mm256_movemask_ps(nan);
+}

@@ -234,6 +234,45 @@ static void test_pool_s2_avx2(void **unused)
     }
 }
 
+/* ki_pool_max_s1_avx2 against the reference, bit for bit: windows of 1 to 9 rows and columns,
+ * paddings up to half the window, planes narrower and wider than a vector, ties of 0.5 and of
+ * -1, -0 and +0; a NaN is reported. */
+static void test_pool_s1_avx2(void **unused)
+{
+    (void)unused;
+    if (!have_avx2()) {
+        skip();
+    }
+    for (int seed = 1; seed <= 300; seed++) {
+        uint64_t s = (uint64_t)seed * 0x2545F4914F6CDD1Dull;
+        const int64_t h = trng_int(&s, 1, 25), w = trng_int(&s, 1, 45);
+        const int64_t kh = trng_int(&s, 1, 9), kw = trng_int(&s, 1, 9);
+        const int64_t ph = trng_int(&s, 0, kh / 2), pw = trng_int(&s, 0, kw / 2);
+        const int64_t oh = h + 2 * ph - kh + 1, ow = w + 2 * pw - kw + 1;
+        if (oh < 1 || ow < 1) {
+            continue;
+        }
+        const size_t nws = ki_pool_max_s1_floats(h, ow, kw);
+        assert_true(nws > 0);
+        float *x = malloc((size_t)(h * w) * 4), *want = malloc((size_t)(oh * ow) * 4);
+        float *got = malloc((size_t)(oh * ow) * 4), *ws = malloc(nws * 4);
+        trng_fill(&s, x, (size_t)(h * w));
+        for (int64_t i = 0; i < h * w; i += 5) { /* ties */
+            x[i] = 0.5f;
+        }
+        for (int64_t i = 0; i < h * w && seed % 2 == 0; i++) { /* ties of -0 and +0, told apart */
+            static const float pm0[3] = { -1.0f, -0.0f, 0.0f };
+            x[i] = pm0[trng_int(&s, 0, 2)];
+        }
+        ki_pool_max_s1_ref(x, h, w, want, oh, ow, kh, kw, ph, pw);
+        assert_int_equal(ki_pool_max_s1_avx2(x, h, w, got, oh, ow, kh, kw, ph, pw, ws), 0);
+        assert_memory_equal(got, want, (size_t)(oh * ow) * 4);
+        x[trng_int(&s, 0, (int)(h * w - 1))] = NAN; /* every value is in some window */
+        assert_int_not_equal(ki_pool_max_s1_avx2(x, h, w, got, oh, ow, kh, kw, ph, pw, ws), 0);
+        free(x), free(want), free(got), free(ws);
+    }
+}
+
 /* ki_conv2d_pack3s2_avx2 (and the AVX-512 one where the CPU has it) against the generic packing
  * of the same column matrix, bit for bit: 3-wide stride-2 kernels of 1 to 3 rows, row strides
  * 1 and 2, paddings 0 to 2 (a row or column block in the padding is zeros), widths narrower than
@@ -313,9 +352,8 @@ static void test_pack3s2_vs_generic(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_direct_vs_ref),
-        cmocka_unit_test(test_direct_pool_vs_ref),
-        cmocka_unit_test(test_pool_s2_avx2),
+        cmocka_unit_test(test_direct_vs_ref),      cmocka_unit_test(test_direct_pool_vs_ref),
+        cmocka_unit_test(test_pool_s2_avx2),       cmocka_unit_test(test_pool_s1_avx2),
         cmocka_unit_test(test_pack3s2_vs_generic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
