@@ -12,6 +12,7 @@
  *   block(d, y0, first, iy0, ox, k, sm, s, kk, rows, checked): the vector block (see block_at)
  *                        of a kk x kk kernel (3 or 5),
  *   DW_SET1              the width's set1 (the clamp bounds' broadcast in plane_init);
+ *   DW_FLAT_3X3_OW       the widest rows of a small 3x3 plane taken whole (flat_plane);
  *   plane_channel(d, c, ch): a channel's weights and bias;
  * and for small planes taken whole (flat_plane): dw_vec, dw_lmask (a load mask), flat_lmask(bits),
  * flat_load(p, m) (masked lanes read as zero, not accessed), flat_zero(), flat_fma(w, x, a),
@@ -144,14 +145,19 @@ static inline __attribute__((always_inline)) void plane_of(const dw_plane *d, co
  * rows of at most half a vector, where the row blocks leave more than half their lanes empty:
  * with AVX-512 mobilenet_v3_small's 5x5 layers at 7x7 0.62-0.70x of the time, mobilenet_v2's 3x3
  * ones 0.89x to level, but its 14x14 ones 1.34-1.54x (14 of 16 lanes used by the row blocks, whose
- * taps share their loads); with AVX2 at 7x7 (7 of 8 lanes) 0.91-1.06x (docs/performance.md). */
+ * taps share their loads); with AVX2 at 7x7 (7 of 8 lanes) 0.91-1.06x (docs/performance.md).
+ * 3x3 kernels also take rows up to DW_FLAT_3X3_OW wide whole: with AVX2 (two vectors), where
+ * the row blocks' four accumulator chains wait on the FMA latency, mobilenet_v2's 14x14 layers
+ * 0.052 -> 0.043 ms and its 7x7 ones 0.037 -> 0.034 ms at one thread (5x5 kernels, whose
+ * weights do not fit the registers, were slower whole). */
 #define DW_FLAT_MAX 256
 #define DW_FLAT_NV  (DW_FLAT_MAX / DW_LANES)
 #define DW_FLAT_G   (DW_LANES == 16 ? 13 : 8)
 
 static inline bool dw_flat_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
-    return c->sw == 1 && g->ow == g->in.w && g->oh * g->ow <= DW_FLAT_MAX && g->ow <= DW_LANES / 2;
+    return c->sw == 1 && g->ow == g->in.w && g->oh * g->ow <= DW_FLAT_MAX &&
+           (g->ow <= DW_LANES / 2 || (c->kh == 3 && g->ow <= DW_FLAT_3X3_OW));
 }
 
 /* m[v * kk * kk + ky * kk + kx]: the lanes of output vector v whose tap (ky, kx) lies inside the

@@ -21,9 +21,10 @@
 #include "simd_avx2.h"
 #include "vexp_avx2.h"
 
-#define DW_LANES   8
-#define DW_SET1    _mm256_set1_ps
-#define DW_ROWS_S2 4
+#define DW_LANES       8
+#define DW_FLAT_3X3_OW 16 /* two vectors (conv2d_dw3_loops.h: dw_flat_ok) */
+#define DW_SET1        _mm256_set1_ps
+#define DW_ROWS_S2     4
 
 /* A block's store: its lanes, and whether that is all eight (a plain store). */
 typedef struct dw_mask {

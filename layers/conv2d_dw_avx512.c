@@ -31,9 +31,10 @@
  * the block's first output column times the stride, so on rows that start on a cache line (widths
  * of 16k) the vector loads do not straddle two lines, which three loads from columns b, b + 1, b +
  * 2 did (a 3x3 stride-1 block ran 1.5x slower so). */
-#define DW_LANES   16
-#define DW_SET1    _mm512_set1_ps
-#define DW_ROWS_S2 8
+#define DW_LANES       16
+#define DW_FLAT_3X3_OW 8 /* half a vector, as other kernels (conv2d_dw3_loops.h: dw_flat_ok) */
+#define DW_SET1        _mm512_set1_ps
+#define DW_ROWS_S2     8
 typedef __mmask16 dw_mask;
 
 /* The store mask of a block with n columns left. */
