@@ -155,7 +155,7 @@ static bool ov_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int nt, size_t
 }
 
 /* Whether a layer runs split over k: a 1x1 layer read in place (the planes are the column
- * matrix's rows) with more pixels than output channels, whose input channels come in two halves.
+ * matrix's rows) whose input channels come in two halves.
  * Split by pixels, each thread read every input channel at its pixels, half of them written on
  * the other core by the layer before (a depthwise layer or an expansion splits by channels), and
  * a two-thread run of such a layer in the network took as long as one thread (384 -> 64 at
@@ -166,11 +166,14 @@ static bool ov_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int nt, size_t
  * both halves), so results still do not depend on it. Chosen from the shape alone, and only
  * where the two halves' partial sums (2 x out_ch x n floats) are at most half the input
  * (k x n): mobilenet's projections (k / out_ch of 4.5-6) gain, YOLOv8's 1x1 layers at 20x20
- * (k / out_ch 1-2, 0.8 MB of partials) lost 6-19 % (docs/performance.md). */
-static bool ov_split_k(const ki_conv2d *c, const ki_conv2d_geom *g)
+ * (k / out_ch 1-2, 0.8 MB of partials) lost 6-19 % (docs/performance.md). With fewer pixels than
+ * output channels (7x7 projections) it was split by channels, each thread reading every input
+ * channel: split over k, 2 threads, per-step medians in the network, mobilenet_v3_small's
+ * 576 -> 96 at 7x7 0.78-0.90x (AVX-512) and 0.83-0.84x (AVX2), mobilenet_v2's 960 -> 160
+ * 0.91-0.95x. */
+static bool ov_split_k(const ki_conv2d *c)
 {
-    return ki_conv2d_is_pointwise(c) && g->oh * g->ow > c->out_ch && c->in_ch >= KI_OV_SPLITK_MIN &&
-           4 * c->out_ch <= c->in_ch;
+    return ki_conv2d_is_pointwise(c) && c->in_ch >= KI_OV_SPLITK_MIN && 4 * c->out_ch <= c->in_ch;
 }
 
 /* The split-k layout: pixel blocks of pw (nb of them), nob channel blocks, and the floats of one
@@ -192,7 +195,7 @@ size_t ki_conv2d_ov_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n
 {
     int nt = n_threads > 0 ? n_threads : 1;
     size_t cols, part;
-    if (ov_split_k(c, g)) { /* the two halves' partial tiles, shared by the team */
+    if (ov_split_k(c)) { /* the two halves' partial tiles, shared by the team */
         int64_t pw, nb, nob;
         size_t half;
         if (!splitk_sizes(c, g, &pw, &nb, &nob, &half)) {
@@ -449,7 +452,7 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
 void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                           float *restrict out, const ki_exec *ex)
 {
-    if (ov_split_k(c, g)) {
+    if (ov_split_k(c)) {
         const int64_t hw = g->in.h * g->in.w, n = g->oh * g->ow;
         for (int64_t img = 0; img < g->in.n; img++) {
             ov_forward_split_k(c, g, in + img * c->in_ch * hw, out + img * c->out_ch * n,

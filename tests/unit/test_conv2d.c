@@ -360,24 +360,24 @@ static void test_ov_blocks(void **unused)
 /* The OV path shared by pixels (more pixels than output channels: 196 > 32; 17 blocks of 12
  * narrowed to 18 of 11 for two threads, 18 of 11 for three), by channels (oc 96 > 49 pixels) and
  * split over k (1x1 from KI_OV_SPLITK_MIN input channels, an odd count among them: 201 -> 40 at
- * 13x13, 384 -> 64 at 14x14), with a residual and an activation applied after the store (SiLU),
- * a clamp in the tile (ReLU6) or nothing, on float32 and on binary16 weights (kept as such), with
- * the AVX-512, AVX2 and plain kernels: every thread count matches the reference, and bitwise the
- * one-thread result. */
+ * 13x13, 384 -> 64 at 14x14, and 576 -> 96 at 7x7, fewer pixels than channels), with a residual and
+ * an activation applied after the store (SiLU), a clamp in the tile (ReLU6) or nothing, on float32
+ * and on binary16 weights (kept as such), with the AVX-512, AVX2 and plain kernels: every thread
+ * count matches the reference, and bitwise the one-thread result. */
 static void test_ov_parts(void **unused)
 {
     (void)unused;
-    if (ki_cpu_isa() != KI_ISA_AVX512) {
-        return; /* the OV path needs AVX-512 */
-    }
-    static const int64_t ics[8] = { 80, 80, 80, 80, 201, 384, 201, 384 };
-    static const int64_t ocs[8] = { 32, 96, 32, 96, 40, 64, 40, 64 };
-    static const int64_t hs[8] = { 14, 7, 14, 7, 13, 14, 13, 14 };
-    static const ki_act_kind acts[8] = { KI_ACT_SILU,  KI_ACT_SILU, KI_ACT_SILU,  KI_ACT_SILU,
-                                         KI_ACT_RELU6, KI_ACT_SILU, KI_ACT_RELU6, KI_ACT_NONE };
-    for (int v = 0; v < 8; v++) {
+    const ki_isa best = ki_cpu_isa(); /* runs 1-3 at the best level this CPU (or KINFER_ISA) has */
+    static const int64_t ics[9] = { 80, 80, 80, 80, 201, 384, 201, 384, 576 };
+    static const int64_t ocs[9] = { 32, 96, 32, 96, 40, 64, 40, 64, 96 };
+    static const int64_t hs[9] = { 14, 7, 14, 7, 13, 14, 13, 14, 7 };
+    static const ki_act_kind acts[9] = { KI_ACT_SILU,  KI_ACT_SILU,  KI_ACT_SILU,
+                                         KI_ACT_SILU,  KI_ACT_RELU6, KI_ACT_SILU,
+                                         KI_ACT_RELU6, KI_ACT_NONE,  KI_ACT_RELU6 };
+    for (int v = 0; v < 9; v++) {
         const int64_t ic = ics[v], oc = ocs[v], h = hs[v], n_out = oc * h * h;
-        const bool half = v == 2 || v == 3 || v >= 6, with_res = v < 4 || v == 5 || v == 6;
+        const bool half = v == 2 || v == 3 || v == 6 || v == 7;
+        const bool with_res = v < 4 || v == 5 || v == 6 || v == 8;
         uint64_t s = 77 + (uint64_t)v;
         float *w = malloc((size_t)(oc * ic) * sizeof *w), *b = malloc((size_t)oc * sizeof *b);
         float *x = malloc((size_t)(ic * h * h) * sizeof *x), *res = malloc((size_t)n_out * 4);
@@ -406,7 +406,10 @@ static void test_ov_parts(void **unused)
         assert_true(half ? c->ov_h && !c->ov_a : c->ov_a && !c->ov_h);
         ki_conv2d_forward_ref(c, &g, x, ref);
         for (int th = 1; th <= 5; th++) { /* 4: the plain kernels, 5: AVX2, on two threads */
-            const ki_isa isa = th == 4 ? KI_ISA_GENERIC : th == 5 ? KI_ISA_AVX2 : KI_ISA_AVX512;
+            const ki_isa isa = th == 4 ? KI_ISA_GENERIC : th == 5 ? KI_ISA_AVX2 : best;
+            if (isa > best) {
+                continue;
+            }
             run_variant(c, &g, KI_CONV2D_OV, isa, th >= 4 ? 2 : th, x, out);
             for (int64_t i = 0; i < n_out; i++) {
                 assert_true(fabsf(out[i] - ref[i]) <= 1e-4f * (1.0f + fabsf(ref[i])));
@@ -429,9 +432,7 @@ static void test_ov_parts(void **unused)
 static void test_direct_wide(void **unused)
 {
     (void)unused;
-    if (ki_cpu_isa() != KI_ISA_AVX512) {
-        return; /* the direct path needs AVX-512 */
-    }
+    static const ki_isa levels[3] = { KI_ISA_AVX512, KI_ISA_AVX2, KI_ISA_GENERIC };
     static const int64_t ks[4] = { 3, 6, 7, 5 }, ss[4] = { 2, 2, 2, 1 }, ps[4] = { 1, 2, 3, 2 };
     for (int v = 0; v < 4; v++) {
         const int64_t ic = 3, oc = 20, h = 9, w = 150, k = ks[v];
@@ -456,8 +457,12 @@ static void test_direct_wide(void **unused)
         size_t n = (size_t)(oc * g.oh * g.ow);
         float *ref = malloc(n * 4), *out = malloc(n * 4);
         ki_conv2d_forward_ref(c, &g, x, ref);
-        for (int th = 1; th <= 2; th++) {
-            run_variant(c, &g, KI_CONV2D_DIRECT, KI_ISA_AVX512, th, x, out);
+        for (int r = 0; r < 6; r++) { /* each level this CPU has, on 1 and 2 threads */
+            const int th = 1 + r % 2;
+            if (levels[r / 2] > ki_cpu_isa()) {
+                continue;
+            }
+            run_variant(c, &g, KI_CONV2D_DIRECT, levels[r / 2], th, x, out);
             for (size_t i = 0; i < n; i++) {
                 assert_true(fabsf(out[i] - ref[i]) <= 1e-4f * (1.0f + fabsf(ref[i])));
             }
