@@ -362,8 +362,9 @@ static void test_ov_blocks(void **unused)
  * split over k (1x1 from KI_OV_SPLITK_MIN input channels, an odd count among them: 201 -> 40 at
  * 13x13, 384 -> 64 at 14x14, and 576 -> 96 at 7x7, fewer pixels than channels), with a residual and
  * an activation applied after the store (SiLU), a clamp in the tile (ReLU6) or nothing, on float32
- * and on binary16 weights (kept as such), with the AVX-512, AVX2 and plain kernels: every thread
- * count matches the reference, and bitwise the one-thread result. */
+ * and on binary16 weights (kept as such), with the best kernels this CPU has (on 1 to 3 threads),
+ * the AVX2 and the plain ones: every run matches the reference, and the best kernels' runs
+ * bitwise their one-thread result. */
 static void test_ov_parts(void **unused)
 {
     (void)unused;
@@ -428,7 +429,8 @@ static void test_ov_parts(void **unused)
 
 /* The direct path on stems wide enough for its unmasked blocks (every column a block reads inside
  * the row: from about 2 x 16 + kw + 31 input columns at stride 2): 3x3, 6x6 and 7x7 at stride 2
- * and 5x5 at stride 1, 20 output channels (a partial block), against the reference. */
+ * and 5x5 at stride 1, 20 output channels (a partial block), against the reference at each level
+ * this CPU has, on 1 and 2 threads. */
 static void test_direct_wide(void **unused)
 {
     (void)unused;
