@@ -406,6 +406,10 @@ void ki_wino_fu_avx512(const float *g, int64_t kc, float *restrict u, int64_t ps
 size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads);
 void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex);
+/* The transforms (wino_xform.h) take tiles in groups of KI_WINO_LANES: a range [tb, te) starts at
+ * a multiple of it and ends at one or at the last tile (an output group is written whole, up to
+ * the last tile). */
+#define KI_WINO_LANES 16
 void ki_wino_input_ref(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg, int64_t tb,
                        int64_t te, float *restrict v, int64_t pan, int64_t pstride);
 void ki_wino_input_avx512(const float *p, int64_t h, int64_t w, const ki_wino_tiles *tg, int64_t tb,

@@ -397,21 +397,42 @@ static void wino_finish(const wino_run *r, const float *m, int64_t pstride, floa
                 c->ep.bias ? c->ep.bias[ch] : 0.0f, r->lo, r->hi);
 }
 
-/* Blocked: this thread's panels of image n, one at a time (see KI_WINO_BLOCKED). */
+/* Where share i of nth of the tiles starts: i/nth of them, at the nearest multiple of
+ * KI_WINO_LANES (the transforms take tiles in such groups, and an output group past a share's end
+ * would write the next share's tiles); the last share ends at the tiles. */
+static int64_t tile_share(int64_t tiles, int i, int nth)
+{
+    const int64_t at = (tiles * i / nth + KI_WINO_LANES / 2) / KI_WINO_LANES * KI_WINO_LANES;
+    return i >= nth || at > tiles ? tiles : at;
+}
+
+/* Blocked: this thread's panels of image n, one at a time (see KI_WINO_BLOCKED). The GEMM's
+ * products cost a whole panel however few of its tiles are valid, so each thread takes a run of
+ * whole panels; the OV kernel's cost follows the valid tiles, so there each thread takes an equal
+ * run of tiles (tile_share), in panels of up to KI_GEMM_NR (100 tiles on two threads: 48 and 52,
+ * where whole panels gave 64 and 36; yolov5s's 128-channel 40x40 layers at --isa avx2 took 1.5x
+ * their one-thread time on two threads). The same operations per tile either way, so the same bits.
+ */
 static void wino_blocked_run(const wino_run *r, const float *x, float *y, const float *res,
                              float *v, float *priv, int tid, int nth)
 {
     const ki_conv2d *c = r->c;
     const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
     const int64_t vps = ic * KI_GEMM_NR + KI_WINO_SKEW, mps = oc * KI_GEMM_NR + KI_WINO_SKEW;
+    const int64_t tiles = r->tg.tiles;
+    const bool by_tiles = c->wino_ov || wino_formed(c);
+    const int64_t t0 = by_tiles ? tile_share(tiles, tid, nth) : r->np * tid / nth * KI_GEMM_NR;
+    const int64_t t1 =
+        by_tiles ? tile_share(tiles, tid + 1, nth) : r->np * (tid + 1) / nth * KI_GEMM_NR;
     float *m = v + r->npos * vps;
-    for (int64_t p = r->np * tid / nth; p < r->np * (tid + 1) / nth; p++) {
-        int64_t tb = p * KI_GEMM_NR, te = tb + KI_GEMM_NR;
+    for (int64_t tb = t0; tb < t1; tb += KI_GEMM_NR) {
+        /* a whole panel on the GEMM (its last one past the tiles, as the shared run's) */
+        const int64_t te = by_tiles && t1 - tb < KI_GEMM_NR ? t1 : tb + KI_GEMM_NR;
         for (int64_t ch = 0; ch < ic; ch++) {
             c->wino_in(x + ch * hw, r->g->in.h, r->g->in.w, &r->tg, tb, te, v + ch * KI_GEMM_NR, 0,
                        vps);
         }
-        const int64_t valid = panel_valid(r->tg.tiles, p);
+        const int64_t valid = (te < tiles ? te : tiles) - tb;
         if (wino_formed(c)) {
             wino_products_h(r, v, vps, 0, m, mps, KI_GEMM_NR, valid, 1, 0,
                             (oc + KI_OV_MV - 1) / KI_OV_MV, priv, priv + KI_WINO_H_UFLOATS);

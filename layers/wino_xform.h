@@ -19,21 +19,20 @@
 
 #include "conv2d.h"
 
-#define WL 16 /* lanes: tiles transformed together */
+#define WL KI_WINO_LANES /* lanes: tiles transformed together */
 
 #define WCAT2(a, b) a##b
 #define WCAT(a, b)  WCAT2(a, b)
 #define WNAME(n)    WCAT(n, KI_WINO_SUFFIX)
 
 /* ki_wino_input: the input transform of tiles [tb, te) of one channel plane p (h x w; tb and te
- * multiples of NR, te at most the tiles rounded up to NR): the t x t patch of each tile (zero
- * outside the plane) becomes t*t values u[pos], stored for tile tb + i at
- * v[pos * pstride + i / NR * pan + i % NR] (v already offset to the channel's row of the packed
- * panels: pan floats per panel). Lanes past the last tile get zeros.
- * ki_wino_output: the output transform of tiles [tb, te) of one channel: m[pos * pstride + i]
- * (the t*t GEMM products of tile tb + i) becomes the output tiles of plane q (clipped to oh x ow),
- * each value + b, + res at the same place (res: the channel's residual plane, or NULL), then
- * min(hi, max(lo, .)). */
+ * multiples of KI_WINO_LANES, te at most the tiles rounded up to NR): the t x t patch of each tile
+ * (zero outside the plane) becomes t*t values u[pos], stored for tile tb + i at v[pos * pstride + i
+ * / NR * pan + i % NR] (v already offset to the channel's row of the packed panels: pan floats per
+ * panel). Lanes past the last tile get zeros. ki_wino_output: the output transform of tiles [tb,
+ * te) of one channel: m[pos * pstride + i] (the t*t GEMM products of tile tb + i) becomes the
+ * output tiles of plane q (clipped to oh x ow), each value + b, + res at the same place (res: the
+ * channel's residual plane, or NULL), then min(hi, max(lo, .)). */
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
