@@ -251,9 +251,15 @@ static ki_status conv_shape(const void *state, const ki_shape *in, int n_in, ki_
         return st;
     }
     if (st == KI_OK) {
-        out[0] = c->pool ? ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch,
-                                            ki_conv2d_pool_dim(g.oh), ki_conv2d_pool_dim(g.ow))
-                         : ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch, g.oh, g.ow);
+        out[0] = c->pool
+                     ? ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch,
+                                        ki_conv2d_pool_dim(c, g.oh), ki_conv2d_pool_dim(c, g.ow))
+                     : ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch, g.oh, g.ow);
+        if (c->pool && (ki_conv2d_pool_dim(c, g.oh) < 1 || ki_conv2d_pool_dim(c, g.ow) < 1)) {
+            st = KI_FAIL(err, KI_ERR_SHAPE,
+                         "the max pool after it does not fit the %lldx%lld output", (long long)g.oh,
+                         (long long)g.ow);
+        }
     }
     /* only a layer whose original weights were released can lack a path */
     if (st == KI_OK && !ki_conv2d_path_ok(c, &g, ki_conv2d_pick(c, &g))) {
@@ -447,9 +453,10 @@ static void conv_destroy(void *state)
 }
 
 /* Whether next is a residual add of two operands of the same declared shape (when declared). */
-/* Whether op is nn.MaxPool2d with a 3x3 window, stride 2, padding 1, dilation 1, floor mode
- * and one output (no indices): the pool ki_conv2d_forward_direct_pool runs. */
-static bool is_pool3s2(const ki_op_desc *op)
+/* Whether op is nn.MaxPool2d with a 3x3 window, stride 2, padding 0 or 1 (*pad), dilation 1,
+ * floor or ceil mode (*ceil) and one output (no indices): the pool ki_conv2d_forward_direct_pool
+ * runs (resnet's, padded by 1; squeezenet's and GoogLeNet's, unpadded in ceil mode). */
+static bool is_pool3s2(const ki_op_desc *op, int *pad, bool *ceil_mode)
 {
     static const int64_t one[2] = { 1, 1 }, zero[2] = { 0, 0 };
     int64_t k[2], s[2], p[2], d[2];
@@ -464,8 +471,9 @@ static bool is_pool3s2(const ki_op_desc *op)
         ki_op_get_bool(op, "return_indices", false, &idx, &e) != KI_OK) {
         return false;
     }
-    return k[0] == 3 && k[1] == 3 && s[0] == 2 && s[1] == 2 && p[0] == 1 && p[1] == 1 &&
-           d[0] == 1 && d[1] == 1 && !ceil && !idx;
+    *pad = (int)p[0], *ceil_mode = ceil;
+    return k[0] == 3 && k[1] == 3 && s[0] == 2 && s[1] == 2 && p[0] == p[1] &&
+           (p[0] == 0 || p[0] == 1) && d[0] == 1 && d[1] == 1 && !idx;
 }
 
 /* Whether d (next, created) is a depthwise layer over c's output channels that the band kernel
@@ -507,10 +515,14 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
         }
         return c->dwf != NULL;
     }
-    if (is_pool3s2(next)) {
-        /* on the direct path (resnet's stem), whose rows it pools from L2 */
+    int pool_pad;
+    bool pool_ceil;
+    if (is_pool3s2(next, &pool_pad, &pool_ceil)) {
+        /* on the direct path (resnet's and squeezenet's stems), whose rows it pools from L2 */
         c->pool =
             slot == 0 && !c->residual && c->weight && c->direct && ki_conv2d_direct_shape_ok(c);
+        c->pool_pad = c->pool ? pool_pad : 0;
+        c->pool_ceil = c->pool && pool_ceil;
         return c->pool;
     }
     if (next->n_inputs == 2) {

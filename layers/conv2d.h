@@ -96,8 +96,10 @@ typedef struct ki_conv2d {
     ki_conv_pad_mode pad_mode;
     const float *weight; /* (out_ch, in_ch/groups, kh, kw) */
     ki_cv_epilogue ep;
-    bool residual; /* fuse() absorbed `add(@0,@1)`: a second input of the output's shape */
-    bool pool;     /* fuse() absorbed a 3x3 stride-2 max pool padded by 1 (direct path only) */
+    bool residual;  /* fuse() absorbed `add(@0,@1)`: a second input of the output's shape */
+    bool pool;      /* fuse() absorbed a 3x3 stride-2 max pool (direct path only), padded by */
+    int pool_pad;   /* 0 or 1, */
+    bool pool_ceil; /* in ceil mode (else floor) */
     /* fuse() absorbed the depthwise layer (ki_conv2d_dw3_ok) after this 1x1 or direct-path one (and
      * that layer's activation): its state (owned), run band by band with this one
      * (ki_conv2d_forward_pwdw) */
@@ -296,7 +298,10 @@ void ki_conv2d_direct_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const fl
  * band of the convolution's rows for every channel into its slice of the workspace (the bytes
  * of ki_conv2d_direct_pool_workspace per thread) and pools it from L2 into out, of the pool's
  * output shape (ki_conv2d_pool_dim), so the convolution's output never goes to memory. */
-int64_t ki_conv2d_pool_dim(int64_t n);
+/* The fused pool's output size along a side of n: PyTorch's for its 3-wide window at stride 2,
+ * c->pool_pad and c->pool_ceil (a ceil-mode window must start inside the input or the left
+ * padding); 0 when no window fits. */
+int64_t ki_conv2d_pool_dim(const ki_conv2d *c, int64_t n);
 size_t ki_conv2d_direct_pool_workspace(const ki_conv2d *c, const ki_conv2d_geom *g);
 void ki_conv2d_forward_direct_pool(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                    float *restrict out, const ki_exec *ex);

@@ -141,9 +141,14 @@ void ki_conv2d_direct_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const fl
  * 112 columns (resnet's stem) take 258 KB of L2. */
 #define POOL_BAND 4
 
-int64_t ki_conv2d_pool_dim(int64_t n)
+int64_t ki_conv2d_pool_dim(const ki_conv2d *c, int64_t n)
 {
-    return n < 1 ? 0 : (n - 1) / 2 + 1; /* (n + 2 * 1 - 3) / 2 + 1, floor mode */
+    const int64_t p = c->pool_pad, span = n + 2 * p - 3;
+    if (n < 1 || span < 0) {
+        return 0;
+    }
+    int64_t out = (c->pool_ceil ? span + 1 : span) / 2 + 1;
+    return c->pool_ceil && (out - 1) * 2 >= n + p ? out - 1 : out;
 }
 
 /* The packed weights, then a band: (2 * POOL_BAND + 1) rows of every channel. */
@@ -168,14 +173,16 @@ size_t ki_conv2d_direct_pool_workspace(const ki_conv2d *c, const ki_conv2d_geom 
 static void pool_band(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, const float *wp,
                       int64_t b, int64_t per, float *buf, bool carry, float *restrict out)
 {
-    const int64_t oh = g->oh, ow = g->ow, ph = ki_conv2d_pool_dim(oh), pw = ki_conv2d_pool_dim(ow);
+    const int64_t oh = g->oh, ow = g->ow, pad = c->pool_pad;
+    const int64_t ph = ki_conv2d_pool_dim(c, oh), pw = ki_conv2d_pool_dim(c, ow);
     const int64_t cstride = (2 * POOL_BAND + 1) * ow;
     const int64_t n = b / per, py0 = b % per * POOL_BAND;
     const int64_t py1 = ph - py0 < POOL_BAND ? ph : py0 + POOL_BAND;
-    const int64_t r0 = py0 > 0 ? 2 * py0 - 1 : 0;
-    const int64_t r1 = 2 * py1 < oh ? 2 * py1 : oh; /* rows r0 .. r1 - 1 */
-    if (carry) { /* row r0 sat at r0 minus the band before's first row */
-        const int64_t q0 = py0 - POOL_BAND, at = (r0 - (q0 > 0 ? 2 * q0 - 1 : 0)) * ow;
+    /* pooled row py reads the convolution's rows 2 * py - pad + ky, ky < 3, inside [0, oh) */
+    const int64_t r0 = 2 * py0 - pad > 0 ? 2 * py0 - pad : 0;
+    const int64_t r1 = 2 * py1 - pad + 1 < oh ? 2 * py1 - pad + 1 : oh; /* rows r0 .. r1 - 1 */
+    if (carry) { /* row r0 (the band before's last) sat at r0 minus the band before's first row */
+        const int64_t q0 = py0 - POOL_BAND, at = (r0 - (2 * q0 - pad > 0 ? 2 * q0 - pad : 0)) * ow;
         for (int64_t oc = 0; oc < c->out_ch; oc++) {
             memcpy(buf + oc * cstride, buf + oc * cstride + at, (size_t)ow * sizeof(float));
         }
@@ -186,9 +193,10 @@ static void pool_band(const ki_conv2d *c, const ki_conv2d_geom *g, const float *
     for (int64_t oc = 0; oc < c->out_ch; oc++) {
         const float *src = buf + oc * cstride;
         float *dst = out + ((n * c->out_ch + oc) * ph + py0) * pw;
-        /* output row py0 + i reads band rows 2 * i + ky - (r0 - 2 * py0 + 1), ky < 3 */
-        if (c->direct_pool(src, r1 - r0, ow, dst, py1 - py0, pw, 3, 3, 2, r0 - 2 * py0 + 1, 1)) {
-            ki_pool_max_s2_ref(src, r1 - r0, ow, dst, py1 - py0, pw, 3, 3, 2, r0 - 2 * py0 + 1, 1);
+        /* output row py0 + i reads band rows 2 * i + ky - (r0 - 2 * py0 + pad), ky < 3 */
+        const int64_t top = r0 - 2 * py0 + pad;
+        if (c->direct_pool(src, r1 - r0, ow, dst, py1 - py0, pw, 3, 3, 2, top, pad)) {
+            ki_pool_max_s2_ref(src, r1 - r0, ow, dst, py1 - py0, pw, 3, 3, 2, top, pad);
         }
     }
 }
@@ -202,7 +210,7 @@ void ki_conv2d_forward_direct_pool(const ki_conv2d *c, const ki_conv2d_geom *g, 
     }
     float *wp = ex->workspace;
     ki_conv2d_direct_pack(c, wp);
-    const int64_t per = (ki_conv2d_pool_dim(g->oh) + POOL_BAND - 1) / POOL_BAND;
+    const int64_t per = (ki_conv2d_pool_dim(c, g->oh) + POOL_BAND - 1) / POOL_BAND;
     const int64_t bands = g->in.n * per;
 #pragma omp parallel num_threads(ex->n_threads)
     {

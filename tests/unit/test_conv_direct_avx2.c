@@ -128,17 +128,28 @@ static void test_direct_vs_ref(void **unused)
     assert_true(runs >= 150);
 }
 
-/* The max pool (3x3, stride 2, padding 1) of every plane of the n x ch planes h x w at src. */
-static void pool_ref(const float *src, int64_t planes, int64_t h, int64_t w, float *dst)
+/* nn.MaxPool2d's output size for a 3-wide window at stride 2 with padding pad (PyTorch's rule:
+ * in ceil mode the last window must start inside the input or the left padding). */
+static int64_t pool3s2_dim(int64_t n, int64_t pad, bool ceil_mode)
 {
-    const int64_t ph = ki_conv2d_pool_dim(h), pw = ki_conv2d_pool_dim(w);
+    const int64_t span = n + 2 * pad - 3;
+    int64_t out = (ceil_mode ? span + 1 : span) / 2 + 1;
+    return ceil_mode && (out - 1) * 2 >= n + pad ? out - 1 : out;
+}
+
+/* The max pool (3x3, stride 2, padding pad) of every plane of the n x ch planes h x w at src. */
+static void pool_ref(const float *src, int64_t planes, int64_t h, int64_t w, int64_t pad,
+                     bool ceil_mode, float *dst)
+{
+    const int64_t ph = pool3s2_dim(h, pad, ceil_mode), pw = pool3s2_dim(w, pad, ceil_mode);
     for (int64_t p = 0; p < planes; p++) {
-        ki_pool_max_s2_ref(src + p * h * w, h, w, dst + p * ph * pw, ph, pw, 3, 3, 2, 1, 1);
+        ki_pool_max_s2_ref(src + p * h * w, h, w, dst + p * ph * pw, ph, pw, 3, 3, 2, pad, pad);
     }
 }
 
-/* The direct path with the max pool fused by fuse() (as resnet's stem), at the AVX2 level,
- * through the layer's workspace and forward hooks, against the reference convolution and pool. */
+/* The direct path with the max pool fused by fuse() (as resnet's stem: padding 1; squeezenet's:
+ * padding 0 in ceil mode; and padding 0 in floor mode), at the AVX2 level, through the layer's
+ * workspace and forward hooks, against the reference convolution and pool. */
 static void test_direct_pool_vs_ref(void **unused)
 {
     (void)unused;
@@ -165,14 +176,18 @@ static void test_direct_pool_vs_ref(void **unused)
         ki_conv2d *c = make(&d, w, b, &ops, &t);
         ki_conv2d_set_isa(c, KI_ISA_AVX2);
         c->ep.act = acts[seed % 4];
+        const int64_t pad = seed % 3 == 0 ? 1 : 0;
+        const bool ceil_mode = seed % 3 == 1;
         top_init(&p, "nn.MaxPool2d", 1, 1);
         top_ints2(&p, "kernel_size", 3, 3);
         top_ints2(&p, "stride", 2, 2);
-        top_ints2(&p, "padding", 1, 1);
+        top_ints2(&p, "padding", pad, pad);
+        top_bool(&p, "ceil_mode", ceil_mode);
         ki_conv2d_geom g;
         ki_shape in = ki_shape_make(4, (const int64_t[]){ d.n, d.in, d.h, d.w });
         ki_error err = { 0 };
-        if (ki_conv2d_geom_make(c, &in, &g, &err) != KI_OK) {
+        if (ki_conv2d_geom_make(c, &in, &g, &err) != KI_OK || g.oh + 2 * pad < 3 ||
+            g.ow + 2 * pad < 3) {
             ops->destroy(c);
             free(w), free(b), free(x);
             continue;
@@ -180,11 +195,13 @@ static void test_direct_pool_vs_ref(void **unused)
         assert_true(ops->fuse(c, &p.d, 0));
         assert_true(c->pool);
         const size_t nc = (size_t)(d.n * d.out * g.oh * g.ow);
-        const size_t np =
-            (size_t)(d.n * d.out * ki_conv2d_pool_dim(g.oh) * ki_conv2d_pool_dim(g.ow));
+        assert_int_equal(c->pool_pad, pad);
+        assert_int_equal(c->pool_ceil, ceil_mode);
+        const size_t np = (size_t)(d.n * d.out * pool3s2_dim(g.oh, pad, ceil_mode) *
+                                   pool3s2_dim(g.ow, pad, ceil_mode));
         float *conv = malloc(nc * 4), *ref = malloc(np * 4);
         ki_conv2d_forward_ref(c, &g, x, conv);
-        pool_ref(conv, d.n * d.out, g.oh, g.ow, ref);
+        pool_ref(conv, d.n * d.out, g.oh, g.ow, pad, ceil_mode, ref);
         for (int th = 1; th <= 2; th++) {
             ki_tensor tin = { in, x }, tout;
             assert_int_equal(top_run(ops, c, &tin, 1, &tout, 1, th, &err), KI_OK);
