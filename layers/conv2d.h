@@ -498,12 +498,16 @@ typedef struct ki_deconv2d {
     int64_t in_ch, out_ch, groups;
     int64_t kh, kw, sh, sw, dh, dw, ph, pw, oph, opw;
     const float *weight; /* (in_ch, out_ch/groups, kh, kw) */
+    /* per group the weight transposed, (out_ch/groups * kh * kw) x (in_ch/groups), the GEMM's A
+     * (owned; made at create for nn.ConvTranspose2d, NULL for F.conv_transpose2d, whose
+     * weight comes with each run: then it is transposed into the workspace) */
+    float *wt;
     ki_cv_epilogue ep;
 } ki_deconv2d;
 
 typedef enum ki_deconv2d_path {
     KI_DECONV2D_REF = 0, /* gather over the input, scalar */
-    KI_DECONV2D_GEMM     /* cblas_sgemm into columns, then col2im */
+    KI_DECONV2D_GEMM     /* kinfer's GEMM into columns (a 1x1 convolution), then col2im */
 } ki_deconv2d_path;
 
 /* As ki_conv2d_parse for nn.ConvTranspose2d / F.conv_transpose2d, weight dims wd
@@ -517,6 +521,10 @@ size_t ki_deconv2d_workspace_for(const ki_deconv2d *c, const ki_conv2d_geom *g, 
                                  int n_threads);
 void ki_deconv2d_forward_gemm(const ki_deconv2d *c, const ki_conv2d_geom *g, const float *in,
                               float *restrict out, const ki_exec *ex);
+/* The transposed weight of every group (c->wt's layout) into wt. */
+void ki_deconv2d_transpose(const ki_deconv2d *c, float *restrict wt);
+/* The GEMM path's workspace per thread (0 on overflow). */
+size_t ki_deconv2d_gemm_workspace(const ki_deconv2d *c, const ki_conv2d_geom *g, int n_threads);
 void ki_deconv2d_run(const ki_deconv2d *c, const ki_conv2d_geom *g, ki_deconv2d_path p,
                      const float *in, float *out, const ki_exec *ex);
 

@@ -113,6 +113,14 @@ static ki_status deconv_create(const ki_op_desc *op, void **state, ki_error *err
         free(c);
         return st;
     }
+    /* the GEMM's A, once: the weight transposed per group */
+    size_t bytes;
+    if (!ki_cv_floats3(&bytes, c->in_ch, c->out_ch / c->groups, c->kh * c->kw) ||
+        !(c->wt = malloc(bytes ? bytes : 1))) {
+        free(c);
+        return KI_FAIL(err, KI_ERR_NOMEM, "out of memory for the transposed weight");
+    }
+    ki_deconv2d_transpose(c, c->wt);
     *state = c;
     return KI_OK;
 }
@@ -181,17 +189,12 @@ ki_deconv2d_path ki_deconv2d_pick(const ki_deconv2d *c, const ki_conv2d_geom *g)
     return KI_DECONV2D_GEMM;
 }
 
-/* As for conv2d: one column matrix spanning the contiguous per-thread slices. */
+/* As for conv2d: the GEMM path's slices and one column matrix spanning the per-thread slices
+ * (deconv2d_gemm.c). */
 size_t ki_deconv2d_workspace_for(const ki_deconv2d *c, const ki_conv2d_geom *g, ki_deconv2d_path p,
                                  int n_threads)
 {
-    size_t col = 0;
-    if (p != KI_DECONV2D_GEMM ||
-        !ki_cv_floats3(&col, c->out_ch / c->groups * c->kh * c->kw, g->in.h, g->in.w)) {
-        return 0;
-    }
-    size_t nt = n_threads > 0 ? (size_t)n_threads : 1;
-    return ((col + nt - 1) / nt + 63) / 64 * 64;
+    return p == KI_DECONV2D_GEMM ? ki_deconv2d_gemm_workspace(c, g, n_threads) : 0;
 }
 
 /* One output value: every (input pixel, tap) with iy*s - p + ky*d == oy lands here. */
@@ -279,7 +282,11 @@ static ki_status deconv_forward(const void *state, const ki_tensor *in, int n_in
 
 static void deconv_destroy(void *state)
 {
-    free(state);
+    ki_deconv2d *c = state;
+    if (c) {
+        free(c->wt);
+    }
+    free(c);
 }
 
 /* Absorbs a following activation into the output epilogue (see ki_cv_fuse_act). */

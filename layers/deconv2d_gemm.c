@@ -1,7 +1,10 @@
-/* deconv2d_gemm.c - nn.ConvTranspose2d as cblas_sgemm into a column matrix, then col2im.
- * col2im gathers per output channel (one thread owns a plane), so the sums do not depend on
- * the thread count. */
-#include <cblas.h>
+/* deconv2d_gemm.c - nn.ConvTranspose2d as a GEMM into a column matrix, then col2im. The GEMM
+ * col[cog*kh*kw x hw] = W_g^T * X_g is a 1x1 convolution of the group's input planes with the
+ * transposed weight (c->wt, or transposed per run into the workspace), so it runs on kinfer's
+ * GEMM path (ki_conv2d_run, KI_CONV2D_GEMM1) at the CPU's level: its tiles, and col2im's
+ * gathers per output channel (one thread owns a plane), do not depend on the thread count, so
+ * neither do the results (OpenBLAS's sgemm, used before, split the products differently on 3
+ * threads than on 1 or 2, and ignored --isa). */
 #include <string.h>
 
 #include "conv2d.h"
@@ -40,20 +43,95 @@ static void col2im_plane(const ki_deconv2d *c, const ki_conv2d_geom *g, const fl
     }
 }
 
-/* Per (image, group): col[cog*kh*kw x hw] = W_g^T * X_g, with W_g the group's (cig x cog*kh*kw)
- * slab of the weight; OpenBLAS threads it outside any parallel region. */
+void ki_deconv2d_transpose(const ki_deconv2d *c, float *restrict wt)
+{
+    const int64_t cig = c->in_ch / c->groups, m = c->out_ch / c->groups * c->kh * c->kw;
+    for (int64_t gi = 0; gi < c->groups; gi++) {
+        const float *w = c->weight + gi * cig * m;
+        float *d = wt + gi * m * cig;
+        for (int64_t i = 0; i < cig; i++) {
+            for (int64_t r = 0; r < m; r++) {
+                d[r * cig + i] = w[i * m + r];
+            }
+        }
+    }
+}
+
+/* The GEMM of one group as a 1x1 convolution: cig -> m channels with weight a, no epilogue, at
+ * this CPU's level; *g1 its geometry on one image of h x w. False on an unusable size. */
+static bool gemm_layer(const ki_deconv2d *c, const ki_conv2d_geom *g, const float *a, ki_conv2d *pw,
+                       ki_conv2d_geom *g1)
+{
+    memset(pw, 0, sizeof *pw);
+    pw->in_ch = c->in_ch / c->groups;
+    pw->out_ch = c->out_ch / c->groups * c->kh * c->kw;
+    pw->groups = 1;
+    pw->kh = pw->kw = pw->sh = pw->sw = pw->dh = pw->dw = 1;
+    pw->pad_mode = KI_CONV_PAD_ZEROS;
+    pw->weight = a;
+    ki_conv2d_set_isa(pw, ki_cpu_isa());
+    const ki_shape s = ki_shape_make(4, (const int64_t[]){ 1, pw->in_ch, g->in.h, g->in.w });
+    return ki_conv2d_geom_make(pw, &s, g1, NULL) == KI_OK;
+}
+
+/* Bytes of the column matrix and of the transposed weight when made per run (else 0), and the
+ * GEMM's bytes per thread. */
+static bool gemm_sizes(const ki_deconv2d *c, const ki_conv2d_geom *g, int n_threads, size_t *col,
+                       size_t *wt, size_t *conv)
+{
+    ki_conv2d pw;
+    ki_conv2d_geom g1;
+    const int64_t cig = c->in_ch / c->groups, m = c->out_ch / c->groups * c->kh * c->kw;
+    *wt = 0;
+    if (!ki_cv_floats3(col, m, g->in.h, g->in.w) ||
+        (!c->wt && !ki_cv_floats3(wt, m, cig, c->groups)) ||
+        !gemm_layer(c, g, c->weight, &pw, &g1)) {
+        return false;
+    }
+    *conv = ki_conv2d_workspace_for(&pw, &g1, KI_CONV2D_GEMM1, n_threads);
+    return *col <= SIZE_MAX / 8 && *wt <= SIZE_MAX / 8 && *conv <= SIZE_MAX / 8;
+}
+
+size_t ki_deconv2d_gemm_workspace(const ki_deconv2d *c, const ki_conv2d_geom *g, int n_threads)
+{
+    size_t col, wt, conv, nt = n_threads > 0 ? (size_t)n_threads : 1;
+    if (!gemm_sizes(c, g, n_threads, &col, &wt, &conv)) {
+        return 0;
+    }
+    /* the GEMM's slices first, one after another, then col and wt over the rest of the team's
+     * workspace (see ki_deconv2d_forward_gemm) */
+    return (conv + 63) / 64 * 64 + ((col + wt + nt - 1) / nt + 63) / 64 * 64;
+}
+
+/* Per (image, group): the GEMM into col, then col2im per output channel with the epilogue. */
 void ki_deconv2d_forward_gemm(const ki_deconv2d *c, const ki_conv2d_geom *g, const float *in,
                               float *restrict out, const ki_exec *ex)
 {
     int64_t cig = c->in_ch / c->groups, cog = c->out_ch / c->groups;
     int64_t m = cog * c->kh * c->kw, hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
-    float *col = ex->workspace;
+    size_t col_b, wt_b, conv, nt = ex->n_threads > 0 ? (size_t)ex->n_threads : 1;
+    if (!gemm_sizes(c, g, ex->n_threads, &col_b, &wt_b, &conv)) {
+        return; /* the layer's workspace() said 0 */
+    }
+    /* the team's workspace: the GEMM's slices of conv bytes one after another, then col (m x hw)
+     * and the transposed weight when it is made here */
+    const size_t conv_al = (conv + 63) / 64 * 64;
+    const ki_exec sub = { ex->n_threads, ex->workspace, conv_al };
+    float *col = (float *)(void *)((char *)ex->workspace + nt * conv_al);
+    float *wt = c->wt ? c->wt : col + col_b / sizeof(float);
+    if (!c->wt) {
+        ki_deconv2d_transpose(c, wt);
+    }
     for (int64_t n = 0; n < g->in.n; n++) {
         for (int64_t gi = 0; gi < c->groups; gi++) {
             const float *x = in + (n * c->in_ch + gi * cig) * hw;
             float *y = out + (n * c->out_ch + gi * cog) * ohw;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)m, (int)hw, (int)cig, 1.0f,
-                        c->weight + gi * cig * m, (int)m, x, (int)hw, 0.0f, col, (int)hw);
+            ki_conv2d pw;
+            ki_conv2d_geom g1;
+            if (!gemm_layer(c, g, wt + gi * m * cig, &pw, &g1)) {
+                return;
+            }
+            ki_conv2d_run(&pw, &g1, KI_CONV2D_GEMM1, x, col, &sub);
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
             for (int64_t oc = 0; oc < cog; oc++) {
                 col2im_plane(c, g, col + oc * c->kh * c->kw * hw, y + oc * ohw);

@@ -1,5 +1,6 @@
 /* test_conv_transpose.c - nn.ConvTranspose2d: hand-computed cases, errors, and the GEMM +
- * col2im path against the scalar reference on random shapes at 1 and 2 threads. */
+ * col2im path against the scalar reference on random shapes at 1, 2 and 3 threads (bitwise equal
+ * to one another) and with the weight transposed per run. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -109,21 +110,27 @@ static void check_one(uint64_t seed, const ki_deconv2d *c, const int64_t *d, con
     size_t n = (size_t)(d[0] * c->out_ch * g.oh * g.ow);
     float *ref = malloc(n * 4 + 4), *fast = malloc(n * 4 + 4), *first = malloc(n * 4 + 4);
     ki_deconv2d_run(c, &g, KI_DECONV2D_REF, x, ref, NULL);
-    for (int th = 1; th <= 2; th++) {
-        size_t ws = ki_deconv2d_workspace_for(c, &g, KI_DECONV2D_GEMM, th);
-        ki_exec ex = { th, malloc(ws * (size_t)th + 64), ws };
+    /* runs 1-3: 1, 2 and 3 threads; run 4: 2 threads with the weight transposed per run (as for
+     * F.conv_transpose2d) */
+    for (int run = 1; run <= 4; run++) {
+        const int th = run == 4 ? 2 : run;
+        ki_deconv2d cr = *c;
+        cr.wt = run == 4 ? NULL : c->wt;
+        size_t ws = ki_deconv2d_workspace_for(&cr, &g, KI_DECONV2D_GEMM, th);
+        ki_exec ex = { th, aligned_alloc(64, (ws * (size_t)th + 64) / 64 * 64 + 64), ws };
         omp_set_num_threads(th);
-        ki_deconv2d_run(c, &g, KI_DECONV2D_GEMM, x, fast, &ex);
+        ki_deconv2d_run(&cr, &g, KI_DECONV2D_GEMM, x, fast, &ex);
         free(ex.workspace);
         long bad = tclose(fast, ref, n, 1e-5f, 1e-4f);
         if (bad >= 0) {
             fail_msg("seed %llu threads %d: out[%ld] %g vs ref %g", (unsigned long long)seed, th,
                      bad, fast[bad], ref[bad]);
         }
-        if (th == 1) {
+        if (run == 1) {
             memcpy(first, fast, n * 4);
         } else if (memcmp(first, fast, n * 4) != 0) {
-            fail_msg("seed %llu: 1 and 2 threads differ", (unsigned long long)seed);
+            fail_msg("seed %llu: run %d (%d threads) differs from one thread",
+                     (unsigned long long)seed, run, th);
         }
     }
     free(ref), free(fast), free(first);
@@ -138,7 +145,10 @@ static void test_random_vs_ref(void **unused)
         int64_t out = groups * trng_int(&s, 1, 3), kh = trng_int(&s, 1, 4);
         int64_t kw = trng_int(&s, 1, 4), sh = trng_int(&s, 1, 3), sw = trng_int(&s, 1, 3);
         int64_t dh = trng_int(&s, 1, 2), dw = trng_int(&s, 1, 2);
-        int64_t d[4] = { trng_int(&s, 1, 2), in, trng_int(&s, 1, 7), trng_int(&s, 1, 9) };
+        /* every fourth case large enough for many GEMM panels per thread */
+        const bool big = seed % 4 == 0;
+        int64_t d[4] = { trng_int(&s, 1, 2), in, trng_int(&s, 1, big ? 20 : 7),
+                         trng_int(&s, 1, big ? 40 : 9) };
         int64_t oph = trng_int(&s, 0, (sh > dh ? sh : dh) - 1);
         int64_t opw = trng_int(&s, 0, (sw > dw ? sw : dw) - 1);
         size_t nw = (size_t)(in * (out / groups) * kh * kw), nx = (size_t)(d[0] * in * d[2] * d[3]);
