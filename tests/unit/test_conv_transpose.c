@@ -1,6 +1,6 @@
 /* test_conv_transpose.c - nn.ConvTranspose2d: hand-computed cases, errors, and the GEMM +
- * col2im path against the scalar reference on random shapes at 1, 2 and 3 threads (bitwise equal
- * to one another) and with the weight transposed per run. */
+ * col2im path against the scalar reference on random shapes at each level the CPU has, on 1, 2
+ * and 3 threads (bitwise equal to one another) and with the weight transposed per run. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,10 +136,14 @@ static void check_one(uint64_t seed, const ki_deconv2d *c, const int64_t *d, con
     free(ref), free(fast), free(first);
 }
 
+/* At each level the CPU has (the GEMM's micro-kernel follows ki_cpu_isa() at run time). */
 static void test_random_vs_ref(void **unused)
 {
     (void)unused;
-    for (uint64_t seed = 1; seed <= 200; seed++) {
+    const ki_isa have = ki_cpu_get()->isa;
+    ki_error cap = { 0 };
+    for (uint64_t seed = 1; seed <= 300; seed++) {
+        assert_int_equal(ki_cpu_set_isa((ki_isa)(seed % ((uint64_t)have + 1)), &cap), KI_OK);
         uint64_t s = seed * 0x9E3779B97F4A7C15ull;
         int64_t groups = trng_int(&s, 1, 3), in = groups * trng_int(&s, 1, 3);
         int64_t out = groups * trng_int(&s, 1, 3), kh = trng_int(&s, 1, 4);
@@ -170,6 +174,7 @@ static void test_random_vs_ref(void **unused)
         ops->destroy(st);
         free(w), free(b), free(x);
     }
+    assert_int_equal(ki_cpu_set_isa(have, &cap), KI_OK);
 }
 
 int main(void)
