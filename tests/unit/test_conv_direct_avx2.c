@@ -359,6 +359,12 @@ static void test_pool_s2_avx2(void **unused)
     skip();
 }
 
+static void test_pool_s1_avx2(void **unused)
+{
+    (void)unused;
+    skip();
+}
+
 static void test_pack3s2_vs_generic(void **unused)
 {
     (void)unused;
