@@ -57,7 +57,7 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libkinfer_cli.a $(BUILD)/libkinfer.a
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/cpu_level.c $(BUILD)/libkinfer_cli.a $(BUILD)/libkinfer.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -o $@ $^ -lcmocka $(LDLIBS)
 

@@ -136,6 +136,14 @@ ki_isa ki_cpu_isa(void)
     return (int)have < cap ? have : (ki_isa)cap;
 }
 
+void ki_cpu_pretend(ki_isa isa)
+{
+    ki_cpu_get();
+    if ((int)isa >= KI_ISA_GENERIC && isa < g_info.isa) {
+        g_info.isa = isa;
+    }
+}
+
 ki_status ki_cpu_set_isa(ki_isa isa, ki_error *err)
 {
     ki_isa have = ki_cpu_get()->isa;

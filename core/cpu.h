@@ -46,6 +46,10 @@ const ki_cpu_info *ki_cpu_get(void);
 ki_isa ki_cpu_isa(void);
 /* Caps the level at isa; KI_ERR_UNSUPPORTED (naming what the CPU has) when the CPU lacks it. */
 ki_status ki_cpu_set_isa(ki_isa isa, ki_error *err);
+/* For tests: from now on ki_cpu_get() reports at most isa as the CPU's own level (the caches and
+ * cores stay), so code and tests behave as on a CPU without the levels above it (an AVX2-only
+ * one on an AVX-512 machine). Call it first, before any thread or layer asks for the level. */
+void ki_cpu_pretend(ki_isa isa);
 /* Nanoseconds one spin-wait pause (x86 PAUSE; elsewhere a compiler barrier) takes on this CPU:
  * the best of three timed runs of 256, measured anew at each call. */
 double ki_cpu_pause_ns(void);
