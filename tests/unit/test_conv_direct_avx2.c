@@ -214,6 +214,19 @@ static void test_direct_pool_vs_ref(void **unused)
     }
 }
 
+/* Ties for the max pools: every fifth value 0.5, and with pm0 every value -1, -0 or +0 (told
+ * apart only by the sign of zero). */
+static void fill_ties(uint64_t *s, float *x, int64_t n, bool pm0)
+{
+    static const float v[3] = { -1.0f, -0.0f, 0.0f };
+    for (int64_t i = 0; i < n; i += 5) {
+        x[i] = 0.5f;
+    }
+    for (int64_t i = 0; i < n && pm0; i++) {
+        x[i] = v[trng_int(s, 0, 2)];
+    }
+}
+
 /* ki_pool_max_s2_avx2 against the reference, bit for bit: 2- and 3-wide windows, row strides 1
  * and 2, paddings, narrow and wide planes, planes of -1, -0 and +0 full of ties; a NaN is
  * reported. */
@@ -235,13 +248,7 @@ static void test_pool_s2_avx2(void **unused)
         float *x = malloc((size_t)(h * w) * 4), *want = malloc((size_t)(oh * ow) * 4);
         float *got = malloc((size_t)(oh * ow) * 4);
         trng_fill(&s, x, (size_t)(h * w));
-        for (int64_t i = 0; i < h * w; i += 5) { /* ties */
-            x[i] = 0.5f;
-        }
-        for (int64_t i = 0; i < h * w && seed % 2 == 0; i++) { /* ties of -0 and +0, told apart */
-            static const float pm0[3] = { -1.0f, -0.0f, 0.0f };
-            x[i] = pm0[trng_int(&s, 0, 2)];
-        }
+        fill_ties(&s, x, h * w, seed % 2 == 0);
         ki_pool_max_s2_ref(x, h, w, want, oh, ow, kh, kw, sh, ph, pw);
         assert_int_equal(ki_pool_max_s2_avx2(x, h, w, got, oh, ow, kh, kw, sh, ph, pw), 0);
         assert_memory_equal(got, want, (size_t)(oh * ow) * 4);
@@ -274,13 +281,7 @@ static void test_pool_s1_avx2(void **unused)
         float *x = malloc((size_t)(h * w) * 4), *want = malloc((size_t)(oh * ow) * 4);
         float *got = malloc((size_t)(oh * ow) * 4), *ws = malloc(nws * 4);
         trng_fill(&s, x, (size_t)(h * w));
-        for (int64_t i = 0; i < h * w; i += 5) { /* ties */
-            x[i] = 0.5f;
-        }
-        for (int64_t i = 0; i < h * w && seed % 2 == 0; i++) { /* ties of -0 and +0, told apart */
-            static const float pm0[3] = { -1.0f, -0.0f, 0.0f };
-            x[i] = pm0[trng_int(&s, 0, 2)];
-        }
+        fill_ties(&s, x, h * w, seed % 2 == 0);
         ki_pool_max_s1_ref(x, h, w, want, oh, ow, kh, kw, ph, pw);
         assert_int_equal(ki_pool_max_s1_avx2(x, h, w, got, oh, ow, kh, kw, ph, pw, ws), 0);
         assert_memory_equal(got, want, (size_t)(oh * ow) * 4);
