@@ -318,6 +318,9 @@ int ki_pool_max_s1_ref(const float *src, int64_t h, int64_t w, float *restrict d
 int ki_pool_max_s1_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
                         int64_t ow, int64_t kh, int64_t kw, int64_t ph, int64_t pw,
                         float *restrict ws);
+typedef int (*ki_pool_max_s1_fn)(const float *src, int64_t h, int64_t w, float *restrict dst,
+                                 int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t ph,
+                                 int64_t pw, float *restrict ws);
 /* One of the three above (nn.MaxPool2d and the conv's fused pool pick one per CPU level). */
 typedef int (*ki_pool_max_s2_fn)(const float *src, int64_t h, int64_t w, float *restrict dst,
                                  int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,

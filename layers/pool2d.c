@@ -17,7 +17,7 @@ typedef struct pool2d {
     bool is_max, ceil_mode, count_include_pad, return_indices;
     bool avx2;             /* the max row kernel runs with AVX2 */
     ki_pool_max_s2_fn s2k; /* the stride-2 plane kernel for this CPU level, or NULL */
-    bool s1k;              /* ki_pool_max_s1_avx2 runs here (stride-1 planes) */
+    ki_pool_max_s1_fn s1k; /* the stride-1 plane kernel for this CPU level, or NULL */
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
     int64_t divisor; /* divisor_override, 0 when None */
     float lp;        /* LP pooling: norm_type p (0 for max and average pooling) */
@@ -109,7 +109,7 @@ static ki_status pool_create(const ki_op_desc *op, bool is_max, bool lp, void **
     p->lp = (float)norm;
     p->is_max = is_max;
     p->avx2 = ki_cpu_isa() >= KI_ISA_AVX2;
-    p->s1k = KI_HAVE_X86 && p->avx2;
+    p->s1k = p->avx2 ? KI_X86(ki_pool_max_s1_avx2) : NULL;
     p->s2k = ki_cpu_isa() >= KI_ISA_AVX512 ? KI_X86(ki_pool_max_s2_avx512)
              : ki_cpu_isa() >= KI_ISA_AVX2 ? KI_X86(ki_pool_max_s2_avx2)
                                            : NULL;
@@ -412,25 +412,29 @@ static void pool_plane_ref(const pool2d *p, const ki_cv_nchw *x, const float *sr
     }
 }
 
-int ki_pool_max_s2_ref(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
-                       int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw)
+/* The reference max pool of one plane, dilation 1 (the plane kernels' oracles below). */
+static void max_plane_ref(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                          int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                          int64_t pw)
 {
     const pool2d p = {
-        .is_max = true, .kh = kh, .kw = kw, .sh = sh, .sw = 2, .ph = ph, .pw = pw, .dh = 1, .dw = 1
+        .is_max = true, .kh = kh, .kw = kw, .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = 1, .dw = 1
     };
     const ki_cv_nchw x = { 1, 1, h, w, false };
     pool_plane_ref(&p, &x, src, dst, NULL, oh * ow, ow);
+}
+
+int ki_pool_max_s2_ref(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                       int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw)
+{
+    max_plane_ref(src, h, w, dst, oh, ow, kh, kw, sh, 2, ph, pw);
     return 0;
 }
 
 int ki_pool_max_s1_ref(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
                        int64_t ow, int64_t kh, int64_t kw, int64_t ph, int64_t pw)
 {
-    const pool2d p = {
-        .is_max = true, .kh = kh, .kw = kw, .sh = 1, .sw = 1, .ph = ph, .pw = pw, .dh = 1, .dw = 1
-    };
-    const ki_cv_nchw x = { 1, 1, h, w, false };
-    pool_plane_ref(&p, &x, src, dst, NULL, oh * ow, ow);
+    max_plane_ref(src, h, w, dst, oh, ow, kh, kw, 1, 1, ph, pw);
     return 0;
 }
 
@@ -459,14 +463,9 @@ static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, 
             float *d = dst + pl * ohw;
             float *ws =
                 (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
-#if KI_HAVE_X86
-            if (ki_pool_max_s1_avx2(s, x.h, x.w, d, oh, ow, p->kh, p->kw, p->ph, p->pw, ws)) {
+            if (p->s1k(s, x.h, x.w, d, oh, ow, p->kh, p->kw, p->ph, p->pw, ws)) {
                 pool_plane_ref(p, &x, s, d, NULL, ohw, ow);
             }
-#else
-            (void)ws;
-            pool_plane_ref(p, &x, s, d, NULL, ohw, ow);
-#endif
         }
         return KI_OK;
     }
