@@ -57,9 +57,10 @@ void ki_deconv2d_transpose(const ki_deconv2d *c, float *restrict wt)
     }
 }
 
-/* The GEMM of one group as a 1x1 convolution: cig -> m channels with weight a, no epilogue, at
- * this CPU's level; *g1 its geometry on one image of h x w. False on an unusable size. */
-static bool gemm_layer(const ki_deconv2d *c, const ki_conv2d_geom *g, const float *a, ki_conv2d *pw,
+/* The GEMM of a group as a 1x1 convolution: cig -> m channels, no epilogue, at this CPU's level
+ * (its weight set to each group's transposed slab before it runs); *g1 its geometry on one image
+ * of h x w. False on an unusable size. */
+static bool gemm_layer(const ki_deconv2d *c, const ki_conv2d_geom *g, ki_conv2d *pw,
                        ki_conv2d_geom *g1)
 {
     memset(pw, 0, sizeof *pw);
@@ -68,34 +69,33 @@ static bool gemm_layer(const ki_deconv2d *c, const ki_conv2d_geom *g, const floa
     pw->groups = 1;
     pw->kh = pw->kw = pw->sh = pw->sw = pw->dh = pw->dw = 1;
     pw->pad_mode = KI_CONV_PAD_ZEROS;
-    pw->weight = a;
+    pw->weight = c->weight;
     ki_conv2d_set_isa(pw, ki_cpu_isa());
     const ki_shape s = ki_shape_make(4, (const int64_t[]){ 1, pw->in_ch, g->in.h, g->in.w });
     return ki_conv2d_geom_make(pw, &s, g1, NULL) == KI_OK;
 }
 
-/* Bytes of the column matrix and of the transposed weight when made per run (else 0), and the
- * GEMM's bytes per thread. */
+/* Bytes of the column matrix and of the transposed weight when made per run (else 0), the GEMM's
+ * bytes per thread, and the GEMM layer with its geometry (gemm_layer). */
 static bool gemm_sizes(const ki_deconv2d *c, const ki_conv2d_geom *g, int n_threads, size_t *col,
-                       size_t *wt, size_t *conv)
+                       size_t *wt, size_t *conv, ki_conv2d *pw, ki_conv2d_geom *g1)
 {
-    ki_conv2d pw;
-    ki_conv2d_geom g1;
     const int64_t cig = c->in_ch / c->groups, m = c->out_ch / c->groups * c->kh * c->kw;
     *wt = 0;
     if (!ki_cv_floats3(col, m, g->in.h, g->in.w) ||
-        (!c->wt && !ki_cv_floats3(wt, m, cig, c->groups)) ||
-        !gemm_layer(c, g, c->weight, &pw, &g1)) {
+        (!c->wt && !ki_cv_floats3(wt, m, cig, c->groups)) || !gemm_layer(c, g, pw, g1)) {
         return false;
     }
-    *conv = ki_conv2d_workspace_for(&pw, &g1, KI_CONV2D_GEMM1, n_threads);
+    *conv = ki_conv2d_workspace_for(pw, g1, KI_CONV2D_GEMM1, n_threads);
     return *col <= SIZE_MAX / 8 && *wt <= SIZE_MAX / 8 && *conv <= SIZE_MAX / 8;
 }
 
 size_t ki_deconv2d_gemm_workspace(const ki_deconv2d *c, const ki_conv2d_geom *g, int n_threads)
 {
     size_t col, wt, conv, nt = n_threads > 0 ? (size_t)n_threads : 1;
-    if (!gemm_sizes(c, g, n_threads, &col, &wt, &conv)) {
+    ki_conv2d pw;
+    ki_conv2d_geom g1;
+    if (!gemm_sizes(c, g, n_threads, &col, &wt, &conv, &pw, &g1)) {
         return 0;
     }
     /* the GEMM's slices first, one after another, then col and wt over the rest of the team's
@@ -110,7 +110,9 @@ void ki_deconv2d_forward_gemm(const ki_deconv2d *c, const ki_conv2d_geom *g, con
     int64_t cig = c->in_ch / c->groups, cog = c->out_ch / c->groups;
     int64_t m = cog * c->kh * c->kw, hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
     size_t col_b, wt_b, conv, nt = ex->n_threads > 0 ? (size_t)ex->n_threads : 1;
-    if (!gemm_sizes(c, g, ex->n_threads, &col_b, &wt_b, &conv)) {
+    ki_conv2d pw;
+    ki_conv2d_geom g1;
+    if (!gemm_sizes(c, g, ex->n_threads, &col_b, &wt_b, &conv, &pw, &g1)) {
         return; /* the layer's workspace() said 0 */
     }
     /* the team's workspace: the GEMM's slices of conv bytes one after another, then col (m x hw)
@@ -126,11 +128,7 @@ void ki_deconv2d_forward_gemm(const ki_deconv2d *c, const ki_conv2d_geom *g, con
         for (int64_t gi = 0; gi < c->groups; gi++) {
             const float *x = in + (n * c->in_ch + gi * cig) * hw;
             float *y = out + (n * c->out_ch + gi * cog) * ohw;
-            ki_conv2d pw;
-            ki_conv2d_geom g1;
-            if (!gemm_layer(c, g, wt + gi * m * cig, &pw, &g1)) {
-                return;
-            }
+            pw.weight = wt + gi * m * cig;
             ki_conv2d_run(&pw, &g1, KI_CONV2D_GEMM1, x, col, &sub);
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
             for (int64_t oc = 0; oc < cog; oc++) {
