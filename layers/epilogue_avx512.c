@@ -20,7 +20,7 @@ static inline __attribute__((always_inline)) void step16(float *p, const float *
     if (kind == KI_ACT_GELU) {
         v = ki_vgelu_avx512(v);
     } else {
-        v = ki_vsig_div_avx512(kind == KI_ACT_SILU ? v : one, v);
+        v = ki_vsig_mul_avx512(kind == KI_ACT_SILU ? v : one, v);
     }
     v = res && after ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, res)) : v;
     _mm512_mask_storeu_ps(p, m, v);

@@ -70,16 +70,24 @@ static inline __attribute__((always_inline)) __m256 ki_vexp_avx2(__m256 x)
             r, SET1(1.0f)),                                                                        \
         r, SET1(1.0f))
 
+/* From a (max(-88, -|x|)) to t (n + 127 in the low mantissa bits) and p = e^r, with a vector
+ * type's FMA(a, b, c) = a*b + c, FNMADD(a, b, c) = c - a*b, SUB and SET1: the operations both
+ * levels share, written once. */
+#define KI_VSIG_REDUCE(FMA, FNMADD, SUB, SET1, a, t, p)                                            \
+    do {                                                                                           \
+        t = FMA(a, SET1(1.44269504088896341f), SET1(KI_VSIG_SHIFT));                               \
+        const __typeof__(t) n_ = SUB(t, SET1(KI_VSIG_SHIFT));                                      \
+        const __typeof__(t) r_ =                                                                   \
+            FNMADD(n_, SET1(1.428606765330187e-06f), FNMADD(n_, SET1(0.693145751953125f), a));     \
+        p = KI_VSIG_POLY(FMA, SET1, r_);                                                           \
+    } while (0)
+
 /* e^(-|x|) as above; NaN stays NaN. */
 static inline __attribute__((always_inline)) __m256 ki_vexpnabs_avx2(__m256 x)
 {
     const __m256 a = _mm256_max_ps(_mm256_set1_ps(-88.0f), _mm256_or_ps(x, _mm256_set1_ps(-0.0f)));
-    const __m256 t =
-        _mm256_fmadd_ps(a, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(KI_VSIG_SHIFT));
-    const __m256 n = _mm256_sub_ps(t, _mm256_set1_ps(KI_VSIG_SHIFT));
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), a);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
-    const __m256 p = KI_VSIG_POLY(_mm256_fmadd_ps, _mm256_set1_ps, r);
+    __m256 t, p;
+    KI_VSIG_REDUCE(_mm256_fmadd_ps, _mm256_fnmadd_ps, _mm256_sub_ps, _mm256_set1_ps, a, t, p);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
 }
 

@@ -26,18 +26,14 @@ static inline __attribute__((always_inline)) __m512 ki_vexpnabs_avx512(__m512 x)
     const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
     const __m512 a = _mm512_max_ps(
         _mm512_set1_ps(-88.0f), _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign)));
-    const __m512 t =
-        _mm512_fmadd_ps(a, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(KI_VSIG_SHIFT));
-    const __m512 n = _mm512_sub_ps(t, _mm512_set1_ps(KI_VSIG_SHIFT));
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), a);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-    const __m512 p = KI_VSIG_POLY(_mm512_fmadd_ps, _mm512_set1_ps, r);
+    __m512 t, p;
+    KI_VSIG_REDUCE(_mm512_fmadd_ps, _mm512_fnmadd_ps, _mm512_sub_ps, _mm512_set1_ps, a, t, p);
     return _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23)));
 }
 
 /* num * sigmoid(x): ki_vsig_mul_avx2 lane by lane (the same bits). SiLU with num = x, Sigmoid
  * with num = 1. */
-static inline __attribute__((always_inline)) __m512 ki_vsig_div_avx512(__m512 num, __m512 x)
+static inline __attribute__((always_inline)) __m512 ki_vsig_mul_avx512(__m512 num, __m512 x)
 {
     const __m512 one = _mm512_set1_ps(1.0f), e = ki_vexpnabs_avx512(x);
     const __mmask16 neg =
@@ -89,9 +85,9 @@ static inline __attribute__((always_inline)) __m512 ki_vact_avx512(const ki_act 
         return _mm512_div_ps(t, six);
     }
     case KI_ACT_SILU:
-        return ki_vsig_div_avx512(v, v);
+        return ki_vsig_mul_avx512(v, v);
     case KI_ACT_SIGMOID:
-        return ki_vsig_div_avx512(_mm512_set1_ps(1.0f), v);
+        return ki_vsig_mul_avx512(_mm512_set1_ps(1.0f), v);
     default:
         return v;
     }
