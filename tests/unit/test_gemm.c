@@ -545,7 +545,7 @@ static void pool3(top *t, int64_t s, int64_t pad, int ceil)
  * (the band's reference pool lets it win). A stride-1 pool is refused, nothing is taken after
  * the pool, and without the direct path (the generic level) no pool is taken. At each level the
  * CPU has (ki_cpu_set_isa before the layers are made). */
-static void pool_fuse_at(void)
+static void pool_fuse_at_level(void)
 {
     static float w[20 * 3 * 49], b[20], x[2 * 3 * 53 * 47];
     static const int64_t sizes[][4] = {
@@ -613,16 +613,22 @@ static void pool_fuse_at(void)
     }
 }
 
-static void test_pool_fuse(void **unused)
+/* fn at each level the CPU has (ki_cpu_set_isa before its layers are made), then the CPU's own. */
+static void at_each_level(void (*fn)(void))
 {
-    (void)unused;
     const ki_isa have = ki_cpu_get()->isa;
     ki_error err = { 0 };
     for (int isa = KI_ISA_GENERIC; isa <= (int)have; isa++) {
         assert_int_equal(ki_cpu_set_isa((ki_isa)isa, &err), KI_OK);
-        pool_fuse_at();
+        fn();
     }
     assert_int_equal(ki_cpu_set_isa(have, &err), KI_OK);
+}
+
+static void test_pool_fuse(void **unused)
+{
+    (void)unused;
+    at_each_level(pool_fuse_at_level);
 }
 
 /* A 3x3 depthwise layer over ch channels, stride st, padding 1, its input declared as decl. */
@@ -724,13 +730,7 @@ static void pwdw_fuse_at_level(void)
 static void test_pwdw_fuse(void **unused)
 {
     (void)unused;
-    const ki_isa have = ki_cpu_get()->isa;
-    ki_error err = { 0 };
-    for (int isa = KI_ISA_GENERIC; isa <= (int)have; isa++) {
-        assert_int_equal(ki_cpu_set_isa((ki_isa)isa, &err), KI_OK);
-        pwdw_fuse_at_level();
-    }
-    assert_int_equal(ki_cpu_set_isa(have, &err), KI_OK);
+    at_each_level(pwdw_fuse_at_level);
 }
 
 int main(void)
