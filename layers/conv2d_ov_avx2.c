@@ -109,16 +109,20 @@ static inline AI void px16_store(float *t, px16 c, const float *bias, __m256 vlo
     _mm256_storeu_ps(t + 8, fin(c.v1, bias ? bias + 8 : NULL, vlo, vhi));
 }
 
-/* Five pixels of b and t, channels h..h+15 (h 0 or 16: a, bias and t offset by the caller):
- * 10 accumulators, one more chain than 4 x 2 for the FMA latency, where a pixel count leaves
- * 2 or 4 after the groups of 3 (pw 5, 8, 10, 11). */
-static __attribute__((noinline)) void ov_half5(int64_t k, const float *a, const float *b,
-                                               int64_t ldb, bool acc, const float *bias, float lo,
-                                               float hi, float *restrict t, ki_ov_pf pf)
+/* np pixels (5 or 6, a constant in each copy) of b and t, channels h..h+15 (h 0 or 16: a, bias
+ * and t offset by the caller), the two weight vectors loaded once per k step and np broadcasts.
+ * Five pixels: 10 accumulators, one more chain than 4 x 2 for the FMA latency, where a pixel count
+ * leaves 2 or 4 after the groups of 3 (pw 5, 8, 10, 11). Six: 12 accumulators, so 8 loads feed
+ * 12 FMAs where the 3-pixel group needs 15 (its weights are memory operands of every FMA); in L1,
+ * k 128, 12 pixels, one thread: 103 -> 106-110 GFLOP/s of 113 (docs/performance.md). */
+static inline AI void ov_half(int64_t k, const float *a, const float *b, int64_t ldb, bool acc,
+                              const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf,
+                              const int np)
 {
     px16 c0 = px16_load(t, acc), c1 = px16_load(t + KI_OV_MV, acc);
     px16 c2 = px16_load(t + 2 * KI_OV_MV, acc), c3 = px16_load(t + 3 * KI_OV_MV, acc);
     px16 c4 = px16_load(t + 4 * KI_OV_MV, acc);
+    px16 c5 = np > 5 ? px16_load(t + 5 * KI_OV_MV, acc) : c0;
     const int64_t per = ki_ov_pf_per(pf, k);
     for (int64_t q = 0; q < k; q++, a += KI_OV_MV, b += ldb) {
         ki_ov_pf_step(pf, per, q);
@@ -128,6 +132,9 @@ static __attribute__((noinline)) void ov_half5(int64_t k, const float *a, const 
         c2 = px16_fma(c2, a0, a1, b + 2);
         c3 = px16_fma(c3, a0, a1, b + 3);
         c4 = px16_fma(c4, a0, a1, b + 4);
+        if (np > 5) {
+            c5 = px16_fma(c5, a0, a1, b + 5);
+        }
     }
     const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
     px16_store(t, c0, bias, vlo, vhi);
@@ -135,37 +142,9 @@ static __attribute__((noinline)) void ov_half5(int64_t k, const float *a, const 
     px16_store(t + 2 * KI_OV_MV, c2, bias, vlo, vhi);
     px16_store(t + 3 * KI_OV_MV, c3, bias, vlo, vhi);
     px16_store(t + 4 * KI_OV_MV, c4, bias, vlo, vhi);
-}
-
-/* Six pixels of b and t, channels h..h+15 (as ov_half5): 12 accumulators, the two weight vectors
- * loaded once per k step and six broadcasts, so 8 loads feed 12 FMAs where the 3-pixel group
- * needs 15 (its weights are memory operands of every FMA). In L1, k 128, 12 pixels, one thread:
- * 103 -> 106-110 GFLOP/s of 113 (docs/performance.md). */
-static __attribute__((noinline)) void ov_half6(int64_t k, const float *a, const float *b,
-                                               int64_t ldb, bool acc, const float *bias, float lo,
-                                               float hi, float *restrict t, ki_ov_pf pf)
-{
-    px16 c0 = px16_load(t, acc), c1 = px16_load(t + KI_OV_MV, acc);
-    px16 c2 = px16_load(t + 2 * KI_OV_MV, acc), c3 = px16_load(t + 3 * KI_OV_MV, acc);
-    px16 c4 = px16_load(t + 4 * KI_OV_MV, acc), c5 = px16_load(t + 5 * KI_OV_MV, acc);
-    const int64_t per = ki_ov_pf_per(pf, k);
-    for (int64_t q = 0; q < k; q++, a += KI_OV_MV, b += ldb) {
-        ki_ov_pf_step(pf, per, q);
-        __m256 a0 = _mm256_load_ps(a), a1 = _mm256_load_ps(a + 8);
-        c0 = px16_fma(c0, a0, a1, b);
-        c1 = px16_fma(c1, a0, a1, b + 1);
-        c2 = px16_fma(c2, a0, a1, b + 2);
-        c3 = px16_fma(c3, a0, a1, b + 3);
-        c4 = px16_fma(c4, a0, a1, b + 4);
-        c5 = px16_fma(c5, a0, a1, b + 5);
+    if (np > 5) {
+        px16_store(t + 5 * KI_OV_MV, c5, bias, vlo, vhi);
     }
-    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-    px16_store(t, c0, bias, vlo, vhi);
-    px16_store(t + KI_OV_MV, c1, bias, vlo, vhi);
-    px16_store(t + 2 * KI_OV_MV, c2, bias, vlo, vhi);
-    px16_store(t + 3 * KI_OV_MV, c3, bias, vlo, vhi);
-    px16_store(t + 4 * KI_OV_MV, c4, bias, vlo, vhi);
-    px16_store(t + 5 * KI_OV_MV, c5, bias, vlo, vhi);
 }
 
 /* One function per group width: each register-allocated on its own, so nothing of the caller
@@ -181,21 +160,24 @@ OV_GROUP(1)
 OV_GROUP(2)
 OV_GROUP(3)
 
-/* Pixels j..j+4 as two halves of 16 channels. */
-static void ov_five(int64_t k, const float *a, const float *b, int64_t ldb, bool acc,
-                    const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf)
-{
-    ov_half5(k, a, b, ldb, acc, bias, lo, hi, t, pf);
-    ov_half5(k, a + 16, b, ldb, acc, bias ? bias + 16 : NULL, lo, hi, t + 16, KI_OV_NO_PF);
-}
-
-/* Pixels j..j+5 as two halves of 16 channels. */
-static void ov_six(int64_t k, const float *a, const float *b, int64_t ldb, bool acc,
-                   const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf)
-{
-    ov_half6(k, a, b, ldb, acc, bias, lo, hi, t, pf);
-    ov_half6(k, a + 16, b, ldb, acc, bias ? bias + 16 : NULL, lo, hi, t + 16, KI_OV_NO_PF);
-}
+/* Pixels j..j+NP-1 (5 or 6) as two halves of 16 channels: ov_half with NP a constant, each half
+ * register-allocated on its own (ov_halfNP), then both halves (ov_halvesNP). */
+#define OV_HALVES(NP)                                                                              \
+    static __attribute__((noinline)) void ov_half##NP(                                             \
+        int64_t k, const float *a, const float *b, int64_t ldb, bool acc, const float *bias,       \
+        float lo, float hi, float *restrict t, ki_ov_pf pf)                                        \
+    {                                                                                              \
+        ov_half(k, a, b, ldb, acc, bias, lo, hi, t, pf, NP);                                       \
+    }                                                                                              \
+    static void ov_halves##NP(int64_t k, const float *a, const float *b, int64_t ldb, bool acc,    \
+                              const float *bias, float lo, float hi, float *restrict t,            \
+                              ki_ov_pf pf)                                                         \
+    {                                                                                              \
+        ov_half##NP(k, a, b, ldb, acc, bias, lo, hi, t, pf);                                       \
+        ov_half##NP(k, a + 16, b, ldb, acc, bias ? bias + 16 : NULL, lo, hi, t + 16, KI_OV_NO_PF); \
+    }
+OV_HALVES(5)
+OV_HALVES(6)
 
 /* The groups each run the whole k loop; pf's lines are asked for in the first one's. */
 void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
@@ -205,12 +187,12 @@ void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64
         ki_ov_ukernel_ref(k, a, b, pw, ldb, acc, bias, lo, hi, t, pf);
         return;
     }
-    /* Groups of 6 pixels (ov_six) where what they leave is 0, 3 or 5 pixels or another 6 (pw 6,
+    /* Groups of 6 pixels (ov_halves6) where what they leave is 0, 3 or 5 pixels or another 6 (pw 6,
      * 9, 11, 12); 7, 8 and 10 pixels go as 3 + 2 + 2, 3 + 5 and 5 + 5 below, which were faster
      * than 6 + 1, 6 + 2 and 6 + 2 + 2. */
     int j = 0;
     for (; pw - j == 6 || pw - j == 9 || pw - j == 11 || pw - j == 12; j += 6) {
-        ov_six(k, a, b + j, ldb, acc, bias, lo, hi, t + j * KI_OV_MV, j ? KI_OV_NO_PF : pf);
+        ov_halves6(k, a, b + j, ldb, acc, bias, lo, hi, t + j * KI_OV_MV, j ? KI_OV_NO_PF : pf);
     }
     const int rest = pw - j;
     b += j, t += j * KI_OV_MV, pf = j ? KI_OV_NO_PF : pf;
@@ -222,7 +204,7 @@ void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64
         return;
     }
     /* Groups of 3 pixels; what is left (1 or 2) joins the last groups so that every group keeps
-     * at least 8 FMA chains: the last 5 pixels as ov_five (5, 8), the last 10 as two of them
+     * at least 8 FMA chains: the last 5 pixels as ov_halves5 (5, 8), the last 10 as two of them
      * (10), or the last 4 as two groups of 2 (4, 7). */
     int r = rest % 3, tail = r == 2 ? 5 : r == 0 ? 0 : rest >= 10 ? 10 : 4, i = 0;
     for (; i < rest - tail; i += 3) {
@@ -232,7 +214,7 @@ void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64
         ov_group2(k, a, b + i, ldb, acc, bias, lo, hi, t + i * KI_OV_MV, i ? KI_OV_NO_PF : pf);
     }
     for (; i < rest; i += 5) {
-        ov_five(k, a, b + i, ldb, acc, bias, lo, hi, t + i * KI_OV_MV, i ? KI_OV_NO_PF : pf);
+        ov_halves5(k, a, b + i, ldb, acc, bias, lo, hi, t + i * KI_OV_MV, i ? KI_OV_NO_PF : pf);
     }
 }
 
