@@ -143,12 +143,8 @@ void ki_conv2d_direct_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const fl
 
 int64_t ki_conv2d_pool_dim(const ki_conv2d *c, int64_t n)
 {
-    const int64_t p = c->pool_pad, span = n + 2 * p - 3;
-    if (n < 1 || span < 0) {
-        return 0;
-    }
-    int64_t out = (c->pool_ceil ? span + 1 : span) / 2 + 1;
-    return c->pool_ceil && (out - 1) * 2 >= n + p ? out - 1 : out;
+    const int64_t o = n < 1 ? 0 : ki_cv_pool_out(n, 3, c->pool_pad, 2, 1, c->pool_ceil);
+    return o > 0 ? o : 0;
 }
 
 /* The packed weights, then a band: (2 * POOL_BAND + 1) rows of every channel. */

@@ -364,6 +364,21 @@ static inline int64_t ki_cv_floordiv(int64_t a, int64_t b)
     return (a % b != 0 && a < 0) ? q - 1 : q;
 }
 
+/* PyTorch's pooling_output_shape along one side of `in` (window k, padding pad, stride s,
+ * dilation d): with ceil_mode the last window must start inside the input or the left padding.
+ * Below 1 when no window fits (PyTorch's "output size is too small"). The pools (2-D, 3-D) and
+ * the convolution's fused pool take their sizes from it. */
+static inline int64_t ki_cv_pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d,
+                                     bool ceil_mode)
+{
+    int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+    int64_t o = ki_cv_floordiv(num, s) + 1;
+    if (ceil_mode && (o - 1) * s >= in + pad) {
+        o--;
+    }
+    return o;
+}
+
 /* Asks for the floats [p, p + n) in L2 ahead of use, one request per 64-byte line. A layer that
  * walks its planes one after another calls it for the next plane: a plane the layer before has
  * just written (and that has left L2 for L3, or sits in the other core's L2) is read in

@@ -140,18 +140,6 @@ static ki_status lp_create(const ki_op_desc *op, void **state, ki_error *err)
     return pool_create(op, false, true, state, err);
 }
 
-/* PyTorch's pooling_output_shape: with ceil_mode the last window must start inside the input
- * or the left padding. */
-static int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode)
-{
-    int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-    int64_t o = ki_cv_floordiv(num, s) + 1;
-    if (ceil_mode && (o - 1) * s >= in + pad) {
-        o--;
-    }
-    return o;
-}
-
 static ki_status pool_geom(const pool2d *p, const ki_shape *in, ki_cv_nchw *x, int64_t *oh,
                            int64_t *ow, ki_error *err)
 {
@@ -159,8 +147,8 @@ static ki_status pool_geom(const pool2d *p, const ki_shape *in, ki_cv_nchw *x, i
     if (st != KI_OK) {
         return st;
     }
-    *oh = pool_out(x->h, p->kh, p->ph, p->sh, p->dh, p->ceil_mode);
-    *ow = pool_out(x->w, p->kw, p->pw, p->sw, p->dw, p->ceil_mode);
+    *oh = ki_cv_pool_out(x->h, p->kh, p->ph, p->sh, p->dh, p->ceil_mode);
+    *ow = ki_cv_pool_out(x->w, p->kw, p->pw, p->sw, p->dw, p->ceil_mode);
     if (*oh < 1 || *ow < 1) {
         return KI_FAIL(err, KI_ERR_SHAPE, "input %lldx%lld is too small: output %lldx%lld",
                        (long long)x->h, (long long)x->w, (long long)*oh, (long long)*ow);

@@ -136,7 +136,7 @@ static ki_status pool_geom(const pool3d *p, const ki_shape *in, ki_vol *x, int64
         if (p->adaptive) {
             o[i] = p->os[i] ? p->os[i] : n[i];
         } else {
-            o[i] = ki_vol_pool_out(n[i], p->k[i], p->p[i], p->s[i], p->dl[i], p->ceil_mode);
+            o[i] = ki_cv_pool_out(n[i], p->k[i], p->p[i], p->s[i], p->dl[i], p->ceil_mode);
         }
         if (p->adaptive ? n[i] < 1 : o[i] < 1) {
             return KI_FAIL(err, KI_ERR_SHAPE, "input %lldx%lldx%lld is too small or empty",

@@ -297,17 +297,4 @@ static inline bool ki_vol_conv_fuse(void *state, const ki_op_desc *next, int slo
         .fuse = ki_vol_conv_fuse,                                                                  \
     }
 
-/* PyTorch's pooling_output_shape: with ceil_mode the last window must start inside the input
- * or the left padding. */
-static inline int64_t ki_vol_pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d,
-                                      bool ceil_mode)
-{
-    int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-    int64_t o = ki_cv_floordiv(num, s) + 1;
-    if (ceil_mode && (o - 1) * s >= in + pad) {
-        o--;
-    }
-    return o;
-}
-
 #endif

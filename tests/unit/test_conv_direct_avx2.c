@@ -129,11 +129,12 @@ static void test_direct_vs_ref(void **unused)
 }
 
 /* nn.MaxPool2d's output size for a 3-wide window at stride 2 with padding pad (PyTorch's rule:
- * in ceil mode the last window must start inside the input or the left padding). */
+ * floor or ceil of (n + 2 pad - 3) / 2, plus 1; in ceil mode the last window must start inside
+ * the input or the left padding); below 1 when no window fits. */
 static int64_t pool3s2_dim(int64_t n, int64_t pad, bool ceil_mode)
 {
-    const int64_t span = n + 2 * pad - 3;
-    int64_t out = (ceil_mode ? span + 1 : span) / 2 + 1;
+    const int64_t span = n + 2 * pad - 3 + (ceil_mode ? 1 : 0);
+    const int64_t out = (span >= 0 ? span / 2 : -((1 - span) / 2)) + 1; /* floor of span / 2 */
     return ceil_mode && (out - 1) * 2 >= n + pad ? out - 1 : out;
 }
 
@@ -186,8 +187,8 @@ static void test_direct_pool_vs_ref(void **unused)
         ki_conv2d_geom g;
         ki_shape in = ki_shape_make(4, (const int64_t[]){ d.n, d.in, d.h, d.w });
         ki_error err = { 0 };
-        if (ki_conv2d_geom_make(c, &in, &g, &err) != KI_OK || g.oh + 2 * pad < 3 ||
-            g.ow + 2 * pad < 3) {
+        if (ki_conv2d_geom_make(c, &in, &g, &err) != KI_OK ||
+            pool3s2_dim(g.oh, pad, ceil_mode) < 1 || pool3s2_dim(g.ow, pad, ceil_mode) < 1) {
             ops->destroy(c);
             free(w), free(b), free(x);
             continue;

@@ -539,18 +539,18 @@ static void pool3(top *t, int64_t s, int64_t pad, int ceil)
 /* On the direct path (AVX2 and AVX-512), fuse() takes a 3x3 stride-2 max pool after the
  * activation, padded by 1 in floor mode (resnet's stem), by 1 in ceil mode, or by 0 in ceil mode
  * (squeezenet's): the fused layer equals conv + ReLU, then the pool, bit for bit, whatever the
- * size (bands cut short at the bottom, odd widths, planes of one row, batch 2; where the pool
- * fits no window both refuse the shape), the layer (3 -> 20 channels 3x3 and 7x7; 1 -> 4 channels
- * 1x1, whose packed weights are one cache line), the thread count, and with a NaN in the input
- * (the band's reference pool lets it win). A stride-1 pool is refused, nothing is taken after
- * the pool, and without the direct path (the generic level) no pool is taken. At each level the
- * CPU has (ki_cpu_set_isa before the layers are made). */
+ * size (bands cut short at the bottom, odd widths, planes of one row, batch 2, a 2x2 output whose
+ * ceil-mode pool has one partial window; where the pool fits no window both refuse the shape), the
+ * layer (3 -> 20 channels 3x3 and 7x7; 1 -> 4 channels 1x1, whose packed weights are one cache
+ * line), the thread count, and with a NaN in the input (the band's reference pool lets it win). A
+ * stride-1 pool is refused, nothing is taken after the pool, and without the direct path (the
+ * generic level) no pool is taken. At each level the CPU has (ki_cpu_set_isa before the layers are
+ * made). */
 static void pool_fuse_at_level(void)
 {
     static float w[20 * 3 * 49], b[20], x[2 * 3 * 53 * 47];
-    static const int64_t sizes[][4] = {
-        { 1, 3, 53, 47 }, { 2, 3, 30, 34 }, { 1, 3, 2, 9 }, { 1, 3, 17, 16 }, { 2, 3, 1, 5 }
-    };
+    static const int64_t sizes[][4] = { { 1, 3, 53, 47 }, { 2, 3, 30, 34 }, { 1, 3, 2, 9 },
+                                        { 1, 3, 17, 16 }, { 2, 3, 1, 5 },   { 1, 3, 4, 4 } };
     static const int64_t pads[3] = { 1, 1, 0 };
     static const int ceils[3] = { 0, 1, 1 };
     uint64_t s = 9;
