@@ -63,17 +63,28 @@ static inline AI void ov_group(int64_t k, const float *a, const float *b, int64_
     px32 c0 = px_load(t, acc);
     px32 c1 = np > 1 ? px_load(t + KI_OV_MV, acc) : c0;
     px32 c2 = np > 2 ? px_load(t + 2 * KI_OV_MV, acc) : c0;
-    const int64_t per = ki_ov_pf_per(pf, k);
-    for (int64_t q = 0; q < k; q++, a += KI_OV_MV, b += ldb) {
+#define GROUP_STEP()                                                                               \
+    do {                                                                                           \
+        c0 = px_fma(c0, a, _mm256_broadcast_ss(b));                                                \
+        if (np > 1) {                                                                              \
+            c1 = px_fma(c1, a, _mm256_broadcast_ss(b + 1));                                        \
+        }                                                                                          \
+        if (np > 2) {                                                                              \
+            c2 = px_fma(c2, a, _mm256_broadcast_ss(b + 2));                                        \
+        }                                                                                          \
+        a += KI_OV_MV, b += ldb;                                                                   \
+    } while (0)
+    /* the steps that ask for pf's lines, then a loop without that bookkeeping */
+    const int64_t per = ki_ov_pf_per(pf, k), steps = ki_ov_pf_steps(pf, per);
+    int64_t q = 0;
+    for (; q < steps; q++) {
         ki_ov_pf_step(pf, per, q);
-        c0 = px_fma(c0, a, _mm256_broadcast_ss(b));
-        if (np > 1) {
-            c1 = px_fma(c1, a, _mm256_broadcast_ss(b + 1));
-        }
-        if (np > 2) {
-            c2 = px_fma(c2, a, _mm256_broadcast_ss(b + 2));
-        }
+        GROUP_STEP();
     }
+    for (; q < k; q++) {
+        GROUP_STEP();
+    }
+#undef GROUP_STEP
     const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
     px_store(t, c0, bias, vlo, vhi);
     if (np > 1) {
@@ -123,19 +134,30 @@ static inline AI void ov_half(int64_t k, const float *a, const float *b, int64_t
     px16 c2 = px16_load(t + 2 * KI_OV_MV, acc), c3 = px16_load(t + 3 * KI_OV_MV, acc);
     px16 c4 = px16_load(t + 4 * KI_OV_MV, acc);
     px16 c5 = np > 5 ? px16_load(t + 5 * KI_OV_MV, acc) : c0;
-    const int64_t per = ki_ov_pf_per(pf, k);
-    for (int64_t q = 0; q < k; q++, a += KI_OV_MV, b += ldb) {
+#define HALF_STEP()                                                                                \
+    do {                                                                                           \
+        __m256 a0 = _mm256_load_ps(a), a1 = _mm256_load_ps(a + 8);                                 \
+        c0 = px16_fma(c0, a0, a1, b);                                                              \
+        c1 = px16_fma(c1, a0, a1, b + 1);                                                          \
+        c2 = px16_fma(c2, a0, a1, b + 2);                                                          \
+        c3 = px16_fma(c3, a0, a1, b + 3);                                                          \
+        c4 = px16_fma(c4, a0, a1, b + 4);                                                          \
+        if (np > 5) {                                                                              \
+            c5 = px16_fma(c5, a0, a1, b + 5);                                                      \
+        }                                                                                          \
+        a += KI_OV_MV, b += ldb;                                                                   \
+    } while (0)
+    /* as in ov_group */
+    const int64_t per = ki_ov_pf_per(pf, k), steps = ki_ov_pf_steps(pf, per);
+    int64_t q = 0;
+    for (; q < steps; q++) {
         ki_ov_pf_step(pf, per, q);
-        __m256 a0 = _mm256_load_ps(a), a1 = _mm256_load_ps(a + 8);
-        c0 = px16_fma(c0, a0, a1, b);
-        c1 = px16_fma(c1, a0, a1, b + 1);
-        c2 = px16_fma(c2, a0, a1, b + 2);
-        c3 = px16_fma(c3, a0, a1, b + 3);
-        c4 = px16_fma(c4, a0, a1, b + 4);
-        if (np > 5) {
-            c5 = px16_fma(c5, a0, a1, b + 5);
-        }
+        HALF_STEP();
     }
+    for (; q < k; q++) {
+        HALF_STEP();
+    }
+#undef HALF_STEP
     const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
     px16_store(t, c0, bias, vlo, vhi);
     px16_store(t + KI_OV_MV, c1, bias, vlo, vhi);

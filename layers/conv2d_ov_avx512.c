@@ -27,18 +27,28 @@ ov_tile(int64_t k, const void *a, const float *b, const int pw, int64_t ldb, boo
         c0[j] = acc ? _mm512_loadu_ps(t + j * KI_OV_MV) : _mm512_setzero_ps();
         c1[j] = acc ? _mm512_loadu_ps(t + j * KI_OV_MV + 16) : _mm512_setzero_ps();
     }
-    const int64_t per = ki_ov_pf_per(pf, k);
-    for (int64_t q = 0; q < k; q++) {
+#define TILE_STEP()                                                                                \
+    do {                                                                                           \
+        __m512 a0 = load_a(a, q * KI_OV_MV, half), a1 = load_a(a, q * KI_OV_MV + 16, half);        \
+        const float *bq = b + q * ldb;                                                             \
+        _Pragma("GCC unroll 12") for (int j = 0; j < pw; j++)                                      \
+        {                                                                                          \
+            __m512 bv = _mm512_set1_ps(bq[j]);                                                     \
+            c0[j] = _mm512_fmadd_ps(a0, bv, c0[j]);                                                \
+            c1[j] = _mm512_fmadd_ps(a1, bv, c1[j]);                                                \
+        }                                                                                          \
+    } while (0)
+    /* the steps that ask for pf's lines, then a loop without that bookkeeping */
+    const int64_t per = ki_ov_pf_per(pf, k), steps = ki_ov_pf_steps(pf, per);
+    int64_t q = 0;
+    for (; q < steps; q++) {
         ki_ov_pf_step(pf, per, q);
-        __m512 a0 = load_a(a, q * KI_OV_MV, half), a1 = load_a(a, q * KI_OV_MV + 16, half);
-        const float *bq = b + q * ldb;
-#pragma GCC unroll 12
-        for (int j = 0; j < pw; j++) {
-            __m512 bv = _mm512_set1_ps(bq[j]);
-            c0[j] = _mm512_fmadd_ps(a0, bv, c0[j]);
-            c1[j] = _mm512_fmadd_ps(a1, bv, c1[j]);
-        }
+        TILE_STEP();
     }
+    for (; q < k; q++) {
+        TILE_STEP();
+    }
+#undef TILE_STEP
     __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
     __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
     const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
