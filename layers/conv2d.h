@@ -53,9 +53,9 @@ typedef void (*ki_ov_ukernel_h)(int64_t k, const uint16_t *a, const float *b, in
                                 bool acc, const float *bias, float lo, float hi, float *restrict t,
                                 ki_ov_pf pf);
 /* Lines of pf per step of a k loop of k steps and how many first steps ask for some (before the
- * loop), then the step q's (its body, only for q below that count: the loop's other steps, all
- * of them without pf, then cost one compare, where the step's own bounds took seven instructions
- * beside twelve FMAs of an AVX2 kernel's step). */
+ * loop), then the step q's (the body of a first loop over those steps; a second loop runs the
+ * others without this bookkeeping, which in every step took seven instructions beside the twelve
+ * FMAs of an AVX2 kernel's step). */
 static inline int64_t ki_ov_pf_per(ki_ov_pf pf, int64_t k)
 {
     return k > 0 ? (pf.n + k - 1) / k : 0;
