@@ -27,9 +27,12 @@ struct ki_session {
 #define ALIGN              64
 #define KI_MAX_STEP_INPUTS 16 /* inputs of a step whose kernel ki_session_step_kernel names */
 
+/* n rounded up to ALIGN; sizes within ALIGN of SIZE_MAX (a layer's "cannot be planned") stay at
+ * the largest multiple, which every later size check then refuses, instead of wrapping to 0. */
 static size_t round_up(size_t n)
 {
-    return (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+    return n > SIZE_MAX - (ALIGN - 1) ? SIZE_MAX & ~(size_t)(ALIGN - 1)
+                                      : (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
 }
 
 static ki_status check_input(const ki_model *m, int i, const ki_shape *in, ki_error *err)

@@ -5,12 +5,13 @@
  * 0 or 1 and declared bool in the param file blocks where it is 1) and the first output only
  * (need_weights=False, as pnnx exports it).
  *
- * Per batch entry: Q, K, V = x W^T + b (three sgemm), per head softmax(Q K^T / sqrt(d) + mask) V
- * (sgemm, a stable softmax per row), then the heads' concatenation times out_proj^T + bias. The
- * workspace of thread 0 holds Q, K, V, the scores of one head and the concatenated heads; the
- * products run on OpenBLAS outside any parallel region. State: the parameters and weight
- * pointers (the model's), immutable; thread-safe. */
-#include <cblas.h>
+ * Per batch entry: Q, K, V = x W^T + b, per head softmax(Q K^T / sqrt(d) + mask) V (a stable
+ * softmax per row), then the heads' concatenation times out_proj^T + bias. Every product runs on
+ * kinfer's GEMM micro-kernel of the CPU's level (the plain one at the generic level): the
+ * projections' weights packed once at create, each head's K^T and V per run, so the result does
+ * not depend on the thread count. The workspace of thread 0 holds Q, K, V, the scores of one
+ * head, the concatenated heads and the packed K^T and V. State: the parameters, weight pointers
+ * (the model's) and packed projections, immutable; thread-safe. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -28,31 +29,30 @@
 typedef struct mha {
     int64_t e, heads;
     bool batch_first, mask_bool;
-    int q_in, k_in, v_in, mask_in; /* input indices (k, v = q for self-attention); mask -1 */
+    int q_in, k_in, v_in, mask_in; /* input indices (k = v = q for self-attention); mask -1 */
     const float *w_in, *b_in, *w_out, *b_out;
-    /* with a vector micro-kernel: in_proj^T and out_proj^T as packed GEMM panels (owned) */
+    /* in_proj^T (its Q, K and V parts each in whole panels: pin_part floats apart) and
+     * out_proj^T as packed GEMM panels (owned) */
     float *p_in, *p_out;
+    int64_t pin_part;
     ki_gemm_ukernel uk;
     ki_softmax_row_fn row;
     int res_in;    /* a fused residual add(@0,@1): the input added to the output, or -1 */
     int n_in_decl; /* the operator's own inputs (a fused residual comes after them) */
 } mha;
 
-/* W^T of a (n x k) weight into panels of KI_GEMM_NR columns (the B of x W^T), or NULL. */
-static float *pack_t(const float *w, int64_t n, int64_t k)
+/* W^T of `parts` (n x k) weights, one after another in w, into panels of KI_GEMM_NR columns (the
+ * B of x W^T), each part's from a new panel (*part floats apart), or NULL. */
+static float *pack_t(const float *w, int64_t n, int64_t k, int parts, int64_t *part)
 {
     int64_t floats;
-    if (!ki_gemm_packed_floats(k, n, &floats) || (uint64_t)floats > SIZE_MAX / sizeof(float)) {
+    if (!ki_gemm_packed_floats(k, n, part) || !ki_ckd_mul_i64(&floats, *part, parts) ||
+        (uint64_t)floats > SIZE_MAX / sizeof(float)) {
         return NULL;
     }
     float *b = ki_bigbuf_alloc((size_t)floats * sizeof(float));
-    for (int64_t p = 0; b && p < (n + KI_GEMM_NR - 1) / KI_GEMM_NR; p++) {
-        for (int64_t j = 0; j < KI_GEMM_NR; j++) {
-            const int64_t o = p * KI_GEMM_NR + j;
-            for (int64_t kk = 0; kk < k; kk++) {
-                b[(p * k + kk) * KI_GEMM_NR + j] = o < n ? w[o * k + kk] : 0.0f;
-            }
-        }
+    for (int i = 0; b && i < parts; i++) {
+        ki_gemm_pack_wt(w + i * n * k, n, k, b + i * *part);
     }
     return b;
 }
@@ -131,14 +131,18 @@ static ki_status mha_create(const ki_op_desc *op, void **state, ki_error *err)
     if (st == KI_OK && ki_op_input_index(op, "key_padding_mask") >= 0) {
         st = KI_FAIL(err, KI_ERR_UNSUPPORTED, "key_padding_mask");
     }
-    if (st == KI_OK && pos != 1 && pos != 3) {
-        st = KI_FAIL(err, KI_ERR_FORMAT, "expects query, or query, key and value");
+    if (st == KI_OK && (pos < 1 || pos > 3)) {
+        st = KI_FAIL(err, KI_ERR_FORMAT,
+                     "expects query, or query and key (= value), or query, key "
+                     "and value");
     }
-    m->q_in = idx[0], m->k_in = pos == 3 ? idx[1] : idx[0], m->v_in = pos == 3 ? idx[2] : idx[0];
+    /* two: pnnx's export of mha(q, kv, kv), key and value the same tensor */
+    m->q_in = idx[0], m->k_in = pos > 1 ? idx[1] : idx[0], m->v_in = idx[pos > 1 ? pos - 1 : 0];
     m->mask_bool = m->mask_in >= 0 && op->input_dtype && op->input_dtype[m->mask_in] == KI_DT_BOOL;
-    if (st == KI_OK && ki_cpu_isa() >= KI_ISA_AVX2) {
-        m->p_in = pack_t(m->w_in, 3 * m->e, m->e);
-        m->p_out = pack_t(m->w_out, m->e, m->e);
+    if (st == KI_OK) {
+        int64_t part;
+        m->p_in = pack_t(m->w_in, m->e, m->e, 3, &m->pin_part);
+        m->p_out = pack_t(m->w_out, m->e, m->e, 1, &part);
         m->uk = ki_gemm_ukernel_for(ki_cpu_isa());
         m->row = ki_softmax_row_for(ki_cpu_isa());
         if (!m->p_in || !m->p_out) {
@@ -213,16 +217,16 @@ static int64_t panel_cols(int64_t n)
     return (n + KI_GEMM_NR - 1) / KI_GEMM_NR * KI_GEMM_NR;
 }
 
-/* Floats: Q (L*E), K and V (S*E each), one head's scores (L*S), the heads (L*E); with the
- * micro-kernel also every head's K^T and V as packed panels (E*S32 + S*D32 per head). */
+/* Floats: Q (L*E), K and V (S*E each), one head's scores (L*S), the heads (L*E), and every head's
+ * K^T and V as packed panels (E*S32 + S*D32 per head). */
 static bool mha_floats(const mha *m, const ki_shape *in, int64_t *floats)
 {
     int64_t l, s, n, a, b, c = 0, d = 0;
     seq_batch(m, &in[m->q_in], &l, &n);
     seq_batch(m, &in[m->k_in], &s, &n);
-    if (m->uk && (!ki_ckd_mul_i64(&c, m->e, panel_cols(s)) ||
-                  !ki_ckd_mul_i64(&d, s, panel_cols(m->e / m->heads)) ||
-                  !ki_ckd_mul_i64(&d, d, m->heads) || !ki_ckd_add_i64(&c, c, d))) {
+    if (!ki_ckd_mul_i64(&c, m->e, panel_cols(s)) ||
+        !ki_ckd_mul_i64(&d, s, panel_cols(m->e / m->heads)) || !ki_ckd_mul_i64(&d, d, m->heads) ||
+        !ki_ckd_add_i64(&c, c, d)) {
         return false;
     }
     return ki_ckd_mul_i64(&a, 2 * l + 2 * s, m->e) && ki_ckd_mul_i64(&b, l, s) &&
@@ -273,19 +277,6 @@ static size_t mha_workspace(const void *state, const ki_shape *in, int n_in, con
     return mha_floats(state, in, &f) && (uint64_t)f < SIZE_MAX / 8 ? (size_t)f * sizeof(float) : 0;
 }
 
-/* dst (rows x E) = src rows (stride ld) times w^T (w: E x E rows of the weight) + bias. */
-static void project(const float *src, int64_t rows, int64_t ld, const float *w, const float *bias,
-                    int64_t e, float *dst)
-{
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t c = 0; c < e; c++) {
-            dst[r * e + c] = bias ? bias[c] : 0.0f;
-        }
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)e, (int)e, 1.0f, src,
-                (int)ld, w, (int)e, 1.0f, dst, (int)e);
-}
-
 static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
                              int n_out, const ki_exec *ex)
 {
@@ -299,8 +290,9 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
     const float scale = 1.0f / sqrtf((float)hd);
     /* row r of batch b: batch_first rows are contiguous; otherwise rows are N*E apart */
     const int64_t ld = m->batch_first ? e : n * e;
-    /* self-attention on the packed panels: Q, K and V of a row side by side (row stride 3E) */
-    const bool fused = m->p_in && m->q_in == m->k_in && m->k_in == m->v_in;
+    /* self-attention: Q, K and V of a row side by side (row stride 3E), in one product when the
+     * parts' panels follow one another without padding */
+    const bool fused = m->q_in == m->k_in && m->k_in == m->v_in;
     const int64_t lq = fused ? 3 * e : e;
     if (fused) {
         k = q + e, v = q + 2 * e;
@@ -308,35 +300,38 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
     for (int64_t b = 0; b < n; b++) {
         const int64_t boff = m->batch_first ? b * l * e : b * e;
         const int64_t bkoff = m->batch_first ? b * s * e : b * e;
-        if (fused) {
+        if (fused && e % KI_GEMM_NR == 0) {
             gemm_packed(m, in[m->q_in].data + boff, ld, l, m->p_in, 3 * e, m->b_in, NULL, q, 3 * e,
                         ex->n_threads);
         } else {
-            project(in[m->q_in].data + boff, l, ld, m->w_in, m->b_in, e, q);
-            project(in[m->k_in].data + bkoff, s, ld, m->w_in + e * e, m->b_in ? m->b_in + e : NULL,
-                    e, k);
-            project(in[m->v_in].data + bkoff, s, ld, m->w_in + 2 * e * e,
-                    m->b_in ? m->b_in + 2 * e : NULL, e, v);
+            float *dst[3] = { q, k, v };
+            for (int i = 0; i < 3; i++) {
+                const float *src = in[i == 0   ? m->q_in
+                                      : i == 1 ? m->k_in
+                                               : m->v_in]
+                                       .data +
+                                   (i == 0 ? boff : bkoff);
+                gemm_packed(m, src, ld, i == 0 ? l : s, m->p_in + i * m->pin_part, e,
+                            m->b_in ? m->b_in + i * e : NULL, NULL, dst[i], lq, ex->n_threads);
+            }
         }
         /* (head, block of ATT_ROWS query rows) items over the team, each on one thread: its
-         * scores in its own workspace slice. With the micro-kernel each head's scale * K^T and V
-         * are packed first (after the concatenated heads in thread 0's slice) and both products
-         * run on it single-threaded; else on sgemm single-threaded inside the region. */
+         * scores in its own workspace slice. Each head's scale * K^T and V are packed first
+         * (after the concatenated heads in thread 0's slice); both products run single-threaded
+         * in the item. */
         const int64_t nblk = (l + ATT_ROWS - 1) / ATT_ROWS, items = m->heads * nblk;
         const int64_t kp_size = hd * panel_cols(s), vp_size = s * panel_cols(hd);
         float *kp = o + l * e, *vp = kp + m->heads * kp_size;
         (void)sc;
 #pragma omp parallel num_threads(ex->n_threads)
         {
-            if (m->uk) {
 #pragma omp for schedule(static)
-                for (int64_t it = 0; it < 2 * m->heads; it++) { /* each head's K^T, then its V */
-                    const int64_t h = it / 2;
-                    if (it % 2 == 0) {
-                        pack_kt(k + h * hd, lq, s, hd, scale, kp + h * kp_size);
-                    } else {
-                        pack_v(v + h * hd, lq, s, hd, vp + h * vp_size);
-                    }
+            for (int64_t it = 0; it < 2 * m->heads; it++) { /* each head's K^T, then its V */
+                const int64_t h = it / 2;
+                if (it % 2 == 0) {
+                    pack_kt(k + h * hd, lq, s, hd, scale, kp + h * kp_size);
+                } else {
+                    pack_v(v + h * hd, lq, s, hd, vp + h * vp_size);
                 }
             }
 #pragma omp for schedule(dynamic, 1)
@@ -347,21 +342,16 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
                                        (size_t)omp_get_thread_num() * ex->ws_per_thread) +
                              (l + 2 * s) * e; /* where thread 0 keeps sc */
                 const float *qh = q + r0 * lq + h * hd;
-                if (m->uk) {
-                    const ki_gemm_args g = { .m = nr,
-                                             .n = s,
-                                             .k = hd,
-                                             .a = qh,
-                                             .lda = lq,
-                                             .bp = kp + h * kp_size,
-                                             .c = tsc,
-                                             .ldc = s,
-                                             .uk = m->uk };
-                    ki_gemm_compute(&g, 0, 1);
-                } else {
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)s, (int)hd,
-                                scale, qh, (int)lq, k + h * hd, (int)lq, 0.0f, tsc, (int)s);
-                }
+                const ki_gemm_args gs = { .m = nr,
+                                          .n = s,
+                                          .k = hd,
+                                          .a = qh,
+                                          .lda = lq,
+                                          .bp = kp + h * kp_size,
+                                          .c = tsc,
+                                          .ldc = s,
+                                          .uk = m->uk };
+                ki_gemm_compute(&gs, 0, 1);
                 const float *mk = NULL;
                 if (m->mask_in >= 0) {
                     const ki_tensor *mt = &in[m->mask_in];
@@ -374,42 +364,22 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
                     (m->row ? m->row : ki_softmax_row_ref)(tsc + i * s, s);
                 }
                 float *oh = o + r0 * e + h * hd;
-                if (m->uk) {
-                    const ki_gemm_args g = { .m = nr,
-                                             .n = hd,
-                                             .k = s,
-                                             .a = tsc,
-                                             .lda = s,
-                                             .bp = vp + h * vp_size,
-                                             .c = oh,
-                                             .ldc = e,
-                                             .uk = m->uk };
-                    ki_gemm_compute(&g, 0, 1);
-                } else {
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)hd, (int)s,
-                                1.0f, tsc, (int)s, v + h * hd, (int)lq, 0.0f, oh, (int)e);
-                }
+                const ki_gemm_args go = { .m = nr,
+                                          .n = hd,
+                                          .k = s,
+                                          .a = tsc,
+                                          .lda = s,
+                                          .bp = vp + h * vp_size,
+                                          .c = oh,
+                                          .ldc = e,
+                                          .uk = m->uk };
+                ki_gemm_compute(&go, 0, 1);
             }
         }
         /* out rows of this batch entry = heads x out_proj^T + bias (+ the fused residual) */
         float *dst = out[0].data + boff;
         const float *res = m->res_in >= 0 ? in[m->res_in].data + boff : NULL;
-        if (m->p_out) {
-            gemm_packed(m, o, e, l, m->p_out, e, m->b_out, res, dst, ld, ex->n_threads);
-            continue;
-        }
-        for (int64_t r = 0; r < l; r++) {
-            for (int64_t c = 0; c < e; c++) {
-                dst[r * ld + c] = m->b_out ? m->b_out[c] : 0.0f;
-            }
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)l, (int)e, (int)e, 1.0f, o,
-                    (int)e, m->w_out, (int)e, 1.0f, dst, (int)ld);
-        for (int64_t r = 0; res && r < l; r++) {
-            for (int64_t c = 0; c < e; c++) {
-                dst[r * ld + c] += res[r * ld + c];
-            }
-        }
+        gemm_packed(m, o, e, l, m->p_out, e, m->b_out, res, dst, ld, ex->n_threads);
     }
     return KI_OK;
 }

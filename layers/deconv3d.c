@@ -1,21 +1,24 @@
 /* deconv3d.c - nn.ConvTranspose3d and F.conv_transpose3d (weight and bias as inputs): groups,
  * stride, padding, output_padding and dilation on (N,C,D,H,W) or unbatched (C,D,H,W) inputs.
  *
- * Kernel: per (image, group) and chunk of input depth planes, cblas_sgemm forms the column
- * matrix col[cog*kd*kh*kw x planes*h*w] = W_g^T * X_g (outside any parallel region), then
+ * Kernel: per (image, group) and chunk of input depth planes, kinfer's GEMM at the CPU's level
+ * (ki_sgemm, its tiles split over the team the same way whatever the thread count) forms the
+ * column matrix col[cog*kd*kh*kw x planes*h*w] = W_g^T * X_g, then
  * col2vol adds each output channel's rows into its volume, one channel per iteration of a
  * parallel loop, so every output value is summed in the same order whatever the thread count.
  * The bias and a fused activation go through the convolution epilogue. State: parameters only,
  * read-only after create; thread-safe. */
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/cpu.h"
+#include "gemm.h"
 #include "vol_common.h"
 
 typedef struct deconv3d {
     ki_vol_conv v; /* first (see ki_vol_conv); @weight is (in, out/groups, kd, kh, kw) */
     int64_t pad[3], opad[3];
+    ki_gemm_ukernel uk; /* the level's micro-kernel */
 } deconv3d;
 
 typedef struct d3_geom {
@@ -24,6 +27,7 @@ typedef struct d3_geom {
     int64_t k[3], o[3];
     int64_t m, hw, dhw, ohw, odhw; /* m = cog*kd*kh*kw, the column rows */
     int64_t pz;                    /* input depth planes per column chunk */
+    int64_t ws;                    /* workspace floats: a column chunk, then ki_sgemm's */
 } d3_geom;
 
 static ki_status parse(const ki_op_desc *op, void *state, ki_error *err)
@@ -32,6 +36,7 @@ static ki_status parse(const ki_op_desc *op, void *state, ki_error *err)
     deconv3d *c = state;
     const char *mode;
     ki_status st = ki_vol_conv_parse(op, &c->v, err);
+    c->uk = ki_gemm_ukernel_for(ki_cpu_isa());
     if (st == KI_OK) {
         st = ki_vol_triple(op, "padding", zero, 0, c->pad, err);
     }
@@ -145,6 +150,11 @@ static ki_status geom_make(const deconv3d *c, const ki_shape *in, int n_in, d3_g
     g->hw = g->x.h * g->x.w, g->dhw = g->x.d * g->hw;
     g->ohw = g->o[1] * g->o[2], g->odhw = g->o[0] * g->ohw;
     g->pz = ki_vol_conv_chunk(g->m * g->hw, g->x.d);
+    int64_t gemm_ws;
+    if (!ki_sgemm_ws_floats(g->m, g->pz * g->hw, g->cig, true, &gemm_ws) ||
+        !ki_ckd_add_i64(&g->ws, g->m * g->pz * g->hw, gemm_ws) || g->ws > KI_MAX_NUMEL * 8) {
+        return KI_FAIL(err, KI_ERR_LIMIT, "transposed convolution too large");
+    }
     if (!ki_cv_blas_ok(g->m) || !ki_cv_blas_ok(g->pz * g->hw) || !ki_cv_blas_ok(g->dhw) ||
         !ki_cv_blas_ok(g->cig)) {
         return KI_FAIL(err, KI_ERR_LIMIT, "transposed convolution too large for the SGEMM");
@@ -161,14 +171,14 @@ static ki_status deconv3d_shape(const void *state, const ki_shape *in, int n_in,
     return st == KI_OK ? ki_vol_shape(&g.x, g.out_ch, g.o, &out[0], err) : st;
 }
 
-/* The column chunk is one matrix spanning the per-thread slices. */
+/* The column chunk and ki_sgemm's scratch, one block spanning the per-thread slices. */
 static size_t deconv3d_workspace(const void *state, const ki_shape *in, int n_in,
                                  const ki_shape *out, int n_out, int n_threads)
 {
     d3_geom g;
     (void)out, (void)n_out;
     return geom_make(state, in, n_in, &g, NULL) == KI_OK
-               ? ki_vol_conv_ws((size_t)(g.m * g.pz * g.hw) * sizeof(float), n_threads)
+               ? ki_vol_conv_ws((size_t)g.ws * sizeof(float), n_threads)
                : 0;
 }
 
@@ -218,8 +228,17 @@ static void deconv_group(const deconv3d *c, const d3_geom *g, const float *w, co
     memset(y, 0, (size_t)(g->cog * g->odhw) * sizeof *y);
     for (int64_t z0 = 0; z0 < g->x.d; z0 += g->pz) {
         int64_t nz = g->x.d - z0 < g->pz ? g->x.d - z0 : g->pz, cols = nz * g->hw;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g->m, (int)cols, (int)g->cig,
-                    1.0f, w, (int)g->m, x + z0 * g->hw, (int)g->dhw, 0.0f, col, (int)cols);
+        const ki_sgemm_args s = { .m = g->m,
+                                  .n = cols,
+                                  .k = g->cig,
+                                  .a = w,
+                                  .lda = g->m,
+                                  .ta = true,
+                                  .b = x + z0 * g->hw,
+                                  .ldb = g->dhw,
+                                  .c = col,
+                                  .ldc = cols };
+        ki_sgemm(&s, c->uk, col + g->m * g->pz * g->hw, nt);
         int64_t per = g->m / g->cog * cols;
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (int64_t oc = 0; oc < g->cog; oc++) {
@@ -239,7 +258,7 @@ static ki_status deconv3d_forward(const void *state, const ki_tensor *in, int n_
     if (!ki_vol_conv_shapes(in, n_in, sh) || geom_make(c, sh, n_in, &g, NULL) != KI_OK) {
         return KI_ERR_SHAPE;
     }
-    if (!ki_vol_conv_ws_fits((size_t)(g.m * g.pz * g.hw) * sizeof(float), ex)) {
+    if (!ki_vol_conv_ws_fits((size_t)g.ws * sizeof(float), ex)) {
         return KI_ERR_INTERNAL;
     }
     const float *weight = ki_vol_conv_operands(&c->v, in, &ep);

@@ -3,7 +3,10 @@
 #include "gemm.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
+
+#include "../core/bigbuf.h"
 
 /* The finishing step on one row of a tile (scalar form of ki_gemm_fin). */
 static void fin_row(const ki_gemm_fin *fin, int r, int64_t ldc, float *restrict p)
@@ -271,5 +274,91 @@ void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *
                 rows_epilogue(g, mi, c0, c1); /* while the rows are in cache */
             }
         }
+    }
+}
+
+bool ki_sgemm_ws_floats(int64_t m, int64_t n, int64_t k, bool ta, int64_t *floats)
+{
+    int64_t at = 0;
+    return ki_gemm_packed_floats(k, n, floats) && (!ta || ki_ckd_mul_i64(&at, m, k)) &&
+           ki_ckd_add_i64(floats, *floats, at);
+}
+
+/* Panel p (k rows of KI_GEMM_NR columns, zero past n) of B (k x n, row stride ldb) or, with tb,
+ * of the transpose of a stored n x k, into d. */
+static void pack_panel(const float *b, int64_t ldb, bool tb, int64_t k, int64_t n, int64_t p,
+                       float *restrict d)
+{
+    const int64_t j0 = p * KI_GEMM_NR, w = n - j0 < KI_GEMM_NR ? n - j0 : KI_GEMM_NR;
+    for (int64_t r = 0; r < k; r++, d += KI_GEMM_NR) {
+        for (int64_t j = 0; j < w; j++) {
+            d[j] = tb ? b[(j0 + j) * ldb + r] : b[r * ldb + j0 + j];
+        }
+        for (int64_t j = w; j < KI_GEMM_NR; j++) {
+            d[j] = 0.0f;
+        }
+    }
+}
+
+void ki_gemm_pack_wt(const float *w, int64_t n, int64_t k, float *dst)
+{
+    for (int64_t p = 0; p < (n + KI_GEMM_NR - 1) / KI_GEMM_NR; p++) {
+        pack_panel(w, k, true, k, n, p, dst + p * KI_GEMM_NR * k);
+    }
+}
+
+float *ki_gemm_pack_wt_new(const float *w, int64_t n, int64_t k)
+{
+    int64_t floats;
+    if (!ki_gemm_packed_floats(k, n, &floats) || floats == 0 ||
+        (uint64_t)floats > SIZE_MAX / sizeof(float)) {
+        return NULL;
+    }
+    float *b = ki_bigbuf_alloc((size_t)floats * sizeof(float));
+    if (b) {
+        ki_gemm_pack_wt(w, n, k, b);
+    }
+    return b;
+}
+
+void ki_sgemm(const ki_sgemm_args *s, ki_gemm_ukernel uk, float *ws, int nt)
+{
+    if (s->m <= 0 || s->n <= 0) {
+        return;
+    }
+    if (s->k <= 0) {
+        for (int64_t r = 0; r < s->m; r++) {
+            memset(s->c + r * s->ldc, 0, (size_t)s->n * sizeof *s->c);
+        }
+        return;
+    }
+    const int64_t np = (s->n + KI_GEMM_NR - 1) / KI_GEMM_NR;
+    float *bp = ws, *at = ws + np * KI_GEMM_NR * s->k;
+    const ki_gemm_args g = { .m = s->m,
+                             .n = s->n,
+                             .k = s->k,
+                             .a = s->ta ? at : s->a,
+                             .lda = s->ta ? s->k : s->lda,
+                             .bp = bp,
+                             .c = s->c,
+                             .ldc = s->ldc,
+                             .uk = uk };
+    const bool team = s->m * s->n >= KI_GEMM_TEAM_MIN_MACS / s->k;
+#pragma omp parallel num_threads(nt) if (team)
+    {
+#pragma omp for schedule(static) nowait
+        for (int64_t p = 0; p < np; p++) {
+            pack_panel(s->b, s->ldb, s->tb, s->k, s->n, p, bp + p * KI_GEMM_NR * s->k);
+        }
+        if (s->ta) {
+#pragma omp for schedule(static) nowait
+            for (int64_t r = 0; r < s->m; r++) {
+                for (int64_t q = 0; q < s->k; q++) {
+                    at[r * s->k + q] = s->a[q * s->lda + r];
+                }
+            }
+        }
+#pragma omp barrier
+        ki_gemm_compute(&g, omp_get_thread_num(), omp_get_num_threads());
     }
 }

@@ -111,6 +111,42 @@ static inline void ki_row_span(int64_t t0, int64_t t1, int64_t row, int64_t per_
     *p1 = t1 < (row + 1) * per_row ? t1 - row * per_row : per_row;
 }
 
+/* A product of operands that change each run (torch.matmul, the RNNs' input and recurrent
+ * products, ConvTranspose3d's column matrix): C (m x n, row stride ldc) = op(A) op(B), where op(A)
+ * is A (m x k, row stride lda) or, with ta, the transpose of a stored k x m (row stride lda), and
+ * op(B) is B (k x n, row stride ldb) or, with tb, the transpose of a stored n x k. */
+typedef struct ki_sgemm_args {
+    int64_t m, n, k;
+    const float *a;
+    int64_t lda;
+    bool ta;
+    const float *b;
+    int64_t ldb;
+    bool tb;
+    float *c;
+    int64_t ldc;
+} ki_sgemm_args;
+
+/* Multiply-adds below which a product runs on one thread: starting a team costs more. */
+#define KI_GEMM_TEAM_MIN_MACS 65536
+
+/* Floats of scratch ki_sgemm needs for an m x n x k product (B packed into panels, and a
+ * transposed A into rows); false on overflow. */
+bool ki_sgemm_ws_floats(int64_t m, int64_t n, int64_t k, bool ta, int64_t *floats);
+
+/* s on the micro-kernel uk (ki_gemm_ukernel_for) with nt threads, ws holding
+ * ki_sgemm_ws_floats: B is packed (and A transposed) into ws, then the team splits the tiles
+ * (ki_gemm_compute), each computed by the same operations whatever nt, so the result does not
+ * depend on the thread count as a threaded BLAS's does (products under KI_GEMM_TEAM_MIN_MACS on one
+ * thread). k = 0 gives zeros. Call outside any parallel region. */
+void ki_sgemm(const ki_sgemm_args *s, ki_gemm_ukernel uk, float *ws, int nt);
+
+/* W^T of an n x k row-major weight (the B of x W^T) into panels at dst
+ * (ki_gemm_packed_floats(k, n) floats); _new: into a new buffer (free()), or NULL when out of
+ * memory or empty. */
+void ki_gemm_pack_wt(const float *w, int64_t n, int64_t k, float *dst);
+float *ki_gemm_pack_wt_new(const float *w, int64_t n, int64_t k);
+
 /* Floats of a packed B of k rows and n columns; false on overflow. */
 static inline bool ki_gemm_packed_floats(int64_t k, int64_t n, int64_t *out)
 {

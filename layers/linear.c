@@ -1,14 +1,15 @@
 /* linear.c - nn.Linear: y = x W^T + b over the last dimension of an input of any rank >= 1,
  * then an optional fused activation (fuse hook). One row (a classifier): dot products split over
  * the team (AVX2 when the CPU has it); more rows (transformers): kinfer's own GEMM micro-kernels
- * of the CPU's level, x read in place as A and W^T packed once at create into B panels, the
- * bias and activation in a pass over each finished row (cblas_sgemm where no panels were
- * packed: a layer declared one row, or generic code). The weight and bias point into the model's
- * attribute data, but for a large classifier whose weights are all exactly binary16 values (exports
- * that store f16 weights): with AVX-512 it keeps them as binary16 (half the bytes to stream each
- * run, the same dot products) and releases the originals. F.linear, whose weight and bias are
- * inputs, runs the same kernels on them in place (nothing packed: they may change between runs). */
-#include <cblas.h>
+ * of the CPU's level (the plain one at the generic level), x read in place as A and W^T packed
+ * once at create into B panels, the bias and activation in a pass over each finished row (dot
+ * products again where no panels were packed: a layer declared one row and given more, or
+ * F.linear). Either way each output is computed the same whatever the thread count. The weight and
+ * bias point into the model's attribute data, but for a large classifier whose weights are all
+ * exactly binary16 values (exports that store f16 weights): with AVX-512 it keeps them as binary16
+ * (half the bytes to stream each run, the same dot products) and releases the originals. F.linear,
+ * whose weight and bias are inputs, runs the same kernels on them in place (nothing packed: they
+ * may change between runs). */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,30 +45,16 @@ typedef struct linear {
 } linear;
 
 /* W^T (in_f x out_f) into panels of KI_GEMM_NR output features, k = in_f rows each, zero past
- * out_f: the B of y = x W^T, packed once because the weights never change. Only where the
- * level has a vector micro-kernel and the layer is not declared one row (a classifier keeps
- * its dot products). */
+ * out_f: the B of y = x W^T, packed once because the weights never change. Not for a layer
+ * declared one row (a classifier keeps its dot products). */
 static ki_status pack_weights(linear *l, const ki_op_desc *op, ki_error *err)
 {
-    int64_t floats;
-    if (!l->weight || ki_cpu_isa() < KI_ISA_AVX2 || one_row_declared(op) ||
-        !ki_gemm_packed_floats(l->in_f, l->out_f, &floats) ||
-        (uint64_t)floats > SIZE_MAX / sizeof(float)) {
+    if (!l->weight || one_row_declared(op) || l->out_f == 0 || l->in_f == 0) {
         return KI_OK;
     }
-    l->wp = ki_bigbuf_alloc((size_t)floats * sizeof(float));
+    l->wp = ki_gemm_pack_wt_new(l->weight, l->out_f, l->in_f);
     if (!l->wp) {
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory for the packed weights");
-    }
-    const int64_t k = l->in_f, np = (l->out_f + KI_GEMM_NR - 1) / KI_GEMM_NR;
-    for (int64_t p = 0; p < np; p++) {
-        float *b = l->wp + p * k * KI_GEMM_NR;
-        for (int64_t j = 0; j < KI_GEMM_NR; j++) {
-            const int64_t o = p * KI_GEMM_NR + j;
-            for (int64_t kk = 0; kk < k; kk++) {
-                b[kk * KI_GEMM_NR + j] = o < l->out_f ? l->weight[o * k + kk] : 0.0f;
-            }
-        }
     }
     l->uk = ki_gemm_ukernel_for(ki_cpu_isa());
     l->epf = ki_cv_epilogue_for(ki_cpu_isa());
@@ -276,32 +263,12 @@ static void run(const linear *l, const ki_tensor *x, const float *res, float *re
     for (int i = 0; i < x->shape.ndim - 1; i++) {
         rows *= x->shape.d[i];
     }
-    if (rows == 1 || !l->weight) { /* binary16 weights: row by row */
+    if (rows == 1 || !l->wp || l->in_f == 0) { /* no panels (binary16 weights): row by row */
         gemv(l, x->data, rows, y, ex->n_threads);
         finish_rows(l, res, y, rows * l->out_f);
         return;
     }
-    if (l->wp && l->in_f > 0) {
-        gemm_rows(l, x->data, rows, res, y, ex->n_threads);
-        return;
-    }
-    /* The bias (or zero) is written first and the product added with beta = 1, which also
-     * gives the right answer for in_features = 0, where sgemm may not touch y. */
-    for (int64_t r = 0; r < rows; r++) {
-        if (l->bias) {
-            memcpy(y + r * l->out_f, l->bias, (size_t)l->out_f * sizeof *y);
-        } else {
-            memset(y + r * l->out_f, 0, (size_t)l->out_f * sizeof *y);
-        }
-    }
-    if (rows > 0 && l->out_f > 0 && l->in_f > 0) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)l->out_f, (int)l->in_f,
-                    1.0f, x->data, (int)l->in_f, l->weight, (int)l->in_f, 1.0f, y, (int)l->out_f);
-    }
-    if (l->act.kind != KI_ACT_NONE && !(res && !l->res_after)) {
-        ki_act_apply_n(&l->act, y, y, rows * l->out_f);
-    }
-    finish_rows(l, res, y, rows * l->out_f);
+    gemm_rows(l, x->data, rows, res, y, ex->n_threads);
 }
 
 static ki_status linear_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,

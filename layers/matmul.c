@@ -1,16 +1,20 @@
 /* matmul.c - torch.matmul (1-D, 2-D and batched with broadcast batch dimensions, as PyTorch),
  * torch.bmm, and torch.mm / torch.mv (its 2-D x 2-D and 2-D x 1-D cases, checked as such). One
- * cblas_sgemm per batch entry, called outside any parallel region so OpenBLAS threads each product;
- * when the right operand has no batch, the batch folds into the rows of a single product. */
-#include <cblas.h>
+ * product per batch entry on kinfer's GEMM at the CPU's level (ki_sgemm: the right operand packed
+ * into the workspace, the team splitting the tiles, so the result does not depend on the thread
+ * count); when the right operand has no batch, the batch folds into the rows of a single product.
+ */
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/cpu.h"
 #include "conv_common.h"
+#include "gemm.h"
 
 typedef struct matmul {
     int ia, ib; /* input index of the left and right operand */
     bool bmm;
+    ki_gemm_ukernel uk; /* the level's micro-kernel */
 } matmul;
 
 /* The product's view of two operand shapes. A 1-D left operand is a (1,k) row and a 1-D right
@@ -39,6 +43,7 @@ static ki_status mm_create_common(const ki_op_desc *op, bool bmm, const char *se
     m->ia = a >= 0 ? a : (b == 0 ? 1 : 0);
     m->ib = b >= 0 ? b : 1 - m->ia;
     m->bmm = bmm;
+    m->uk = ki_gemm_ukernel_for(ki_cpu_isa());
     *state = m;
     return KI_OK;
 }
@@ -150,14 +155,31 @@ static ki_status mm_shape(const void *state, const ki_shape *in, int n_in, ki_sh
     return matmul_shape(state, in, n_in, out, n_out, err);
 }
 
-static void gemm(const float *a, const float *b, float *c, int64_t m, int64_t k, int64_t n)
+/* Scratch for one product (ki_sgemm's packed right operand), split over the threads. */
+static size_t matmul_workspace(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
+                               int n_out, int n_threads)
 {
-    if (k == 0) { /* an empty sum; sgemm may leave c untouched */
-        memset(c, 0, (size_t)(m * n) * sizeof *c);
-        return;
+    const matmul *mm = state;
+    mm_geom g;
+    ki_shape o;
+    int64_t floats;
+    (void)n_in, (void)out, (void)n_out;
+    if (mm_geom_make(mm, &in[mm->ia], &in[mm->ib], &g, &o, NULL) != KI_OK ||
+        !ki_sgemm_ws_floats(g.m, g.n, g.k, false, &floats) ||
+        (uint64_t)floats > SIZE_MAX / sizeof(float) - 64) {
+        return SIZE_MAX; /* more than can be planned: the session refuses the shapes */
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a, (int)k,
-                b, (int)n, 0.0f, c, (int)n);
+    const size_t nt = n_threads > 0 ? (size_t)n_threads : 1;
+    return ((size_t)floats * sizeof(float) / nt + 64) / 64 * 64;
+}
+
+static void gemm(const matmul *mm, const float *a, const float *b, float *c, int64_t m, int64_t k,
+                 int64_t n, const ki_exec *ex)
+{
+    const ki_sgemm_args s = {
+        .m = m, .n = n, .k = k, .a = a, .lda = k, .b = b, .ldb = n, .c = c, .ldc = n
+    };
+    ki_sgemm(&s, mm->uk, ex->workspace, ex->n_threads);
 }
 
 static ki_status matmul_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
@@ -166,7 +188,7 @@ static ki_status matmul_forward(const void *state, const ki_tensor *in, int n_in
     const matmul *mm = state;
     mm_geom g;
     ki_shape o;
-    (void)n_in, (void)n_out, (void)ex;
+    (void)n_in, (void)n_out;
     if (mm_geom_make(mm, &in[mm->ia].shape, &in[mm->ib].shape, &g, &o, NULL) != KI_OK) {
         return KI_ERR_SHAPE;
     }
@@ -182,7 +204,7 @@ static ki_status matmul_forward(const void *state, const ki_tensor *in, int n_in
     }
     /* m * nbatch <= the output's element count here, so it cannot overflow. */
     if (b_shared && a_dense && ki_cv_blas_ok(g.m * g.nbatch)) {
-        gemm(a, b, c, g.m * g.nbatch, g.k, g.n);
+        gemm(mm, a, b, c, g.m * g.nbatch, g.k, g.n, ex);
         return KI_OK;
     }
     for (int64_t q = 0; q < g.nbatch; q++) {
@@ -192,7 +214,7 @@ static ki_status matmul_forward(const void *state, const ki_tensor *in, int n_in
             r /= g.batch[i];
             oa += idx * g.sa[i], ob += idx * g.sb[i];
         }
-        gemm(a + oa, b + ob, c + q * g.m * g.n, g.m, g.k, g.n);
+        gemm(mm, a + oa, b + ob, c + q * g.m * g.n, g.m, g.k, g.n, ex);
     }
     return KI_OK;
 }
@@ -206,6 +228,7 @@ const ki_layer_ops ki_layer_matmul = {
     .type = "torch.matmul",
     .create = matmul_create,
     .shape = matmul_shape,
+    .workspace = matmul_workspace,
     .forward = matmul_forward,
     .destroy = matmul_destroy,
 };
@@ -214,6 +237,7 @@ const ki_layer_ops ki_layer_bmm = {
     .type = "torch.bmm",
     .create = bmm_create,
     .shape = matmul_shape,
+    .workspace = matmul_workspace,
     .forward = matmul_forward,
     .destroy = matmul_destroy,
 };
@@ -222,6 +246,7 @@ const ki_layer_ops ki_layer_mm = {
     .type = "torch.mm",
     .create = mm_create,
     .shape = mm_shape,
+    .workspace = matmul_workspace,
     .forward = matmul_forward,
     .destroy = matmul_destroy,
 };
@@ -230,6 +255,7 @@ const ki_layer_ops ki_layer_mv = {
     .type = "torch.mv",
     .create = mm_create,
     .shape = mm_shape,
+    .workspace = matmul_workspace,
     .forward = matmul_forward,
     .destroy = matmul_destroy,
 };

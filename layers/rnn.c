@@ -6,20 +6,25 @@
  * PyTorch's cell equations and gate order (RNN.cpp): LSTM gates i, f, g, o with
  * c' = f*c + i*g, h' = o*tanh(c'); GRU gates r, z, n with n = tanh(W_in x + b_in + r*(W_hn h +
  * b_hn)) and h' = (h - n)*z + n; RNN h' = act(W_ih x + b_ih + W_hh h + b_hh). Per layer and
- * direction, the input projection of all time steps is one sgemm; each step then multiplies the
- * hidden state by W_hh^T (sgemm) and applies the cell. Rows of x, y and the inter-layer buffers
- * keep x's order (time-major, or batch-major with batch_first). The products run on OpenBLAS
- * outside any parallel region; everything lives in thread 0's workspace slice.
- * State: the parameters and weight pointers (the model's), immutable; thread-safe. */
-#include <cblas.h>
+ * direction, the input projection of all time steps is one product; each step then multiplies
+ * the hidden state by W_hh^T and applies the cell. Rows of x, y and the inter-layer buffers keep
+ * x's order (time-major, or batch-major with batch_first). The products run on kinfer's GEMM
+ * micro-kernel of the CPU's level, the weights packed once at create, each product's tiles split
+ * over the team (so the result does not depend on the thread count); everything else lives in
+ * thread 0's workspace slice.
+ * State: the parameters, weight pointers (the model's) and packed weights, immutable;
+ * thread-safe. */
 #include <limits.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/ckd.h"
+#include "../core/cpu.h"
 #include "../core/layer.h"
+#include "gemm.h"
 #include "shape_common.h"
 
 #define RNN_MAX_LAYERS 64
@@ -28,6 +33,7 @@ enum { CELL_TANH, CELL_RELU, CELL_LSTM, CELL_GRU };
 
 typedef struct rnn_w {
     const float *w_ih, *w_hh, *b_ih, *b_hh, *w_hr;
+    float *p_ih, *p_hh, *p_hr; /* their transposes as packed GEMM panels (owned), p_hr or NULL */
 } rnn_w;
 
 typedef struct rnn_state {
@@ -36,6 +42,7 @@ typedef struct rnn_state {
     bool batch_first, bias;
     int64_t in_size, hid, proj, out_h, gh; /* out_h: proj or hid; gh: gates * hid */
     rnn_w w[2 * RNN_MAX_LAYERS];
+    ki_gemm_ukernel uk; /* the level's micro-kernel */
 } rnn_state;
 
 /* Dimensions of one run, from x's shape. */
@@ -73,9 +80,28 @@ static ki_status rnn_weights(const ki_op_desc *op, rnn_state *s, ki_error *err)
             if (st == KI_OK && s->proj > 0) {
                 st = rnn_weight(op, "weight_hr", l, d, 2, s->proj, s->hid, &w->w_hr, err);
             }
+            if (st == KI_OK) {
+                w->p_ih = ki_gemm_pack_wt_new(w->w_ih, s->gh, in_l);
+                w->p_hh = ki_gemm_pack_wt_new(w->w_hh, s->gh, s->out_h);
+                w->p_hr = s->proj > 0 ? ki_gemm_pack_wt_new(w->w_hr, s->proj, s->hid) : NULL;
+                if (!w->p_ih || !w->p_hh || (s->proj > 0 && !w->p_hr)) {
+                    st = KI_FAIL(err, KI_ERR_NOMEM, "out of memory for the packed weights");
+                }
+            }
         }
     }
     return st;
+}
+
+static void rnn_destroy(void *state)
+{
+    rnn_state *s = state;
+    for (int i = 0; s && i < 2 * RNN_MAX_LAYERS; i++) {
+        free(s->w[i].p_ih);
+        free(s->w[i].p_hh);
+        free(s->w[i].p_hr);
+    }
+    free(s);
 }
 
 static ki_status rnn_params(const ki_op_desc *op, rnn_state *s, ki_error *err)
@@ -140,9 +166,10 @@ static ki_status rnn_create_cell(const ki_op_desc *op, int cell, void **state, k
         s->cell = st == KI_OK && strcmp(nl, "relu") == 0 ? CELL_RELU : CELL_TANH;
     }
     st = st != KI_OK ? st : rnn_params(op, s, err);
+    s->uk = ki_gemm_ukernel_for(ki_cpu_isa());
     st = st != KI_OK ? st : rnn_weights(op, s, err);
     if (st != KI_OK) {
-        free(s);
+        rnn_destroy(s);
         return st;
     }
     *state = s;
@@ -271,11 +298,17 @@ static void rnn_cell(const rnn_state *s, const float *gx, const float *g, float 
 }
 
 /* c (m x n) = a (m x k) times w^T (w: n x k) + bias (n, or NULL). */
-static void rnn_gemm(const float *a, int64_t m, int64_t k, const float *w, const float *bias,
-                     int64_t n, float *c)
+/* c (m x n) = a (m x k) times the packed W^T wp, + bias (per column) when not NULL; the tiles
+ * split over nt threads when the product is large enough to pay for the team. */
+static void rnn_gemm(const rnn_state *s, const float *a, int64_t m, int64_t k, const float *wp,
+                     const float *bias, int64_t n, float *c, int nt)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f, a, (int)k, w,
-                (int)k, 0.0f, c, (int)n);
+    const ki_gemm_args g = {
+        .m = m, .n = n, .k = k, .a = a, .lda = k, .bp = wp, .c = c, .ldc = n, .uk = s->uk
+    };
+    const int64_t tiles = (m + KI_GEMM_MR - 1) / KI_GEMM_MR * ((n + KI_GEMM_NR - 1) / KI_GEMM_NR);
+#pragma omp parallel num_threads(nt) if (tiles > 1 && m * n >= KI_GEMM_TEAM_MIN_MACS / k)
+    ki_gemm_compute(&g, omp_get_thread_num(), omp_get_num_threads());
     for (int64_t r = 0; bias && r < m; r++) {
         for (int64_t j = 0; j < n; j++) {
             c[r * n + j] += bias[j];
@@ -288,6 +321,7 @@ typedef struct rnn_run {
     const float *h0, *c0; /* inputs or NULL */
     float *hn, *cn;       /* outputs or NULL */
     float *gx, *g, *h, *c, *hf;
+    int nt; /* the team's size */
 } rnn_run;
 
 /* Layer l, direction d: src (rows x in_l) into its half of dst (rows x dirs*out_h). */
@@ -299,7 +333,7 @@ static void rnn_direction(const rnn_state *s, const rnn_run *u, int l, int d, co
     const rnn_w *w = &s->w[ld];
     const int64_t in_l = l == 0 ? s->in_size : s->dirs * s->out_h, yw = s->dirs * s->out_h;
     const int64_t nb = r->batch, oh = s->out_h, H = s->hid;
-    rnn_gemm(src, r->rows, in_l, w->w_ih, w->b_ih, s->gh, u->gx);
+    rnn_gemm(s, src, r->rows, in_l, w->p_ih, w->b_ih, s->gh, u->gx, u->nt);
     for (int64_t i = 0; i < nb * oh; i++) {
         u->h[i] = u->h0 ? u->h0[ld * nb * oh + i] : 0.0f;
     }
@@ -308,14 +342,14 @@ static void rnn_direction(const rnn_state *s, const rnn_run *u, int l, int d, co
     }
     for (int64_t step = 0; step < r->len; step++) {
         const int64_t t = d ? r->len - 1 - step : step;
-        rnn_gemm(u->h, nb, oh, w->w_hh, w->b_hh, s->gh, u->g);
+        rnn_gemm(s, u->h, nb, oh, w->p_hh, w->b_hh, s->gh, u->g, u->nt);
         for (int64_t n = 0; n < nb; n++) {
             const int64_t row = s->batch_first ? n * r->len + t : t * nb + n;
             rnn_cell(s, u->gx + row * s->gh, u->g + n * s->gh, u->h + n * oh, u->c + n * H,
                      u->hf + n * H);
         }
         if (s->proj > 0) {
-            rnn_gemm(u->hf, nb, H, w->w_hr, NULL, oh, u->h);
+            rnn_gemm(s, u->hf, nb, H, w->p_hr, NULL, oh, u->h, u->nt);
         }
         for (int64_t n = 0; n < nb; n++) {
             const int64_t row = s->batch_first ? n * r->len + t : t * nb + n;
@@ -348,7 +382,8 @@ static ki_status rnn_forward(const void *state, const ki_tensor *in, int n_in, k
                         g,
                         h,
                         c,
-                        c + r.batch * s->hid };
+                        c + r.batch * s->hid,
+                        ex->n_threads };
     for (int l = 0; l < s->layers; l++) {
         const float *src = l == 0 ? in[0].data : buf[(l - 1) % 2];
         float *dst = l == s->layers - 1 ? out[0].data : buf[l % 2];
@@ -365,7 +400,7 @@ static ki_status rnn_forward(const void *state, const ki_tensor *in, int n_in, k
                                .shape = rnn_shape,                                                 \
                                .workspace = rnn_workspace,                                         \
                                .forward = rnn_forward,                                             \
-                               .destroy = free }
+                               .destroy = rnn_destroy }
 
 RNN_OPS(ki_layer_nn_lstm, "nn.LSTM", lstm_create);
 RNN_OPS(ki_layer_nn_gru, "nn.GRU", gru_create);
