@@ -273,7 +273,8 @@ static inline ki_status ki_cv_parse_bias(const ki_op_desc *op, int64_t n, const 
     return st;
 }
 
-/* OpenBLAS (LP64) takes int sizes and leading dimensions. */
+/* The size limit of the GEMM layers' dimensions (int range: the micro-kernels and drivers index
+ * some of them with int, as OpenBLAS's LP64 interface did). */
 static inline bool ki_cv_blas_ok(int64_t v)
 {
     return v >= 0 && v <= INT_MAX;
