@@ -270,9 +270,10 @@ typedef struct wino_run {
 } wino_run;
 
 /* The products of panels p0..p0+cnt-1 at position pos: U[pos] (out x in) times V[pos] (packed
- * panels of in x 32, n columns in all) into M[pos] (out x n). */
+ * panels of in x 32) into M[pos] (out x ldm), the first n columns (the tiles: a last panel of at
+ * most 16 runs on the micro-kernel's half-width form). */
 static void wino_products(const wino_run *r, int64_t pos, const float *vpos, float *mpos, int64_t n,
-                          int64_t p0, int64_t cnt)
+                          int64_t ldm, int64_t p0, int64_t cnt)
 {
     const ki_conv2d *c = r->c;
     ki_gemm_args ga = { .m = c->out_ch,
@@ -282,7 +283,7 @@ static void wino_products(const wino_run *r, int64_t pos, const float *vpos, flo
                         .lda = c->in_ch,
                         .bp = vpos,
                         .c = mpos,
-                        .ldc = n,
+                        .ldc = ldm,
                         .uk = c->uk };
     ki_gemm_panels(&ga, p0, cnt, vpos + p0 * c->in_ch * KI_GEMM_NR);
 }
@@ -442,7 +443,7 @@ static void wino_blocked_run(const wino_run *r, const float *x, float *y, const 
                 wino_products_ov(r, pos, v + pos * vps, m + pos * mps, KI_GEMM_NR, valid, 0,
                                  (oc + KI_OV_MV - 1) / KI_OV_MV);
             } else {
-                wino_products(r, pos, v + pos * vps, m + pos * mps, KI_GEMM_NR, 0, 1);
+                wino_products(r, pos, v + pos * vps, m + pos * mps, valid, KI_GEMM_NR, 0, 1);
             }
         }
         for (int64_t ch = 0; ch < oc; ch++) {
@@ -488,7 +489,7 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
 #pragma omp for schedule(static)
         for (int64_t item = 0; item < r->npos * ngrp; item++) {
             int64_t pos = item / ngrp, p0 = item % ngrp * grp, cnt = np - p0 < grp ? np - p0 : grp;
-            wino_products(r, pos, vbuf + pos * vps, mbuf + pos * mps, tp, p0, cnt);
+            wino_products(r, pos, vbuf + pos * vps, mbuf + pos * mps, r->tg.tiles, tp, p0, cnt);
         }
     }
 #pragma omp for schedule(static)

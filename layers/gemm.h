@@ -55,6 +55,9 @@ void ki_gemm_ukernel_avx512(int64_t kc, const float *const *a, const float *b, i
  * most 16 columns at half the cost, the same operations per value as the full kernel. */
 void ki_gemm_ukernel16_avx512(int64_t kc, const float *const *a, const float *b, int64_t ldb,
                               float *c, int64_t ldc, bool acc);
+/* The same for the AVX2 kernel's tile. */
+void ki_gemm_ukernel16_avx2(int64_t kc, const float *const *a, const float *b, int64_t ldb,
+                            float *c, int64_t ldc, bool acc);
 
 typedef struct ki_gemm_args {
     int64_t m, n, k;

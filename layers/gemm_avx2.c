@@ -6,8 +6,8 @@
 
 #include "gemm.h"
 
-/* v + bias + residual (row r, columns 8h..8h+7 of the 16 being stored), then min(hi, max(lo, .)): see
- * ki_gemm_fin. */
+/* v + bias + residual (row r, columns 8h..8h+7 of the 16 being stored), then min(hi, max(lo, .)):
+ * see ki_gemm_fin. */
 static inline __m256 finish(__m256 v, const ki_gemm_fin *fin, int64_t ldc, int r, int h)
 {
     if (fin->bias) {
@@ -132,4 +132,49 @@ void ki_gemm_ukernel_avx2(int64_t kc, const float *const *a, const float *b, int
     }
     const ki_gemm_fin f = fin ? fin_at(fin, 6, 0, ldc) : (ki_gemm_fin){ 0 };
     rows2(kc, a + 6, b, ldb, c + 6 * ldc, ldc, acc, fin ? &f : NULL);
+}
+
+/* Rows 0..3 of a (4 row pointers) x 16 columns, no epilogue: 8 accumulators, 2 B loads and 4
+ * broadcasts per k. */
+static void rows4_16(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,
+                     int64_t ldc, bool acc)
+{
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00;
+    if (acc) {
+        c00 = _mm256_loadu_ps(c), c01 = _mm256_loadu_ps(c + 8);
+        c10 = _mm256_loadu_ps(c + ldc), c11 = _mm256_loadu_ps(c + ldc + 8);
+        c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
+        c30 = _mm256_loadu_ps(c + 3 * ldc), c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_loadu_ps(b + k * ldb), b1 = _mm256_loadu_ps(b + k * ldb + 8);
+        __m256 v = _mm256_broadcast_ss(a0 + k);
+        c00 = _mm256_fmadd_ps(v, b0, c00);
+        c01 = _mm256_fmadd_ps(v, b1, c01);
+        v = _mm256_broadcast_ss(a1 + k);
+        c10 = _mm256_fmadd_ps(v, b0, c10);
+        c11 = _mm256_fmadd_ps(v, b1, c11);
+        v = _mm256_broadcast_ss(a2 + k);
+        c20 = _mm256_fmadd_ps(v, b0, c20);
+        c21 = _mm256_fmadd_ps(v, b1, c21);
+        v = _mm256_broadcast_ss(a3 + k);
+        c30 = _mm256_fmadd_ps(v, b0, c30);
+        c31 = _mm256_fmadd_ps(v, b1, c31);
+    }
+    store_row(c, ldc, 0, c00, c01, NULL);
+    store_row(c, ldc, 1, c10, c11, NULL);
+    store_row(c, ldc, 2, c20, c21, NULL);
+    store_row(c, ldc, 3, c30, c31, NULL);
+}
+
+/* The low 16 columns of the 8 x 32 tile, no epilogue (a partial tile of at most 16 columns: the
+ * last panel of resnet18's 56x56 Winograd layers holds 4 tiles), as two 4-row blocks: 8 cycles
+ * per k step where the full kernel takes 16, the same operations per value. */
+void ki_gemm_ukernel16_avx2(int64_t kc, const float *const *a, const float *b, int64_t ldb,
+                            float *c, int64_t ldc, bool acc)
+{
+    rows4_16(kc, a, b, ldb, c, ldc, acc);
+    rows4_16(kc, a + 4, b, ldb, c + 4 * ldc, ldc, acc);
 }

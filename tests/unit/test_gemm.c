@@ -171,34 +171,43 @@ static void test_sgemm_modes(void **unused)
     }
 }
 
-/* The 16-column AVX-512 kernel (partial tiles) gives the full kernel's low 16 columns bit for
- * bit, accumulating or not. */
-static void test_ukernel16_avx512(void **unused)
+/* The 16-column kernels (partial tiles) give their full kernel's low 16 columns bit for bit,
+ * accumulating or not, at each level the CPU has. */
+static void test_ukernel16(void **unused)
 {
 #if KI_HAVE_X86
     (void)unused;
-    if (ki_cpu_get()->isa < KI_ISA_AVX512) {
+    if (ki_cpu_get()->isa < KI_ISA_AVX2) {
         skip();
     }
-    for (uint64_t seed = 1; seed <= 40; seed++) {
-        uint64_t s = seed * 0x9E3779B97F4A7C15ull;
-        const int64_t kc = trng_int(&s, 1, 200), ldb = 32 + trng_int(&s, 0, 8);
-        float *a = malloc((size_t)(8 * kc) * sizeof *a), *b = malloc((size_t)(kc * ldb) * 4);
-        float full[8 * 40], half[8 * 40];
-        trng_fill(&s, a, (size_t)(8 * kc)), trng_fill(&s, b, (size_t)(kc * ldb));
-        trng_fill(&s, full, 8 * 40);
-        memcpy(half, full, sizeof full);
-        const float *rows[8];
-        for (int r = 0; r < 8; r++) {
-            rows[r] = a + r * kc;
+    for (int isa = KI_ISA_AVX2; isa <= (int)ki_cpu_get()->isa; isa++) {
+        ki_gemm_ukernel full_uk =
+            isa == KI_ISA_AVX2 ? ki_gemm_ukernel_avx2 : ki_gemm_ukernel_avx512;
+        void (*half_uk)(int64_t, const float *const *, const float *, int64_t, float *, int64_t,
+                        bool) =
+            isa == KI_ISA_AVX2 ? ki_gemm_ukernel16_avx2 : ki_gemm_ukernel16_avx512;
+        for (uint64_t seed = 1; seed <= 40; seed++) {
+            uint64_t s = seed * 0x9E3779B97F4A7C15ull;
+            const int64_t kc = trng_int(&s, 1, 200), ldb = 32 + trng_int(&s, 0, 8);
+            float *a = malloc((size_t)(8 * kc) * sizeof *a), *b = malloc((size_t)(kc * ldb) * 4);
+            float full[8 * 40], half[8 * 40], orig[8 * 40];
+            trng_fill(&s, a, (size_t)(8 * kc)), trng_fill(&s, b, (size_t)(kc * ldb));
+            trng_fill(&s, full, 8 * 40);
+            memcpy(half, full, sizeof full), memcpy(orig, full, sizeof full);
+            const float *rows[8];
+            for (int r = 0; r < 8; r++) {
+                rows[r] = a + r * kc;
+            }
+            const bool acc = seed % 2 == 0;
+            full_uk(kc, rows, b, ldb, full, 40, acc, NULL);
+            half_uk(kc, rows, b, ldb, half, 40, acc);
+            for (int r = 0; r < 8; r++) {
+                assert_memory_equal(full + r * 40, half + r * 40, 16 * sizeof(float));
+                /* columns 16.. untouched */
+                assert_memory_equal(orig + r * 40 + 16, half + r * 40 + 16, 24 * sizeof(float));
+            }
+            free(a), free(b);
         }
-        const bool acc = seed % 2 == 0;
-        ki_gemm_ukernel_avx512(kc, rows, b, ldb, full, 40, acc, NULL);
-        ki_gemm_ukernel16_avx512(kc, rows, b, ldb, half, 40, acc);
-        for (int r = 0; r < 8; r++) {
-            assert_memory_equal(full + r * 40, half + r * 40, 16 * sizeof(float));
-        }
-        free(a), free(b);
     }
 #else
     (void)unused;
@@ -826,7 +835,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_random),
         cmocka_unit_test(test_sgemm_modes),
-        cmocka_unit_test(test_ukernel16_avx512),
+        cmocka_unit_test(test_ukernel16),
         cmocka_unit_test(test_epilogue_avx2),
         cmocka_unit_test(test_epilogue_avx2_silu),
         cmocka_unit_test(test_epilogue_avx2_spans),
