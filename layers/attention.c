@@ -79,6 +79,17 @@ static void gemm_packed(const mha *m, const float *a, int64_t lda, int64_t rows,
     ki_gemm_compute(&ga, omp_get_thread_num(), omp_get_num_threads());
 }
 
+/* c (rows x n, row stride ldc) = a (rows x k, row stride lda) times the packed B, on the calling
+ * thread alone (inside an item of the team's loop). */
+static void gemm_here(const mha *m, const float *a, int64_t lda, int64_t rows, int64_t k,
+                      const float *bp, int64_t n, float *c, int64_t ldc)
+{
+    const ki_gemm_args g = {
+        .m = rows, .n = n, .k = k, .a = a, .lda = lda, .bp = bp, .c = c, .ldc = ldc, .uk = m->uk
+    };
+    ki_gemm_compute(&g, 0, 1);
+}
+
 static ki_status mha_create(const ki_op_desc *op, void **state, ki_error *err)
 {
     mha *m = calloc(1, sizeof *m);
@@ -342,16 +353,7 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
                                        (size_t)omp_get_thread_num() * ex->ws_per_thread) +
                              (l + 2 * s) * e; /* where thread 0 keeps sc */
                 const float *qh = q + r0 * lq + h * hd;
-                const ki_gemm_args gs = { .m = nr,
-                                          .n = s,
-                                          .k = hd,
-                                          .a = qh,
-                                          .lda = lq,
-                                          .bp = kp + h * kp_size,
-                                          .c = tsc,
-                                          .ldc = s,
-                                          .uk = m->uk };
-                ki_gemm_compute(&gs, 0, 1);
+                gemm_here(m, qh, lq, nr, hd, kp + h * kp_size, s, tsc, s);
                 const float *mk = NULL;
                 if (m->mask_in >= 0) {
                     const ki_tensor *mt = &in[m->mask_in];
@@ -364,16 +366,7 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
                     (m->row ? m->row : ki_softmax_row_ref)(tsc + i * s, s);
                 }
                 float *oh = o + r0 * e + h * hd;
-                const ki_gemm_args go = { .m = nr,
-                                          .n = hd,
-                                          .k = s,
-                                          .a = tsc,
-                                          .lda = s,
-                                          .bp = vp + h * vp_size,
-                                          .c = oh,
-                                          .ldc = e,
-                                          .uk = m->uk };
-                ki_gemm_compute(&go, 0, 1);
+                gemm_here(m, tsc, s, nr, s, vp + h * vp_size, hd, oh, e);
             }
         }
         /* out rows of this batch entry = heads x out_proj^T + bias (+ the fused residual) */

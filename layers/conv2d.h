@@ -71,6 +71,20 @@ static inline __attribute__((always_inline)) void ki_ov_pf_step(ki_ov_pf pf, int
     }
 }
 #define KI_OV_NO_PF ((ki_ov_pf){ NULL, 0 })
+/* An OV micro-kernel's loop over its k steps q (STEP, a statement that may use q): the steps that
+ * ask for pf's lines first, then the others in a loop without that bookkeeping. */
+#define KI_OV_K_LOOP(pf, k, STEP)                                                                  \
+    do {                                                                                           \
+        const int64_t per_ = ki_ov_pf_per(pf, k), steps_ = ki_ov_pf_steps(pf, per_);               \
+        int64_t q = 0;                                                                             \
+        for (; q < steps_; q++) {                                                                  \
+            ki_ov_pf_step(pf, per_, q);                                                            \
+            STEP;                                                                                  \
+        }                                                                                          \
+        for (; q < (k); q++) {                                                                     \
+            STEP;                                                                                  \
+        }                                                                                          \
+    } while (0)
 /* Writes rows 0..rows-1 (output channels) of an OV tile t ([pw][KI_OV_MV]) for pixels 0..nr-1
  * to d (row stride ld): + the residual res (same layout as d) when not NULL, then
  * min(hi, max(lo, v)). */

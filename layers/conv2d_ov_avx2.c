@@ -74,16 +74,7 @@ static inline AI void ov_group(int64_t k, const float *a, const float *b, int64_
         }                                                                                          \
         a += KI_OV_MV, b += ldb;                                                                   \
     } while (0)
-    /* the steps that ask for pf's lines, then a loop without that bookkeeping */
-    const int64_t per = ki_ov_pf_per(pf, k), steps = ki_ov_pf_steps(pf, per);
-    int64_t q = 0;
-    for (; q < steps; q++) {
-        ki_ov_pf_step(pf, per, q);
-        GROUP_STEP();
-    }
-    for (; q < k; q++) {
-        GROUP_STEP();
-    }
+    KI_OV_K_LOOP(pf, k, GROUP_STEP());
 #undef GROUP_STEP
     const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
     px_store(t, c0, bias, vlo, vhi);
@@ -147,16 +138,7 @@ static inline AI void ov_half(int64_t k, const float *a, const float *b, int64_t
         }                                                                                          \
         a += KI_OV_MV, b += ldb;                                                                   \
     } while (0)
-    /* as in ov_group */
-    const int64_t per = ki_ov_pf_per(pf, k), steps = ki_ov_pf_steps(pf, per);
-    int64_t q = 0;
-    for (; q < steps; q++) {
-        ki_ov_pf_step(pf, per, q);
-        HALF_STEP();
-    }
-    for (; q < k; q++) {
-        HALF_STEP();
-    }
+    KI_OV_K_LOOP(pf, k, HALF_STEP());
 #undef HALF_STEP
     const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
     px16_store(t, c0, bias, vlo, vhi);

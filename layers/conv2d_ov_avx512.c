@@ -38,16 +38,7 @@ ov_tile(int64_t k, const void *a, const float *b, const int pw, int64_t ldb, boo
             c1[j] = _mm512_fmadd_ps(a1, bv, c1[j]);                                                \
         }                                                                                          \
     } while (0)
-    /* the steps that ask for pf's lines, then a loop without that bookkeeping */
-    const int64_t per = ki_ov_pf_per(pf, k), steps = ki_ov_pf_steps(pf, per);
-    int64_t q = 0;
-    for (; q < steps; q++) {
-        ki_ov_pf_step(pf, per, q);
-        TILE_STEP();
-    }
-    for (; q < k; q++) {
-        TILE_STEP();
-    }
+    KI_OV_K_LOOP(pf, k, TILE_STEP());
 #undef TILE_STEP
     __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
     __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();

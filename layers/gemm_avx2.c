@@ -38,13 +38,17 @@ static inline void store_row(float *c, int64_t ldc, int r, __m256 v0, __m256 v1,
     _mm256_storeu_ps(c + r * ldc + 8, v1);
 }
 
-/* Rows 0..5 x 16 columns: 12 accumulators (named variables, not arrays: GCC kept arrays on the
- * stack and stored every accumulator back each k step), 2 B loads and 6 broadcasts per k; with
- * the two B vectors and the broadcast, 15 of the 16 registers. */
-static void rows6(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,
-                  int64_t ldc, bool acc, const ki_gemm_fin *fin)
+/* Rows 0..nr-1 (nr 4 or 6, a constant in each caller) x 16 columns: 2 nr accumulators (named
+ * variables, not arrays: GCC kept arrays on the stack and stored every accumulator back each k
+ * step), 2 B loads and nr broadcasts per k; with six rows, the two B vectors and the broadcast,
+ * 15 of the 16 registers. */
+static inline __attribute__((always_inline)) void rows16(int64_t kc, const float *const *a,
+                                                         const float *b, int64_t ldb, float *c,
+                                                         int64_t ldc, bool acc,
+                                                         const ki_gemm_fin *fin, const int nr)
 {
-    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+    const float *a4 = nr > 4 ? a[4] : a0, *a5 = nr > 4 ? a[5] : a0;
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     if (acc) {
@@ -52,8 +56,10 @@ static void rows6(int64_t kc, const float *const *a, const float *b, int64_t ldb
         c10 = _mm256_loadu_ps(c + ldc), c11 = _mm256_loadu_ps(c + ldc + 8);
         c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
         c30 = _mm256_loadu_ps(c + 3 * ldc), c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
-        c40 = _mm256_loadu_ps(c + 4 * ldc), c41 = _mm256_loadu_ps(c + 4 * ldc + 8);
-        c50 = _mm256_loadu_ps(c + 5 * ldc), c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
+        if (nr > 4) {
+            c40 = _mm256_loadu_ps(c + 4 * ldc), c41 = _mm256_loadu_ps(c + 4 * ldc + 8);
+            c50 = _mm256_loadu_ps(c + 5 * ldc), c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
+        }
     }
     for (int64_t k = 0; k < kc; k++) {
         __m256 b0 = _mm256_loadu_ps(b + k * ldb), b1 = _mm256_loadu_ps(b + k * ldb + 8);
@@ -69,19 +75,37 @@ static void rows6(int64_t kc, const float *const *a, const float *b, int64_t ldb
         v = _mm256_broadcast_ss(a3 + k);
         c30 = _mm256_fmadd_ps(v, b0, c30);
         c31 = _mm256_fmadd_ps(v, b1, c31);
-        v = _mm256_broadcast_ss(a4 + k);
-        c40 = _mm256_fmadd_ps(v, b0, c40);
-        c41 = _mm256_fmadd_ps(v, b1, c41);
-        v = _mm256_broadcast_ss(a5 + k);
-        c50 = _mm256_fmadd_ps(v, b0, c50);
-        c51 = _mm256_fmadd_ps(v, b1, c51);
+        if (nr > 4) {
+            v = _mm256_broadcast_ss(a4 + k);
+            c40 = _mm256_fmadd_ps(v, b0, c40);
+            c41 = _mm256_fmadd_ps(v, b1, c41);
+            v = _mm256_broadcast_ss(a5 + k);
+            c50 = _mm256_fmadd_ps(v, b0, c50);
+            c51 = _mm256_fmadd_ps(v, b1, c51);
+        }
     }
     store_row(c, ldc, 0, c00, c01, fin);
     store_row(c, ldc, 1, c10, c11, fin);
     store_row(c, ldc, 2, c20, c21, fin);
     store_row(c, ldc, 3, c30, c31, fin);
-    store_row(c, ldc, 4, c40, c41, fin);
-    store_row(c, ldc, 5, c50, c51, fin);
+    if (nr > 4) {
+        store_row(c, ldc, 4, c40, c41, fin);
+        store_row(c, ldc, 5, c50, c51, fin);
+    }
+}
+
+/* Rows 0..5 x 16 columns (12 accumulators) and rows 0..3 x 16 (8), each register-allocated on
+ * its own. */
+static void rows6(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,
+                  int64_t ldc, bool acc, const ki_gemm_fin *fin)
+{
+    rows16(kc, a, b, ldb, c, ldc, acc, fin, 6);
+}
+
+static void rows4_16(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,
+                     int64_t ldc, bool acc)
+{
+    rows16(kc, a, b, ldb, c, ldc, acc, NULL, 4);
 }
 
 /* Rows 6 and 7 x all 32 columns: 8 accumulators, 4 B loads and 2 broadcasts per k. */
@@ -132,41 +156,6 @@ void ki_gemm_ukernel_avx2(int64_t kc, const float *const *a, const float *b, int
     }
     const ki_gemm_fin f = fin ? fin_at(fin, 6, 0, ldc) : (ki_gemm_fin){ 0 };
     rows2(kc, a + 6, b, ldb, c + 6 * ldc, ldc, acc, fin ? &f : NULL);
-}
-
-/* Rows 0..3 of a (4 row pointers) x 16 columns, no epilogue: 8 accumulators, 2 B loads and 4
- * broadcasts per k. */
-static void rows4_16(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,
-                     int64_t ldc, bool acc)
-{
-    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
-           c30 = c00, c31 = c00;
-    if (acc) {
-        c00 = _mm256_loadu_ps(c), c01 = _mm256_loadu_ps(c + 8);
-        c10 = _mm256_loadu_ps(c + ldc), c11 = _mm256_loadu_ps(c + ldc + 8);
-        c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
-        c30 = _mm256_loadu_ps(c + 3 * ldc), c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
-    }
-    for (int64_t k = 0; k < kc; k++) {
-        __m256 b0 = _mm256_loadu_ps(b + k * ldb), b1 = _mm256_loadu_ps(b + k * ldb + 8);
-        __m256 v = _mm256_broadcast_ss(a0 + k);
-        c00 = _mm256_fmadd_ps(v, b0, c00);
-        c01 = _mm256_fmadd_ps(v, b1, c01);
-        v = _mm256_broadcast_ss(a1 + k);
-        c10 = _mm256_fmadd_ps(v, b0, c10);
-        c11 = _mm256_fmadd_ps(v, b1, c11);
-        v = _mm256_broadcast_ss(a2 + k);
-        c20 = _mm256_fmadd_ps(v, b0, c20);
-        c21 = _mm256_fmadd_ps(v, b1, c21);
-        v = _mm256_broadcast_ss(a3 + k);
-        c30 = _mm256_fmadd_ps(v, b0, c30);
-        c31 = _mm256_fmadd_ps(v, b1, c31);
-    }
-    store_row(c, ldc, 0, c00, c01, NULL);
-    store_row(c, ldc, 1, c10, c11, NULL);
-    store_row(c, ldc, 2, c20, c21, NULL);
-    store_row(c, ldc, 3, c30, c31, NULL);
 }
 
 /* The low 16 columns of the 8 x 32 tile, no epilogue (a partial tile of at most 16 columns: the
