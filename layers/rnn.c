@@ -297,7 +297,6 @@ static void rnn_cell(const rnn_state *s, const float *gx, const float *g, float 
     }
 }
 
-/* c (m x n) = a (m x k) times w^T (w: n x k) + bias (n, or NULL). */
 /* c (m x n) = a (m x k) times the packed W^T wp, + bias (per column) when not NULL; the tiles
  * split over nt threads when the product is large enough to pay for the team. */
 static void rnn_gemm(const rnn_state *s, const float *a, int64_t m, int64_t k, const float *wp,
