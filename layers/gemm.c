@@ -19,29 +19,45 @@ static void fin_row(const ki_gemm_fin *fin, int r, int64_t ldc, float *restrict 
     }
 }
 
+/* The tile in blocks of 4 rows x 8 columns over the whole k block, each block's 32 sums in
+ * registers (a whole 8 x 32 tile does not fit them, and kept in memory it ran at half the speed:
+ * 10.5 against 20.9 GFLOP/s in L1 on one core of the 2026-11-26 Xeon, built for plain x86-64);
+ * every sum the same operations in the same order either way. */
 void ki_gemm_ukernel_ref(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,
                          int64_t ldc, bool acc, const ki_gemm_fin *fin)
 {
-    float t[KI_GEMM_MR][KI_GEMM_NR];
-    for (int r = 0; r < KI_GEMM_MR; r++) {
-        for (int j = 0; j < KI_GEMM_NR; j++) {
-            t[r][j] = acc ? c[r * ldc + j] : 0.0f;
-        }
-    }
-    for (int64_t k = 0; k < kc; k++) {
-        const float *bk = b + k * ldb;
-        for (int r = 0; r < KI_GEMM_MR; r++) {
-            float av = a[r][k];
-            for (int j = 0; j < KI_GEMM_NR; j++) {
-                t[r][j] += av * bk[j];
+    float tile[KI_GEMM_MR][KI_GEMM_NR];
+    for (int r0 = 0; r0 < KI_GEMM_MR; r0 += 4) {
+        for (int j0 = 0; j0 < KI_GEMM_NR; j0 += 8) {
+            float t[4][8];
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; j++) {
+                    t[r][j] = acc ? c[(r0 + r) * ldc + j0 + j] : 0.0f;
+                }
+            }
+            for (int64_t k = 0; k < kc; k++) {
+                const float *bk = b + k * ldb + j0;
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) {
+                    const float av = a[r0 + r][k];
+#pragma GCC unroll 8
+                    for (int j = 0; j < 8; j++) {
+                        t[r][j] += av * bk[j];
+                    }
+                }
+            }
+            for (int r = 0; r < 4; r++) {
+                memcpy(&tile[r0 + r][j0], t[r], sizeof t[r]);
             }
         }
     }
     for (int r = 0; r < KI_GEMM_MR; r++) {
         if (fin) {
-            fin_row(fin, r, ldc, t[r]);
+            fin_row(fin, r, ldc, tile[r]);
         }
-        memcpy(c + r * ldc, t[r], sizeof t[r]);
+        memcpy(c + r * ldc, tile[r], sizeof tile[r]);
     }
 }
 
