@@ -295,6 +295,20 @@ void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *
     }
 }
 
+static float dot_ref(const float *a, const float *b, int64_t n)
+{
+    float r = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        r += a[i] * b[i];
+    }
+    return r;
+}
+
+ki_dot_fn ki_dot_for(ki_isa isa)
+{
+    return isa >= KI_ISA_AVX2 ? KI_X86(ki_linear_dot_avx2) : dot_ref;
+}
+
 bool ki_sgemm_ws_floats(int64_t m, int64_t n, int64_t k, bool ta, int64_t *floats)
 {
     int64_t at = 0;

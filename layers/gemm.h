@@ -150,6 +150,14 @@ void ki_sgemm(const ki_sgemm_args *s, ki_gemm_ukernel uk, float *ws, int nt);
 void ki_gemm_pack_wt(const float *w, int64_t n, int64_t k, float *dst);
 float *ki_gemm_pack_wt_new(const float *w, int64_t n, int64_t k);
 
+/* a . b over n floats at a level: AVX2 and up in four 8-lane partial sums added in one fixed order
+ * (linear_avx2.c), the plain one in order. For products of one or two rows (nn.Linear's
+ * classifier, the RNNs' recurrent step at batch 1 or 2), where a GEMM tile of 8 rows would mostly
+ * compute rows that are not there. */
+typedef float (*ki_dot_fn)(const float *a, const float *b, int64_t n);
+ki_dot_fn ki_dot_for(ki_isa isa);
+float ki_linear_dot_avx2(const float *a, const float *b, int64_t n);
+
 /* Floats of a packed B of k rows and n columns; false on overflow. */
 static inline bool ki_gemm_packed_floats(int64_t k, int64_t n, int64_t *out)
 {

@@ -19,10 +19,9 @@
 #include "conv_common.h"
 #include "gemm.h"
 
-typedef float (*dot_fn)(const float *a, const float *b, int64_t n);
+typedef ki_dot_fn dot_fn;
 struct ki_op_desc;
 static bool one_row_declared(const ki_op_desc *op);
-float ki_linear_dot_avx2(const float *a, const float *b, int64_t n);        /* linear_avx2.c */
 float ki_linear_dot_h_avx512(const uint16_t *a, const float *b, int64_t n); /* linear_avx512.c */
 
 /* Float32 weight bytes from which a one-row layer keeps binary16-exact weights as binary16: below
@@ -59,15 +58,6 @@ static ki_status pack_weights(linear *l, const ki_op_desc *op, ki_error *err)
     l->uk = ki_gemm_ukernel_for(ki_cpu_isa());
     l->epf = ki_cv_epilogue_for(ki_cpu_isa());
     return KI_OK;
-}
-
-static float dot_ref(const float *a, const float *b, int64_t n)
-{
-    float r = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        r += a[i] * b[i];
-    }
-    return r;
 }
 
 static ki_status parse(const ki_op_desc *op, linear *l, ki_error *err)
@@ -153,7 +143,7 @@ static ki_status linear_create(const ki_op_desc *op, void **state, ki_error *err
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
     ki_status st = parse(op, l, err);
-    l->dot = ki_cpu_isa() >= KI_ISA_AVX2 ? KI_X86(ki_linear_dot_avx2) : dot_ref;
+    l->dot = ki_dot_for(ki_cpu_isa());
     if (st == KI_OK) {
         st = keep_half(l, op, err);
     }
@@ -344,7 +334,7 @@ static ki_status flin_create(const ki_op_desc *op, void **state, ki_error *err)
     }
     f->x = ki_op_input_slot(op, "input", 0), f->w = ki_op_input_slot(op, "weight", 1);
     f->b = ki_op_input_slot(op, "bias", 2);
-    f->dot = ki_cpu_isa() >= KI_ISA_AVX2 ? KI_X86(ki_linear_dot_avx2) : dot_ref;
+    f->dot = ki_dot_for(ki_cpu_isa());
     if (op->n_inputs < 2 || op->n_inputs > 3 || op->n_outputs != 1 || f->x != 0 || f->w < 0 ||
         (op->n_inputs == 3) != (f->b >= 0) || f->w == f->b || ki_op_has(op, "bias")) {
         free(f);

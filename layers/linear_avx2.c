@@ -1,13 +1,13 @@
-/* linear_avx2.c - the dot product under nn.Linear's one-row path (a classifier's y = W x is a
- * pass over the weight: bandwidth, not arithmetic). Four independent accumulators hide the FMA
- * latency; the summation order is fixed, so results do not depend on threads. Compiled with
- * -mavx2 -mfma; linear.c calls it only when the CPU has both. */
+/* linear_avx2.c - the level's dot product (ki_dot_for, gemm.h): nn.Linear's one-row path (a
+ * classifier's y = W x is a pass over the weight: bandwidth, not arithmetic) and the RNNs' steps
+ * at batch 1 or 2. Four independent accumulators hide the FMA latency; the summation order is
+ * fixed, so results do not depend on threads. Compiled with -mavx2 -mfma; called only when the
+ * CPU has both. */
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "gemm.h"
 #include "linear_dot.h"
-
-float ki_linear_dot_avx2(const float *a, const float *b, int64_t n);
 
 float ki_linear_dot_avx2(const float *a, const float *b, int64_t n)
 {

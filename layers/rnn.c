@@ -43,6 +43,7 @@ typedef struct rnn_state {
     int64_t in_size, hid, proj, out_h, gh; /* out_h: proj or hid; gh: gates * hid */
     rnn_w w[2 * RNN_MAX_LAYERS];
     ki_gemm_ukernel uk; /* the level's micro-kernel */
+    ki_dot_fn dot;      /* and dot product */
 } rnn_state;
 
 /* Dimensions of one run, from x's shape. */
@@ -167,6 +168,7 @@ static ki_status rnn_create_cell(const ki_op_desc *op, int cell, void **state, k
     }
     st = st != KI_OK ? st : rnn_params(op, s, err);
     s->uk = ki_gemm_ukernel_for(ki_cpu_isa());
+    s->dot = ki_dot_for(ki_cpu_isa());
     st = st != KI_OK ? st : rnn_weights(op, s, err);
     if (st != KI_OK) {
         rnn_destroy(s);
@@ -315,6 +317,39 @@ static void rnn_gemm(const rnn_state *s, const float *a, int64_t m, int64_t k, c
     }
 }
 
+/* Rows up to which a step's products go as dot products with the weight rows (w: n x k) instead of
+ * 8-row GEMM tiles, which would compute mostly rows that are not there (batch 1 or 2), when the
+ * rows are at least RNN_DOT_MIN_K long (two steps of the dot product's four 8-lane sums; shorter
+ * ones spend more on the sums' reduction than the tiles waste). */
+#define RNN_DOT_ROWS  2
+#define RNN_DOT_MIN_K 64
+
+/* c (m x n) = a (m x k) times w^T + bias, for m <= RNN_DOT_ROWS: one dot product per output, the
+ * outputs split over nt threads when there are enough of them to pay for the team. */
+static void rnn_dots(const rnn_state *s, const float *a, int64_t m, int64_t k, const float *w,
+                     const float *bias, int64_t n, float *c, int nt)
+{
+#pragma omp parallel for num_threads(nt) schedule(static) if (m * n >= KI_GEMM_TEAM_MIN_MACS / k)
+    for (int64_t i = 0; i < m * n; i++) {
+        const int64_t r = i / n, j = i % n;
+        const float v = s->dot(w + j * k, a + r * k, k);
+        c[i] = bias ? v + bias[j] : v;
+    }
+}
+
+/* A step's product: dot products for a batch of up to RNN_DOT_ROWS (rows of RNN_DOT_MIN_K or
+ * more), else the GEMM. */
+static void rnn_step_product(const rnn_state *s, const float *a, int64_t m, int64_t k,
+                             const float *w, const float *wp, const float *bias, int64_t n,
+                             float *c, int nt)
+{
+    if (m <= RNN_DOT_ROWS && k >= RNN_DOT_MIN_K) {
+        rnn_dots(s, a, m, k, w, bias, n, c, nt);
+    } else {
+        rnn_gemm(s, a, m, k, wp, bias, n, c, nt);
+    }
+}
+
 typedef struct rnn_run {
     const rnn_dims *r;
     const float *h0, *c0; /* inputs or NULL */
@@ -341,14 +376,14 @@ static void rnn_direction(const rnn_state *s, const rnn_run *u, int l, int d, co
     }
     for (int64_t step = 0; step < r->len; step++) {
         const int64_t t = d ? r->len - 1 - step : step;
-        rnn_gemm(s, u->h, nb, oh, w->p_hh, w->b_hh, s->gh, u->g, u->nt);
+        rnn_step_product(s, u->h, nb, oh, w->w_hh, w->p_hh, w->b_hh, s->gh, u->g, u->nt);
         for (int64_t n = 0; n < nb; n++) {
             const int64_t row = s->batch_first ? n * r->len + t : t * nb + n;
             rnn_cell(s, u->gx + row * s->gh, u->g + n * s->gh, u->h + n * oh, u->c + n * H,
                      u->hf + n * H);
         }
         if (s->proj > 0) {
-            rnn_gemm(s, u->hf, nb, H, w->p_hr, NULL, oh, u->h, u->nt);
+            rnn_step_product(s, u->hf, nb, H, w->w_hr, w->p_hr, NULL, oh, u->h, u->nt);
         }
         for (int64_t n = 0; n < nb; n++) {
             const int64_t row = s->batch_first ? n * r->len + t : t * nb + n;
