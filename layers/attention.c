@@ -144,8 +144,8 @@ static ki_status mha_create(const ki_op_desc *op, void **state, ki_error *err)
     }
     if (st == KI_OK && (pos < 1 || pos > 3)) {
         st = KI_FAIL(err, KI_ERR_FORMAT,
-                     "expects query, or query and key (= value), or query, key "
-                     "and value");
+                     "expects query, or query and key (= value), "
+                     "or query, key and value");
     }
     /* two: pnnx's export of mha(q, kv, kv), key and value the same tensor */
     m->q_in = idx[0], m->k_in = pos > 1 ? idx[1] : idx[0], m->v_in = idx[pos > 1 ? pos - 1 : 0];

@@ -151,28 +151,23 @@ static inline AI void ov_half(int64_t k, const float *a, const float *b, int64_t
     }
 }
 
-/* One function per group width: each register-allocated on its own, so nothing of the caller
- * is kept live (and spilled) around the k loop. */
-#define OV_GROUP(NP)                                                                               \
-    static __attribute__((noinline)) void ov_group##NP(                                            \
+/* One function per kernel and pixel count (NAME##NP calling NAME with NP a constant): each
+ * register-allocated on its own, so nothing of the caller is kept live (and spilled) around the k
+ * loop. */
+#define OV_COPY(NAME, NP)                                                                          \
+    static __attribute__((noinline)) void NAME##NP(                                                \
         int64_t k, const float *a, const float *b, int64_t ldb, bool acc, const float *bias,       \
         float lo, float hi, float *restrict t, ki_ov_pf pf)                                        \
     {                                                                                              \
-        ov_group(k, a, b, ldb, acc, bias, lo, hi, t, pf, NP);                                      \
+        NAME(k, a, b, ldb, acc, bias, lo, hi, t, pf, NP);                                          \
     }
-OV_GROUP(1)
-OV_GROUP(2)
-OV_GROUP(3)
+OV_COPY(ov_group, 1)
+OV_COPY(ov_group, 2)
+OV_COPY(ov_group, 3)
 
-/* Pixels j..j+NP-1 (5 or 6) as two halves of 16 channels: ov_half with NP a constant, each half
- * register-allocated on its own (ov_halfNP), then both halves (ov_halvesNP). */
+/* Pixels j..j+NP-1 (5 or 6) as two halves of 16 channels, each an ov_halfNP. */
 #define OV_HALVES(NP)                                                                              \
-    static __attribute__((noinline)) void ov_half##NP(                                             \
-        int64_t k, const float *a, const float *b, int64_t ldb, bool acc, const float *bias,       \
-        float lo, float hi, float *restrict t, ki_ov_pf pf)                                        \
-    {                                                                                              \
-        ov_half(k, a, b, ldb, acc, bias, lo, hi, t, pf, NP);                                       \
-    }                                                                                              \
+    OV_COPY(ov_half, NP)                                                                           \
     static void ov_halves##NP(int64_t k, const float *a, const float *b, int64_t ldb, bool acc,    \
                               const float *bias, float lo, float hi, float *restrict t,            \
                               ki_ov_pf pf)                                                         \

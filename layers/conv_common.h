@@ -313,6 +313,13 @@ int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict 
  * floats (0 on overflow). Returns nonzero when a value read is NaN or a window lies all in the
  * padding; the caller then redoes the plane with the reference. */
 size_t ki_pool_max_s1_floats(int64_t h, int64_t ow, int64_t kw);
+/* That workspace's layout: one padded input row of *rn floats, then h rows of *owr kw-tap maxima
+ * (ow and the row rounded up to whole 8-lane vectors). */
+static inline void ki_pool_max_s1_widths(int64_t ow, int64_t kw, int64_t *owr, int64_t *rn)
+{
+    *owr = (ow + 7) / 8 * 8;
+    *rn = (*owr + kw - 1 + 7) / 8 * 8;
+}
 /* nn.MaxPool2d's reference windows on such a plane (any NaN wins; returns 0). */
 int ki_pool_max_s1_ref(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
                        int64_t ow, int64_t kh, int64_t kw, int64_t ph, int64_t pw);

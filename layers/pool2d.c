@@ -341,7 +341,8 @@ size_t ki_pool_max_s1_floats(int64_t h, int64_t ow, int64_t kw)
     if (h < 0 || ow < 0 || kw < 1 || ow > INT64_MAX / 4 || kw > INT64_MAX / 4) {
         return 0;
     }
-    const int64_t owr = (ow + 7) / 8 * 8, rn = (owr + kw - 1 + 7) / 8 * 8;
+    int64_t owr, rn;
+    ki_pool_max_s1_widths(ow, kw, &owr, &rn);
     if (!ki_ckd_mul_i64(&n, h, owr) || !ki_ckd_add_i64(&n, n, rn) ||
         n > (int64_t)(SIZE_MAX / 2 / sizeof(float))) {
         return 0;

@@ -115,7 +115,8 @@ int ki_pool_max_s1_avx2(const float *src, int64_t h, int64_t w, float *restrict 
                         int64_t ow, int64_t kh, int64_t kw, int64_t ph, int64_t pw,
                         float *restrict ws)
 {
-    const int64_t owr = (ow + 7) / 8 * 8, rn = (owr + kw - 1 + 7) / 8 * 8;
+    int64_t owr, rn;
+    ki_pool_max_s1_widths(ow, kw, &owr, &rn);
     float *const row = ws, *const hm = ws + rn;
     __m256 nan = _mm256_setzero_ps();
     for (int64_t iy = 0; iy < h; iy++) {
