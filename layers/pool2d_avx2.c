@@ -59,17 +59,36 @@ static inline __m256 load_cols(const float *r, int64_t b, int64_t w)
                             _mm256_castsi256_ps(m));
 }
 
-/* The window maxima from sixteen consecutive columns b + i (taps in order: d = v > d ? v : d, so
- * max(tap 1, tap 0), then max(tap 2, that)); the sixteen that start at b, b + 1 (and b + 2) are
- * loaded as they lie and one deinterleave keeps the even ones, the eight output columns from
- * b / 2. NaN lanes read or-ed into *nan. */
-static inline __m256 row_max(const float *r, int64_t b, int64_t w, int64_t kw, __m256 *nan)
+/* The window maxima of eight output columns from the eighteen input columns p[0..17] (taps in
+ * order: d = v > d ? v : d, so max(tap 1, tap 0), then max(tap 2, that)): the sixteen that start
+ * at p, p + 1 (and p + 2) are loaded as they lie and one deinterleave keeps the even ones. NaN
+ * lanes read or-ed into *nan. */
+static inline __attribute__((always_inline)) __m256 row_max(const float *p, const int64_t kw,
+                                                            __m256 *nan)
+{
+    const __m256 a0 = _mm256_loadu_ps(p), a1 = _mm256_loadu_ps(p + 8);
+    __m256 lo = _mm256_max_ps(_mm256_loadu_ps(p + 1), a0);
+    __m256 hi = _mm256_max_ps(_mm256_loadu_ps(p + 9), a1);
+    __m256 n = _mm256_cmp_ps(a0, a1, _CMP_UNORD_Q);
+    if (kw == 3) { /* tap 2 */
+        const __m256 c1 = _mm256_loadu_ps(p + 10);
+        lo = _mm256_max_ps(_mm256_loadu_ps(p + 2), lo);
+        hi = _mm256_max_ps(c1, hi);
+        n = _mm256_or_ps(n, _mm256_cmp_ps(c1, c1, _CMP_UNORD_Q));
+    }
+    *nan = _mm256_or_ps(*nan, n);
+    return ki_deint8(lo, hi, 0);
+}
+
+/* row_max for the columns from b of row r (w columns) where some lie outside it: each load
+ * through load_cols, -inf outside [0, w), which never wins. */
+static inline __m256 row_max_edge(const float *r, int64_t b, int64_t w, int64_t kw, __m256 *nan)
 {
     const __m256 a0 = load_cols(r, b, w), a1 = load_cols(r, b + 8, w);
     __m256 lo = _mm256_max_ps(load_cols(r, b + 1, w), a0);
     __m256 hi = _mm256_max_ps(load_cols(r, b + 9, w), a1);
     __m256 n = _mm256_cmp_ps(a0, a1, _CMP_UNORD_Q);
-    if (kw == 3) { /* tap 2 */
+    if (kw == 3) {
         const __m256 c1 = load_cols(r, b + 10, w);
         lo = _mm256_max_ps(load_cols(r, b + 2, w), lo);
         hi = _mm256_max_ps(c1, hi);
@@ -79,33 +98,79 @@ static inline __m256 row_max(const float *r, int64_t b, int64_t w, int64_t kw, _
     return ki_deint8(lo, hi, 0);
 }
 
-/* As ki_pool_max_s2_avx512: each input row's maximum over its taps, then the rows' in ky order;
- * a column block walks down the plane, reducing the input row two output rows share once. */
-int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
-                        int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw)
+/* Output vectors a column chunk holds (see s2_chunk). */
+#define S2_CHUNK 32
+
+/* ki_pool_max_s2_avx2 for the nv output vectors from column ox0, with the window and the row
+ * stride as constants where inlined. Output rows in order, each walking along its input rows
+ * (which stay in L1); the row maxima of the input row two output rows share (stride 2) wait in
+ * prev[] for the next one, so each input row is reduced once. */
+static inline __attribute__((always_inline)) void
+s2_chunk(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh, int64_t ow,
+         int64_t ox0, int64_t nv, const int64_t kh, const int64_t kw, const int64_t sh, int64_t ph,
+         int64_t pw, __m256 *nan)
 {
     const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    __m256 nan = _mm256_setzero_ps();
-    for (int64_t ox = 0; ox < ow; ox += 8) {
-        const int64_t b = 2 * ox - pw, nx = ow - ox < 8 ? ow - ox : 8;
-        const __m256i mo = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nx), lane);
-        int64_t last = -1;
-        __m256 last_v = ninf;
-        for (int64_t oy = 0; oy < oh; oy++) {
-            __m256 d = ninf;
-            for (int64_t ky = 0; ky < kh; ky++) {
-                const int64_t iy = oy * sh - ph + ky;
-                if (iy < 0 || iy >= h) {
-                    continue;
-                }
-                __m256 v = iy == last ? last_v : row_max(src + iy * w, b, w, kw, &nan);
-                d = _mm256_max_ps(v, d);
+    __m256 prev[S2_CHUNK], d[S2_CHUNK];
+    /* the vectors [j0, j1) read their columns in place */
+    int64_t j0 = 0, j1 = nv, last = -1; /* last: the input row prev[] holds */
+    while (j0 < nv && 2 * (ox0 + 8 * j0) - pw < 0) {
+        j0++;
+    }
+    while (j1 > j0 && 2 * (ox0 + 8 * (j1 - 1)) - pw + 18 > w) {
+        j1--;
+    }
+    for (int64_t oy = 0; oy < oh; oy++) {
+        int64_t next = -1;
+        for (int64_t j = 0; j < nv; j++) {
+            d[j] = ninf;
+        }
+        for (int64_t ky = 0; ky < kh; ky++) {
+            const int64_t iy = oy * sh - ph + ky;
+            if (iy < 0 || iy >= h) {
+                continue;
+            }
+            const float *r = src + iy * w;
+            const bool again = iy == last;
+            for (int64_t j = 0; j < nv; j++) {
+                const int64_t b = 2 * (ox0 + 8 * j) - pw;
+                const __m256 v = again               ? prev[j]
+                                 : j >= j0 && j < j1 ? row_max(r + b, kw, nan)
+                                                     : row_max_edge(r, b, w, kw, nan);
+                d[j] = _mm256_max_ps(v, d[j]);
                 if (ky == kh - 1) {
-                    last = iy, last_v = v;
+                    prev[j] = v;
                 }
             }
-            _mm256_maskstore_ps(dst + oy * ow + ox, mo, d);
+            next = ky == kh - 1 ? iy : next;
+        }
+        last = next;
+        for (int64_t j = 0; j < nv; j++) {
+            const int64_t ox = ox0 + 8 * j;
+            if (ox + 8 <= ow) {
+                _mm256_storeu_ps(dst + oy * ow + ox, d[j]);
+            } else {
+                _mm256_maskstore_ps(dst + oy * ow + ox,
+                                    _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(ow - ox)), lane),
+                                    d[j]);
+            }
+        }
+    }
+}
+
+/* As ki_pool_max_s2_avx512: each input row's maximum over its taps, then the rows' in ky order,
+ * in column chunks of S2_CHUNK vectors. */
+int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                        int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw)
+{
+    __m256 nan = _mm256_setzero_ps();
+    for (int64_t ox0 = 0; ox0 < ow; ox0 += 8 * S2_CHUNK) {
+        const int64_t nv = ow - ox0 < 8 * S2_CHUNK ? (ow - ox0 + 7) / 8 : S2_CHUNK;
+        if (kh == 3 && kw == 3 && sh == 2) { /* the common window, its loops unrolled */
+            s2_chunk(src, h, w, dst, oh, ow, ox0, nv, 3, 3, 2, ph, pw, &nan);
+        } else {
+            s2_chunk(src, h, w, dst, oh, ow, ox0, nv, kh, kw, sh, ph, pw, &nan);
         }
     }
     return _mm256_movemask_ps(nan) != 0;
