@@ -67,9 +67,9 @@ static inline dw_cols cols_at(int64_t ox, int s, int kk, int64_t pl, int64_t w)
 
 /* What a plane's blocks share (as in the AVX-512 kernel): the plane, its output and residual, the
  * weights (a 3x3 kernel's nine as k0 .. k8, row by row, broadcast once per plane; a 5x5 kernel's
- * 25 broadcast from memory at each product, as the sixteen registers would not hold them), the
- * bias, the clamp bounds and the activation after the clamp (act; vact when it is not a clamp).
- * Named vectors: GCC keeps an array of __m256 in memory. */
+ * 25 broadcast once per plane into w25, in memory, as the sixteen registers would not hold them),
+ * the bias, the clamp bounds and the activation after the clamp (act; vact when it is not a
+ * clamp). Named vectors for the nine: GCC keeps an array of __m256 in memory. */
 typedef struct dw_plane {
     const float *x, *res;
     float *o;
@@ -77,8 +77,8 @@ typedef struct dw_plane {
     int64_t row0; /* the input row x holds first (0 for a whole plane, a band's first row) */
     const float *pf_in, *pf_out; /* the next plane's input and output to ask for, or NULL */
     const float *wk;             /* the channel's kk * kk weights */
-    /* a 5x5 kernel's weights broadcast once per plane, for the FMAs to read as memory operands
-     * (a broadcast instruction per product was a fifth of the layer's instructions) */
+    /* a 5x5 kernel's weights broadcast once per plane, for the products to read (a broadcast
+     * instruction before each product was a fifth of the layer's instructions) */
     __m256 w25[25];
     __m256 k0, k1, k2, k3, k4, k5, k6, k7, k8, vb, lo, hi;
     ki_act act;
