@@ -220,6 +220,15 @@ static inline __attribute__((always_inline)) void block(const dw_plane *d, int64
                 }
             }
         }
+        /* the sums in registers after every input row, as in the AVX2 kernel: a 5x5 kernel's
+         * output rows otherwise ran as one chain of FMAs after another */
+#pragma GCC unroll 8
+        for (int r = 0; r < rows; r++) {
+            __asm__("" : "+v"(a[r]));
+            if (kk == 5) {
+                __asm__("" : "+v"(b[r]));
+            }
+        }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) {
