@@ -17,6 +17,7 @@
  * and for small planes taken whole (flat_plane): dw_vec, dw_lmask (a load mask), flat_lmask(bits),
  * flat_load(p, m) (masked lanes read as zero, not accessed), flat_zero(), flat_fma(w, x, a),
  * flat_add(a, b), DW_ODD_CHAIN (1 when block() sums a 5x5 kernel's odd rows apart),
+ * DW_KEEP(v) (an empty asm holding the sum v in a register, or nothing),
  * flat_wt(d, kk, i) (weight i broadcast) and flat_store(d, at, n, v) (the epilogue and the store
  * of the n <= DW_LANES outputs from at).
  * Everything here is static inline and always inlined into the ISA file's entries, so s, kk,
@@ -212,6 +213,14 @@ static inline __attribute__((always_inline)) void flat_plane(const dw_plane *d, 
                     } else if (j < cnt) {
                         a[j] = flat_fma(wv, flat_load(p + j * DW_LANES, mt[j * kk * kk]), a[j]);
                     }
+                }
+            }
+            /* a 5x5 kernel's sums held in registers after each kernel row (DW_KEEP) */
+#pragma GCC unroll 16
+            for (int j = 0; kk == 5 && j < DW_FLAT_G; j++) {
+                DW_KEEP(a[j]);
+                if (two) {
+                    DW_KEEP(b[j]);
                 }
             }
         }

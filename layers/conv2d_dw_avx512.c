@@ -265,9 +265,11 @@ static inline __attribute__((always_inline)) __m512 flat_load(const float *p, __
     return _mm512_maskz_loadu_ps(m, p);
 }
 
-#define flat_zero    _mm512_setzero_ps
-#define flat_fma     _mm512_fmadd_ps
-#define flat_add     _mm512_add_ps
+#define flat_zero _mm512_setzero_ps
+#define flat_fma  _mm512_fmadd_ps
+#define flat_add  _mm512_add_ps
+/* the flat planes' sums held in registers after each kernel row (conv2d_dw3_loops.h) */
+#define DW_KEEP(x)   __asm__("" : "+v"(x))
 #define DW_ODD_CHAIN 1
 
 static inline __attribute__((always_inline)) __m512 flat_wt(const dw_plane *d, int kk, int i)
