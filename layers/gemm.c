@@ -114,6 +114,37 @@ bool ki_gemm_fin_of(const ki_cv_epilogue *ep, int64_t ch, const float *res, ki_g
     }
 }
 
+/* The finishing step on a partial tile t (mr rows of nr columns, row stride KI_GEMM_NR) as the
+ * micro-kernels apply it in registers: + bias, + the residual (row stride ldc), max(lo, v) then
+ * min(hi, v) (a NaN v kept, as the vector max / min with v second keep it). An epilogue call per
+ * row of so few columns cost more than the row's products (mobilenet_v2's 96 -> 576 at 14x14:
+ * 196 = 6 x 32 + 4). Out of line and in loops the compiler vectorises: inside tile() it slowed
+ * the full tiles around it (vit_tiny's MLP 1.08x). */
+static __attribute__((noinline)) void fin_tile(float *t, int64_t mr, int64_t nr,
+                                               const ki_gemm_fin *fin, int64_t ldc)
+{
+    const bool clamp = fin->lo > -INFINITY || fin->hi < INFINITY;
+    for (int64_t r = 0; r < mr; r++) {
+        float *tr = t + r * KI_GEMM_NR;
+        if (fin->bias) {
+            const float b = fin->bias[r];
+            for (int64_t j = 0; j < nr; j++) {
+                tr[j] += b;
+            }
+        }
+        if (fin->res) {
+            const float *rr = fin->res + r * ldc;
+            for (int64_t j = 0; j < nr; j++) {
+                tr[j] += rr[j];
+            }
+        }
+        for (int64_t j = 0; clamp && j < nr; j++) {
+            const float v = fin->lo > tr[j] ? fin->lo : tr[j];
+            tr[j] = fin->hi < v ? fin->hi : v;
+        }
+    }
+}
+
 /* One MR x NR tile for one k block. Edge tiles go through a local tile: rows past m reuse row 0
  * of the tile (valid memory, results dropped), columns past n multiply the panel's zero padding. */
 static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int64_t kc,
@@ -157,20 +188,7 @@ static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int6
             g->uk(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0, NULL);
         }
         if (last && g->ep && ki_gemm_fin_of(g->ep, g->ch0 + m0, res, &fin)) {
-            /* the finishing step on t as the micro-kernels apply it in registers: + bias, +
-             * the residual, max(lo, v) then min(hi, v) (a NaN v kept, as the vector max / min
-             * with v second keep it); an epilogue call per row of so few columns cost more than
-             * the row's products (mobilenet_v2's 96 -> 576 at 14x14: 196 = 6 x 32 + 4) */
-            for (int64_t r = 0; r < mr; r++) {
-                const float bias = fin.bias ? fin.bias[r] : 0.0f;
-                float *tr = t + r * KI_GEMM_NR;
-                for (int64_t j = 0; j < nr; j++) {
-                    float v = fin.bias ? tr[j] + bias : tr[j];
-                    v = fin.res ? v + fin.res[r * g->ldc + j] : v;
-                    v = fin.lo > v ? fin.lo : v;
-                    tr[j] = fin.hi < v ? fin.hi : v;
-                }
-            }
+            fin_tile(t, mr, nr, &fin, g->ldc);
             last = false;
         }
         for (int64_t r = 0; r < mr; r++) {
