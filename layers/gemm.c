@@ -180,6 +180,8 @@ static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int6
 #if KI_HAVE_X86
         if (nr <= 16 && g->uk == ki_gemm_ukernel_avx512) {
             ki_gemm_ukernel16_avx512(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0);
+        } else if (nr <= 8 && g->uk == ki_gemm_ukernel_avx2) {
+            ki_gemm_ukernel8_avx2(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0);
         } else if (nr <= 16 && g->uk == ki_gemm_ukernel_avx2) {
             ki_gemm_ukernel16_avx2(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0);
         } else

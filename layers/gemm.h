@@ -58,6 +58,10 @@ void ki_gemm_ukernel16_avx512(int64_t kc, const float *const *a, const float *b,
 /* The same for the AVX2 kernel's tile. */
 void ki_gemm_ukernel16_avx2(int64_t kc, const float *const *a, const float *b, int64_t ldb,
                             float *c, int64_t ldc, bool acc);
+/* The low 8 columns of the AVX2 kernel's tile, at a quarter of its cost (AVX-512 gains nothing
+ * from it: its 16-column kernel takes as many FMAs per k step). */
+void ki_gemm_ukernel8_avx2(int64_t kc, const float *const *a, const float *b, int64_t ldb, float *c,
+                           int64_t ldc, bool acc);
 
 typedef struct ki_gemm_args {
     int64_t m, n, k;

@@ -172,7 +172,7 @@ static void test_sgemm_modes(void **unused)
 }
 
 /* The 16-column kernels (partial tiles) give their full kernel's low 16 columns bit for bit,
- * accumulating or not, at each level the CPU has. */
+ * accumulating or not, at each level the CPU has; so does the AVX2 8-column one its low 8. */
 static void test_ukernel16(void **unused)
 {
 #if KI_HAVE_X86
@@ -205,6 +205,16 @@ static void test_ukernel16(void **unused)
                 assert_memory_equal(full + r * 40, half + r * 40, 16 * sizeof(float));
                 /* columns 16.. untouched */
                 assert_memory_equal(orig + r * 40 + 16, half + r * 40 + 16, 24 * sizeof(float));
+            }
+            if (isa == KI_ISA_AVX2) {
+                float quarter[8 * 40];
+                memcpy(quarter, orig, sizeof orig);
+                ki_gemm_ukernel8_avx2(kc, rows, b, ldb, quarter, 40, acc);
+                for (int r = 0; r < 8; r++) {
+                    assert_memory_equal(full + r * 40, quarter + r * 40, 8 * sizeof(float));
+                    assert_memory_equal(orig + r * 40 + 8, quarter + r * 40 + 8,
+                                        32 * sizeof(float));
+                }
             }
             free(a), free(b);
         }
