@@ -10,7 +10,8 @@
  * one 64-bit permute puts each output row right at the store. The padding is never copied: a column
  * block whose loads reach outside the row loads through _mm256_maskload_ps, masked to the columns
  * inside it (masked-off lanes read as zero and are not accessed), and a row above or below the
- * plane is a zero vector. The taps of each output row are summed in the order ky, kx, then the
+ * plane is a zero vector. The taps of each output row are summed in the order ky, kx (a 5x5
+ * kernel's odd rows in a second chain, added at the end, as the AVX-512 kernel does), then the
  * bias, the residual, the clamp and any other activation (ki_vact_avx2, the epilogue's formulas),
  * the row's tail stored through _mm256_maskstore_ps. Compiled with -mavx2 -mfma; called only when
  * the CPU has them (ki_conv2d_set_isa). */
@@ -166,6 +167,18 @@ static inline __attribute__((always_inline)) __m256 taps(const dw_plane *d, int 
     return a;
 }
 
+/* The taps of weight row ky into *a, or for an odd row of a 5x5 kernel into *b, a second chain
+ * (as the AVX-512 kernel and the flat planes sum them: DW_ODD_CHAIN), added to *a at the end. */
+static inline __attribute__((always_inline)) void taps_to(const dw_plane *d, int kk, int ky,
+                                                          const __m256 v[5], __m256 *a, __m256 *b)
+{
+    if (kk == 5 && (ky & 1)) {
+        *b = taps(d, kk, ky, v, *b);
+    } else {
+        *a = taps(d, kk, ky, v, *a);
+    }
+}
+
 /* Stores output row y of the block at ox from its sums a (bias, residual, clamp; at stride 2
  * the lanes put in order first). */
 static inline __attribute__((always_inline)) void store_row(const dw_plane *d, int64_t y,
@@ -201,22 +214,29 @@ static inline __attribute__((always_inline)) void block_v(const dw_plane *d, int
                                                           dw_mask sm, int s, int kk, int rows,
                                                           bool checked, bool full)
 {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
 #pragma GCC unroll 11
     for (int i = 0; i < (rows - 1) * s + kk; i++) {
         __m256 v[5];
         row_taps(d, iy0 + i, k, s, kk, checked, full, v);
-        a0 = taps(d, kk, i, v, a0);
+        taps_to(d, kk, i, v, &a0, &b0);
         if (rows > 1) {
-            a1 = taps(d, kk, i - s, v, a1);
-            a2 = taps(d, kk, i - 2 * s, v, a2);
-            a3 = taps(d, kk, i - 3 * s, v, a3);
+            taps_to(d, kk, i - s, v, &a1, &b1);
+            taps_to(d, kk, i - 2 * s, v, &a2, &b2);
+            taps_to(d, kk, i - 3 * s, v, &a3, &b3);
+        }
+        if (kk == 5) {
+            __asm__("" : "+x"(b0), "+x"(b1), "+x"(b2), "+x"(b3));
         }
         /* the four sums in registers after every input row: GCC otherwise spilled the rows'
          * taps and ran each output row's products as one chain of kk * kk FMAs after another
          * (25 dependent FMAs at 4 cycles each for a 5x5 kernel), instead of the four chains
          * side by side */
         __asm__("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3));
+    }
+    if (kk == 5) {
+        a0 = _mm256_add_ps(a0, b0), a1 = _mm256_add_ps(a1, b1);
+        a2 = _mm256_add_ps(a2, b2), a3 = _mm256_add_ps(a3, b3);
     }
     if (first <= 0) {
         store_row(d, y0, ox, sm, s, a0);
@@ -282,7 +302,7 @@ static inline __attribute__((always_inline)) __m256 flat_load(const float *p, __
 /* the flat planes keep GCC's schedule here (holding the sums in registers after each kernel row
  * was 1.02-1.06x slower on 14x14 and 7x7 planes) */
 #define DW_KEEP(x)   ((void)0)
-#define DW_ODD_CHAIN 0
+#define DW_ODD_CHAIN 1
 
 static inline __attribute__((always_inline)) __m256 flat_wt(const dw_plane *d, int kk, int i)
 {
