@@ -77,7 +77,6 @@ typedef struct dw_plane {
     int64_t h, w, ow;
     int64_t row0; /* the input row x holds first (0 for a whole plane, a band's first row) */
     const float *pf_in, *pf_out; /* the next plane's input and output to ask for, or NULL */
-    const float *wk;             /* the channel's kk * kk weights */
     /* a 5x5 kernel's weights broadcast once per plane, for the products to read (a broadcast
      * instruction before each product was a fifth of the layer's instructions) */
     __m256 w25[25];
@@ -270,7 +269,6 @@ static inline __attribute__((always_inline)) void plane_channel(dw_plane *d, con
                                                                 int64_t ch)
 {
     const float *w = c->weight + ch * c->kh * c->kw;
-    d->wk = w;
     for (int i = 0; c->kh == 5 && i < 25; i++) {
         d->w25[i] = _mm256_set1_ps(w[i]);
     }
