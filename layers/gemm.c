@@ -8,14 +8,35 @@
 
 #include "../core/bigbuf.h"
 
-/* The finishing step on one row of a tile (scalar form of ki_gemm_fin). */
-static void fin_row(const ki_gemm_fin *fin, int r, int64_t ldc, float *restrict p)
+/* The finishing step (scalar form of ki_gemm_fin) on mr rows of nr columns of a tile t (row
+ * stride KI_GEMM_NR): + bias, + the residual (row stride ldc), max(lo, v) then min(hi, v) (a NaN v
+ * kept, as the vector max / min with v second keep it); no clamp pass when there is nothing to
+ * clamp. The plain micro-kernel's epilogue, and that of partial tiles, where an epilogue call per
+ * row of so few columns cost more than the row's products (mobilenet_v2's 96 -> 576 at 14x14:
+ * 196 = 6 x 32 + 4). Out of line and in loops the compiler vectorises: inside tile() it slowed
+ * the full tiles around it (vit_tiny's MLP 1.08x). */
+static __attribute__((noinline)) void fin_tile(float *t, int64_t mr, int64_t nr,
+                                               const ki_gemm_fin *fin, int64_t ldc)
 {
-    for (int j = 0; j < KI_GEMM_NR; j++) {
-        float v = fin->bias ? p[j] + fin->bias[r] : p[j];
-        v = fin->res ? v + fin->res[r * ldc + j] : v;
-        v = v < fin->lo ? fin->lo : v;
-        p[j] = v > fin->hi ? fin->hi : v;
+    const bool clamp = fin->lo > -INFINITY || fin->hi < INFINITY;
+    for (int64_t r = 0; r < mr; r++) {
+        float *tr = t + r * KI_GEMM_NR;
+        if (fin->bias) {
+            const float b = fin->bias[r];
+            for (int64_t j = 0; j < nr; j++) {
+                tr[j] += b;
+            }
+        }
+        if (fin->res) {
+            const float *rr = fin->res + r * ldc;
+            for (int64_t j = 0; j < nr; j++) {
+                tr[j] += rr[j];
+            }
+        }
+        for (int64_t j = 0; clamp && j < nr; j++) {
+            const float v = fin->lo > tr[j] ? fin->lo : tr[j];
+            tr[j] = fin->hi < v ? fin->hi : v;
+        }
     }
 }
 
@@ -53,10 +74,10 @@ void ki_gemm_ukernel_ref(int64_t kc, const float *const *a, const float *b, int6
             }
         }
     }
+    if (fin) {
+        fin_tile(&tile[0][0], KI_GEMM_MR, KI_GEMM_NR, fin, ldc);
+    }
     for (int r = 0; r < KI_GEMM_MR; r++) {
-        if (fin) {
-            fin_row(fin, r, ldc, tile[r]);
-        }
         memcpy(c + r * ldc, tile[r], sizeof tile[r]);
     }
 }
@@ -111,37 +132,6 @@ bool ki_gemm_fin_of(const ki_cv_epilogue *ep, int64_t ch, const float *res, ki_g
         return true;
     default:
         return false;
-    }
-}
-
-/* The finishing step on a partial tile t (mr rows of nr columns, row stride KI_GEMM_NR) as the
- * micro-kernels apply it in registers: + bias, + the residual (row stride ldc), max(lo, v) then
- * min(hi, v) (a NaN v kept, as the vector max / min with v second keep it). An epilogue call per
- * row of so few columns cost more than the row's products (mobilenet_v2's 96 -> 576 at 14x14:
- * 196 = 6 x 32 + 4). Out of line and in loops the compiler vectorises: inside tile() it slowed
- * the full tiles around it (vit_tiny's MLP 1.08x). */
-static __attribute__((noinline)) void fin_tile(float *t, int64_t mr, int64_t nr,
-                                               const ki_gemm_fin *fin, int64_t ldc)
-{
-    const bool clamp = fin->lo > -INFINITY || fin->hi < INFINITY;
-    for (int64_t r = 0; r < mr; r++) {
-        float *tr = t + r * KI_GEMM_NR;
-        if (fin->bias) {
-            const float b = fin->bias[r];
-            for (int64_t j = 0; j < nr; j++) {
-                tr[j] += b;
-            }
-        }
-        if (fin->res) {
-            const float *rr = fin->res + r * ldc;
-            for (int64_t j = 0; j < nr; j++) {
-                tr[j] += rr[j];
-            }
-        }
-        for (int64_t j = 0; clamp && j < nr; j++) {
-            const float v = fin->lo > tr[j] ? fin->lo : tr[j];
-            tr[j] = fin->hi < v ? fin->hi : v;
-        }
     }
 }
 
