@@ -12,6 +12,7 @@
 
 #include "conv2d.h"
 #include "conv_common.h"
+#include "team.h"
 
 bool ki_conv2d_direct_shape_ok(const ki_conv2d *c)
 {
@@ -114,17 +115,22 @@ void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const
     ki_conv2d_direct_pack(c, wp);
     const int64_t rows = g->in.n * g->oh, ohw = g->oh * g->ow;
     const bool big_out = rows * c->out_ch * g->ow >= ki_cv_prefetch_out_min();
-#pragma omp parallel for num_threads(ex->n_threads) schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t n = r / g->oh, oy = r % g->oh, at = (n * c->out_ch * g->oh + oy) * g->ow;
-        if (big_out && r + 1 < rows) { /* the next row of every channel */
-            const int64_t n1 = (r + 1) / g->oh, oy1 = (r + 1) % g->oh;
-            const float *q = out + (n1 * c->out_ch * g->oh + oy1) * g->ow;
-            for (int64_t oc = 0; oc < c->out_ch; oc++) {
-                ki_cv_prefetch_out(q + oc * ohw, g->ow);
+    ki_team team = KI_TEAM_INIT;
+#pragma omp parallel num_threads(ex->n_threads)
+    {
+#pragma omp for schedule(static) nowait
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t n = r / g->oh, oy = r % g->oh, at = (n * c->out_ch * g->oh + oy) * g->ow;
+            if (big_out && r + 1 < rows) { /* the next row of every channel */
+                const int64_t n1 = (r + 1) / g->oh, oy1 = (r + 1) % g->oh;
+                const float *q = out + (n1 * c->out_ch * g->oh + oy1) * g->ow;
+                for (int64_t oc = 0; oc < c->out_ch; oc++) {
+                    ki_cv_prefetch_out(q + oc * ohw, g->ow);
+                }
             }
+            row(c, g, in, wp, n, oy, out + at, c->res ? c->res + at : NULL, ohw);
         }
-        row(c, g, in, wp, n, oy, out + at, c->res ? c->res + at : NULL, ohw);
+        ki_team_sync(&team); /* all together into the region's closing barrier */
     }
 }
 
@@ -208,15 +214,17 @@ void ki_conv2d_forward_direct_pool(const ki_conv2d *c, const ki_conv2d_geom *g, 
     ki_conv2d_direct_pack(c, wp);
     const int64_t per = (ki_conv2d_pool_dim(c, g->oh) + POOL_BAND - 1) / POOL_BAND;
     const int64_t bands = g->in.n * per;
+    ki_team team = KI_TEAM_INIT;
 #pragma omp parallel num_threads(ex->n_threads)
     {
         float *buf = (float *)((char *)ex->workspace +
                                (size_t)omp_get_thread_num() * ex->ws_per_thread + wbytes);
         int64_t prev = -1; /* the band this thread did last */
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
         for (int64_t b = 0; b < bands; b++) {
             pool_band(c, g, in, wp, b, per, buf, prev == b - 1 && b % per != 0, out);
             prev = b;
         }
+        ki_team_sync(&team); /* all together into the region's closing barrier */
     }
 }

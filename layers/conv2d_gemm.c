@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "conv2d.h"
+#include "team.h"
 
 /* Columns the 1x1 packing looks ahead: those of the next group of panels (up to 4 of NR), whose
  * input rows it asks the cache for while packing this one. The rows of the k input planes are
@@ -197,6 +198,7 @@ static void gemm_group(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
     float *ws = ex->workspace;
     if (ki_conv2d_gemm_private(np, ex->n_threads)) {
         int64_t grp = ki_conv2d_gemm_group(np, ex->n_threads);
+        ki_team team = KI_TEAM_INIT;
 #pragma omp parallel num_threads(ex->n_threads)
         {
             /* one contiguous run of panels per thread, in groups of up to grp: equal shares
@@ -204,16 +206,20 @@ static void gemm_group(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
             int tid = omp_get_thread_num(), nth = omp_get_num_threads();
             float *b = (float *)((char *)ws + (size_t)tid * ex->ws_per_thread);
             gemm_panel_run(c, g, use_col, x, ga, b, np * tid / nth, np * (tid + 1) / nth, grp);
+            ki_team_sync(&team); /* all together into the region's closing barrier */
         }
         return;
     }
+    ki_team team = KI_TEAM_INIT;
 #pragma omp parallel num_threads(ex->n_threads)
     {
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
         for (int64_t p = 0; p < np; p++) {
             pack_panel(c, g, use_col, x, p * KI_GEMM_NR, ga->k, ws + p * KI_GEMM_NR * ga->k);
         }
+        ki_team_sync(&team);
         ki_gemm_compute(ga, omp_get_thread_num(), omp_get_num_threads());
+        ki_team_sync(&team);
     }
 }
 
@@ -342,10 +348,12 @@ void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
     bool simd = !direct && !padded && c->dw_avx2 && g->in.w <= INT32_MAX / 2 && ow_fits_i32(g, c);
     (void)simd;   /* read only where the x86 kernels are built */
     if (direct) { /* each thread its share of the planes in one call; epilogue at the store */
+        ki_team team = KI_TEAM_INIT;
 #pragma omp parallel num_threads(ex->n_threads)
         {
             int tid = omp_get_thread_num(), nt = omp_get_num_threads();
             c->dw3_planes(c, g, in, planes * tid / nt, planes * (tid + 1) / nt, out);
+            ki_team_sync(&team); /* all together into the region's closing barrier */
         }
         return;
     }

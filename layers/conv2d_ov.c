@@ -12,6 +12,7 @@
 
 #include "../core/half.h"
 #include "conv2d.h"
+#include "team.h"
 
 bool ki_conv2d_ov_shape_ok(const ki_conv2d *c)
 {
@@ -372,6 +373,7 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
     ki_gemm_fin gf;
     const ov_fin f = { ki_gemm_fin_of(&c->ep, 0, NULL, &gf), gf.lo, gf.hi };
     const int64_t items = 2 * nob * nb;
+    ki_team team = KI_TEAM_INIT;
 #pragma omp parallel num_threads(ex->n_threads)
     {
         const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -402,7 +404,7 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
                 }
             }
         }
-#pragma omp barrier
+        ki_team_sync(&team);
         const int64_t p0 = nb * tid / nt, p1 = nb * (tid + 1) / nt;
         const bool kclamp = f.clamp && !res;
         /* without the clamp, max(-inf, v) and min(inf, v) give v itself (-0 and NaN too) */
@@ -446,6 +448,7 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
                 ov_epilogue(c, ob, p0, p1, pw, n, y, res);
             }
         }
+        ki_team_sync(&team); /* all together into the region's closing barrier */
     }
 }
 
@@ -478,14 +481,16 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
         const float *x = in + img * c->in_ch * hw;
         float *y = out + img * c->out_ch * n;
         const float *res = c->res ? c->res + img * c->out_ch * n : NULL;
+        ki_team team = KI_TEAM_INIT;
 #pragma omp parallel num_threads(ex->n_threads)
         {
             if (packs && !l.by_pixels) {
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
                 for (int64_t pb = 0; pb < nb; pb++) {
                     int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
                     ov_pack(c, g, x, j0, nr, k, pw, bp + pb * k * pw);
                 }
+                ki_team_sync(&team);
             }
             /* a thread per part (parts_n parts however many threads the team has) */
             for (int64_t pt = omp_get_thread_num(); pt < parts_n; pt += omp_get_num_threads()) {
@@ -574,6 +579,7 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
                     }
                 }
             }
+            ki_team_sync(&team); /* all together into the region's closing barrier */
         }
     }
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "conv2d.h"
+#include "team.h"
 
 /* Whether the kernels apply epilogue ep at the store: a clamp (ki_gemm_fin_of), or one of the
  * activations of their vector epilogue (ki_vact_avx2 / ki_vact_avx512) after bias + residual. */
@@ -193,6 +194,7 @@ void ki_conv2d_forward_pwdw(const ki_conv2d *c, const ki_conv2d_geom *g, const f
         return; /* conv_forward checked the workspace */
     }
     const int64_t oh = dg.oh, ohw = oh * dg.ow;
+    ki_team team = KI_TEAM_INIT;
 #pragma omp parallel num_threads(ex->n_threads)
     {
         const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -205,5 +207,6 @@ void ki_conv2d_forward_pwdw(const ki_conv2d *c, const ki_conv2d_geom *g, const f
         for (int64_t n = 0; n < g->in.n && y0 < y1; n++) {
             rows_of_image(c, g, &dg, &p, in, n, y0, y1, buf, pack, out + n * c->out_ch * ohw);
         }
+        ki_team_sync(&team); /* all together into the region's closing barrier */
     }
 }

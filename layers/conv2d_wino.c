@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../core/half.h"
+#include "team.h"
 
 #define KI_WINO_SUFFIX _ref
 #include "wino_xform.h"
@@ -455,7 +456,7 @@ static void wino_blocked_run(const wino_run *r, const float *x, float *y, const 
 /* Shared: the team splits each step over the whole image (see KI_WINO_BLOCKED). Call from
  * every thread of the team. */
 static void wino_shared_run(const wino_run *r, const float *x, float *y, const float *res,
-                            float *vbuf, float *priv)
+                            float *vbuf, float *priv, ki_team *team)
 {
     const ki_conv2d *c = r->c;
     const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
@@ -463,20 +464,21 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
     const int64_t ngrp = (np + grp - 1) / grp;
     const int64_t vps = ic * tp + KI_WINO_SKEW, mps = oc * tp + KI_WINO_SKEW;
     float *mbuf = vbuf + r->npos * vps;
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t ch = 0; ch < ic; ch++) {
         c->wino_in(x + ch * hw, r->g->in.h, r->g->in.w, &r->tg, 0, tp, vbuf + ch * KI_GEMM_NR,
                    ic * KI_GEMM_NR, vps);
     }
+    ki_team_sync(team);
     const int64_t nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
     if (wino_formed(c)) {
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
         for (int64_t ob = 0; ob < nob; ob++) {
             wino_products_h(r, vbuf, vps, KI_GEMM_NR * ic, mbuf, mps, tp, r->tg.tiles, np, ob,
                             ob + 1, priv, priv + KI_WINO_H_UFLOATS);
         }
     } else if (c->wino_ov) {
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
         for (int64_t item = 0; item < r->npos * nob; item++) {
             int64_t pos = item / nob, ob = item % nob;
             for (int64_t p = 0; p < np; p++) {
@@ -486,13 +488,14 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
             }
         }
     } else {
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
         for (int64_t item = 0; item < r->npos * ngrp; item++) {
             int64_t pos = item / ngrp, p0 = item % ngrp * grp, cnt = np - p0 < grp ? np - p0 : grp;
             wino_products(r, pos, vbuf + pos * vps, mbuf + pos * mps, r->tg.tiles, tp, p0, cnt);
         }
     }
-#pragma omp for schedule(static)
+    ki_team_sync(team);
+#pragma omp for schedule(static) nowait
     for (int64_t ch = 0; ch < oc; ch++) {
         wino_finish(r, mbuf + ch * tp, mps, y, res, ch, 0, tp);
     }
@@ -554,6 +557,7 @@ void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const f
         const float *res = c->res ? c->res + n * oc * ohw : NULL;
         const float *res_tr = c->ep.res_after ? NULL : res;   /* the output transform's */
         const float *res_post = c->ep.res_after ? res : NULL; /* after the activation */
+        ki_team team = KI_TEAM_INIT;
 #pragma omp parallel num_threads(ex->n_threads)
         {
             int tid = omp_get_thread_num(), nth = omp_get_num_threads();
@@ -562,16 +566,17 @@ void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const f
                 float *v = (float *)((char *)ex->workspace + (size_t)tid * ex->ws_per_thread);
                 wino_blocked_run(&r, x, y, res_tr, v, priv, tid, nth);
             } else {
-                wino_shared_run(&r, x, y, res_tr, ex->workspace, priv);
+                wino_shared_run(&r, x, y, res_tr, ex->workspace, priv, &team);
             }
             if (post) {
-#pragma omp barrier
-#pragma omp for schedule(static)
+                ki_team_sync(&team);
+#pragma omp for schedule(static) nowait
                 for (int64_t ch = 0; ch < oc; ch++) {
                     c->epf(&act_only, res_post ? res_post + ch * ohw : NULL, ch, y + ch * ohw,
                            (size_t)ohw);
                 }
             }
+            ki_team_sync(&team); /* all together into the region's closing barrier */
         }
     }
 }
