@@ -37,13 +37,26 @@ static inline __attribute__((always_inline)) void pack3s2(const ki_conv2d *c,
                         __builtin_prefetch(nx + b, 0, 3);
                     }
                 }
-                for (int64_t q = 0; q < len; q += PACK3_STEP) {
+                for (int64_t q = 0; q < len;) {
+                    const int64_t b = (ox + q) * 2 - c->pl;
+#ifdef PACK3_INNER
+                    /* whole steps of n pixels whose reads, columns b .. b + 2n + 1, all lie
+                     * inside the row */
+                    int64_t fit = row && b >= 0 && w - 2 - b >= 0 ? (w - 2 - b) / 2 : 0;
+                    fit = (fit < len - q ? fit : len - q) / PACK3_STEP * PACK3_STEP;
+                    if (fit > 0) {
+                        PACK3_INNER(row + b, fit, pw, d + j + q);
+                        q += fit;
+                        continue;
+                    }
+#endif
                     const int64_t n = len - q < PACK3_STEP ? len - q : PACK3_STEP;
-                    run3(row, w, (ox + q) * 2 - c->pl, n, pw, d + j + q);
+                    run3(row, w, b, n, pw, d + j + q);
+                    q += n;
                 }
                 j += len;
             }
-            for (int kx = 0; kx < 3; kx++) {
+            for (int kx = 0; kx < 3 && pw > nr; kx++) {
                 memset(d + kx * pw + nr, 0, (size_t)(pw - nr) * sizeof *d);
             }
         }

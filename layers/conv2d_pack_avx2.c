@@ -45,7 +45,21 @@ static inline void run3(const float *row, int64_t w, int64_t base, int64_t len, 
     }
 }
 
-#define PACK3_STEP 8
+/* The three rows for n output pixels (a multiple of 8) whose input columns p[0 .. 2n + 1] all lie
+ * inside the row: the same values as run3, without its per-step bounds work. */
+static inline void run3_inner(const float *p, int64_t n, int64_t pw, float *d)
+{
+    for (int64_t j = 0; j < n; j += 8, p += 16) {
+        const __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+        const __m256 c = _mm256_loadu_ps(p + 2), e = _mm256_loadu_ps(p + 10);
+        _mm256_storeu_ps(d + j, ki_deint8(a, b, 0));
+        _mm256_storeu_ps(d + pw + j, ki_deint8(a, b, 1));
+        _mm256_storeu_ps(d + 2 * pw + j, ki_deint8(c, e, 0));
+    }
+}
+
+#define PACK3_STEP  8
+#define PACK3_INNER run3_inner
 #include "conv2d_pack3s2_loops.h"
 
 void ki_conv2d_pack3s2_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t j0,
