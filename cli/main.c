@@ -18,13 +18,11 @@
  * the executable's preinit functions could set it for good (libc's start-up resets the
  * environment after them), so the command sets it and executes itself again, once. A user's own
  * OMP_WAIT_POLICY or GOMP_SPINCOUNT wins; if the exec fails, libgomp's default stays. */
-#define KI_SPIN_NS 20000.0
-
 /* Rounds of libgomp's wait loop (one load and one pause) that take about KI_SPIN_NS here. */
 static long spin_rounds(void)
 {
     const double best = ki_cpu_pause_ns();
-    long n = (long)(KI_SPIN_NS / (best > 0.5 ? best : 0.5));
+    long n = (long)((double)KI_SPIN_NS / (best > 0.5 ? best : 0.5));
     return n < 100 ? 100 : n > 1000000 ? 1000000 : n;
 }
 

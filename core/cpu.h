@@ -53,6 +53,11 @@ void ki_cpu_pretend(ki_isa isa);
 /* Nanoseconds one spin-wait pause (x86 PAUSE; elsewhere a compiler barrier) takes on this CPU:
  * the best of three timed runs of 256, measured anew at each call. */
 double ki_cpu_pause_ns(void);
+/* How long a waiting thread spins before it sleeps (libgomp's barriers: the CLI sets
+ * GOMP_SPINCOUNT from it) or yields its CPU (layers/team.h): long enough for the waits of a
+ * balanced step, short enough that a thread waiting for one that another process holds off its
+ * core gives the core up soon (docs/performance.md). */
+#define KI_SPIN_NS 20000
 /* "generic", "avx2", "avx512". */
 const char *ki_isa_name(ki_isa isa);
 /* The level named s (also "ref" for generic); false when s names none. */

@@ -6,9 +6,10 @@
 #include <sched.h>
 #include <time.h>
 
-/* Spinning with the CPU's pause hint, then yielding, then napping (team.h; the times are the
- * CLI's libgomp spin, and docs/performance.md). */
-#define KI_TEAM_SPIN_NS  20000LL
+#include "../core/cpu.h"
+
+/* Spinning with the CPU's pause hint for KI_SPIN_NS (as libgomp's barriers do before they
+ * sleep), then yielding until KI_TEAM_YIELD_NS, then napping (team.h, docs/performance.md). */
 #define KI_TEAM_YIELD_NS 2000000LL
 #define KI_TEAM_NAP_NS   50000L
 /* Spins between looks at the clock (about 1-5 us of pauses). */
@@ -52,7 +53,7 @@ void ki_team_sync(ki_team *t)
         }
         const long long now = now_ns();
         start = start ? start : now;
-        if (now - start < KI_TEAM_SPIN_NS) {
+        if (now - start < KI_SPIN_NS) {
             continue;
         }
         if (now - start < KI_TEAM_YIELD_NS) {

@@ -1,15 +1,16 @@
 /* team.h - a barrier for the threads of one OpenMP team (ki_team_sync), used inside a layer's
  * parallel region in place of OpenMP's own barriers and before the region's end.
  *
- * libgomp's barriers spin for the time the CLI sets (GOMP_SPINCOUNT, about 20 us), then sleep
+ * libgomp's barriers spin for the time the CLI sets (GOMP_SPINCOUNT for KI_SPIN_NS), then sleep
  * on a futex, and waking a sleeping thread took 35-46 us in the VMs this was measured on. A
  * thread that reached a barrier 20 us or more before the other one (a static share that ran a
  * little slower, a core that the host briefly took away) therefore cost the run those 35-46 us
- * again: in resnet18 about ten times per run. ki_team_sync spins for the same 20 us, then yields
- * the CPU (sched_yield) between looks, so a runnable process on that CPU gets it while the thread
- * keeps no futex to be woken from; after KI_TEAM_YIELD_NS it naps in short sleeps, so a waiting
- * thread never spins for long (docs/performance.md). Each region that uses it ends with it, so
- * the threads reach libgomp's closing barrier together and nobody sleeps there.
+ * again: in resnet18 about ten times per run. ki_team_sync spins for the same KI_SPIN_NS (20 us,
+ * core/cpu.h), then yields the CPU (sched_yield) between looks, so a runnable process on that CPU
+ * gets it while the thread keeps no futex to be woken from; after KI_TEAM_YIELD_NS it naps in
+ * short sleeps, so a waiting thread never spins for long (docs/performance.md). Each region that
+ * uses it ends with it, so the threads reach libgomp's closing barrier together and nobody sleeps
+ * there.
  *
  * The caller zero-initialises one ki_team per parallel region, outside it, shared by the team
  * (KI_TEAM_INIT); every thread of the team must call ki_team_sync the same number of times.
