@@ -171,23 +171,32 @@ static void pack_panel(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
  * shared buffer and splits the tiles over rows as well (see ki_conv2d_gemm_private). */
 /* Panels [p, end) of one (image, group) on this thread alone, grp at a time packed into b (or
  * read in place, ga->bin, but for a partial last panel). */
+/* Panels p0..p0+cnt-1 packed into b (or read in place, ga->bin, but for a partial last panel)
+ * and multiplied; the in-place columns of the ncnt panels from nx (the thread's next group; none
+ * when ncnt is 0) asked for meanwhile. */
+static void gemm_group_run(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col,
+                           const float *x, const ki_gemm_args *ga, float *b, int64_t p0,
+                           int64_t cnt, int64_t nx, int64_t ncnt)
+{
+    for (int64_t q = 0; q < cnt; q++) {
+        if (!ga->bin || (p0 + q + 1) * KI_GEMM_NR > ga->n) {
+            pack_panel(c, g, use_col, x, (p0 + q) * KI_GEMM_NR, ga->k, b + q * KI_GEMM_NR * ga->k);
+        }
+    }
+    if (ga->bin && ncnt > 0) {
+        prefetch_cols(ga->bin, ga->ldb, ga->k, nx * KI_GEMM_NR, ncnt * KI_GEMM_NR);
+    }
+    ki_gemm_panels(ga, p0, cnt, b);
+}
+
 static void gemm_panel_run(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col,
                            const float *x, const ki_gemm_args *ga, float *b, int64_t p, int64_t end,
                            int64_t grp)
 {
     for (int64_t p0 = p; p0 < end; p0 += grp) {
         int64_t cnt = end - p0 < grp ? end - p0 : grp;
-        for (int64_t q = 0; q < cnt; q++) {
-            if (!ga->bin || (p0 + q + 1) * KI_GEMM_NR > ga->n) {
-                pack_panel(c, g, use_col, x, (p0 + q) * KI_GEMM_NR, ga->k,
-                           b + q * KI_GEMM_NR * ga->k);
-            }
-        }
-        if (ga->bin && p0 + grp < end) {
-            prefetch_cols(ga->bin, ga->ldb, ga->k, (p0 + grp) * KI_GEMM_NR,
-                          (end - p0 - grp < grp ? end - p0 - grp : grp) * KI_GEMM_NR);
-        }
-        ki_gemm_panels(ga, p0, cnt, b);
+        int64_t ncnt = end - p0 - cnt < grp ? end - p0 - cnt : grp;
+        gemm_group_run(c, g, use_col, x, ga, b, p0, cnt, p0 + cnt, ncnt);
     }
 }
 
@@ -197,15 +206,22 @@ static void gemm_group(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
     int64_t np = (ga->n + KI_GEMM_NR - 1) / KI_GEMM_NR;
     float *ws = ex->workspace;
     if (ki_conv2d_gemm_private(np, ex->n_threads)) {
-        int64_t grp = ki_conv2d_gemm_group(np, ex->n_threads);
+        const int64_t grp = ki_conv2d_gemm_group(np, ex->n_threads), ngr = (np + grp - 1) / grp;
         ki_team team = KI_TEAM_INIT;
+        ki_share share;
+        ki_share_init(&share, ngr, ex->n_threads);
 #pragma omp parallel num_threads(ex->n_threads)
         {
-            /* one contiguous run of panels per thread, in groups of up to grp: equal shares
-             * (whole groups per thread would leave one thread up to a group behind) */
-            int tid = omp_get_thread_num(), nth = omp_get_num_threads();
+            /* groups of up to grp panels: each thread its own run in order, then what is left of
+             * the others' (ki_share) */
+            const int tid = omp_get_thread_num();
             float *b = (float *)((char *)ws + (size_t)tid * ex->ws_per_thread);
-            gemm_panel_run(c, g, use_col, x, ga, b, np * tid / nth, np * (tid + 1) / nth, grp);
+            for (int64_t q = ki_share_take(&share, tid); q >= 0; q = ki_share_take(&share, tid)) {
+                const int64_t nq = ki_share_peek(&share, tid), p0 = q * grp;
+                const int64_t nx = nq * grp, ncnt = nq < 0 ? 0 : np - nx < grp ? np - nx : grp;
+                gemm_group_run(c, g, use_col, x, ga, b, p0, np - p0 < grp ? np - p0 : grp, nx,
+                               ncnt);
+            }
             ki_team_sync(&team); /* all together into the region's closing barrier */
         }
         return;

@@ -64,3 +64,53 @@ void ki_team_sync(ki_team *t)
         }
     }
 }
+
+/* A share's [lo, hi) in one word, so that the owner's take from the front and a thief's from
+ * the back are each one compare-and-swap. */
+static unsigned long long pack(unsigned long long lo, unsigned long long hi)
+{
+    return lo | hi << 32;
+}
+
+void ki_share_init(ki_share *s, long long items, int n_threads)
+{
+    /* more threads than KI_SHARE_MAX: the threads past the shares only take what is left */
+    const int n = n_threads < 1 ? 1 : n_threads > KI_SHARE_MAX ? KI_SHARE_MAX : n_threads;
+    const long long m = items < 0 ? 0 : items > 0x7fffffffLL ? 0x7fffffffLL : items;
+    s->n = n;
+    for (int i = 0; i < n; i++) {
+        atomic_init(&s->range[i],
+                    pack((unsigned long long)(m * i / n), (unsigned long long)(m * (i + 1) / n)));
+    }
+}
+
+long long ki_share_peek(const ki_share *s, int tid)
+{
+    if (tid < 0 || tid >= s->n) {
+        return -1;
+    }
+    const unsigned long long v =
+        atomic_load_explicit((_Atomic unsigned long long *)&s->range[tid], memory_order_relaxed);
+    const unsigned long long lo = v & 0xffffffffULL, hi = v >> 32;
+    return lo < hi ? (long long)lo : -1;
+}
+
+long long ki_share_take(ki_share *s, int tid)
+{
+    for (int k = 0; k < s->n; k++) {
+        const int i = (tid + k) % s->n, own = i == tid;
+        unsigned long long v = atomic_load_explicit(&s->range[i], memory_order_relaxed);
+        for (;;) {
+            const unsigned long long lo = v & 0xffffffffULL, hi = v >> 32;
+            if (lo >= hi) {
+                break;
+            }
+            const unsigned long long next = own ? pack(lo + 1, hi) : pack(lo, hi - 1);
+            if (atomic_compare_exchange_weak_explicit(&s->range[i], &v, next, memory_order_relaxed,
+                                                      memory_order_relaxed)) {
+                return (long long)(own ? lo : hi - 1);
+            }
+        }
+    }
+    return -1;
+}

@@ -33,4 +33,22 @@ typedef struct ki_team {
 /* Waits until every thread of the calling OpenMP team has called it (a no-op for one thread). */
 void ki_team_sync(ki_team *t);
 
+/* Items 0..n-1 shared by a team: each thread takes its own contiguous share from the front, in
+ * order (so what it reads next is what it asked the cache for), and once that is empty takes
+ * the last remaining item of another thread's share. A thread that another process holds off its
+ * core thus leaves its remaining items to the others instead of holding them up. The caller
+ * fills it before the region (ki_share_init, for the team size asked for) and every thread then
+ * calls ki_share_take until it returns -1; each item is taken exactly once. */
+#define KI_SHARE_MAX 64
+typedef struct ki_share {
+    _Atomic unsigned long long range[KI_SHARE_MAX]; /* a share's [lo, hi): lo low, hi high half */
+    int n;                                          /* shares */
+} ki_share;
+
+void ki_share_init(ki_share *s, long long items, int n_threads);
+/* The next item for thread tid (its own share first), or -1 when none is left. */
+long long ki_share_take(ki_share *s, int tid);
+/* The next item of thread tid's own share without taking it, or -1 (for asking ahead). */
+long long ki_share_peek(const ki_share *s, int tid);
+
 #endif
