@@ -166,11 +166,6 @@ static void pack_panel(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
     ki_conv2d_pack_cols(c, g, use_col, x, j0, nr, k, KI_GEMM_NR, dst);
 }
 
-/* One (image, group). With enough panels each thread packs one panel at a time into its own
- * slice (L2-resident) and runs all its tiles; otherwise the team packs every panel into one
- * shared buffer and splits the tiles over rows as well (see ki_conv2d_gemm_private). */
-/* Panels [p, end) of one (image, group) on this thread alone, grp at a time packed into b (or
- * read in place, ga->bin, but for a partial last panel). */
 /* Panels p0..p0+cnt-1 packed into b (or read in place, ga->bin, but for a partial last panel)
  * and multiplied; the in-place columns of the ncnt panels from nx (the thread's next group; none
  * when ncnt is 0) asked for meanwhile. */
@@ -189,6 +184,8 @@ static void gemm_group_run(const ki_conv2d *c, const ki_conv2d_geom *g, bool use
     ki_gemm_panels(ga, p0, cnt, b);
 }
 
+/* Panels [p, end) of one (image, group) on this thread alone, grp at a time (gemm_group_run), each
+ * group asking for the next one's in-place columns. */
 static void gemm_panel_run(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col,
                            const float *x, const ki_gemm_args *ga, float *b, int64_t p, int64_t end,
                            int64_t grp)
@@ -200,6 +197,9 @@ static void gemm_panel_run(const ki_conv2d *c, const ki_conv2d_geom *g, bool use
     }
 }
 
+/* One (image, group). With enough panels each thread packs one panel at a time into its own
+ * slice (L2-resident) and runs all its tiles; otherwise the team packs every panel into one
+ * shared buffer and splits the tiles over rows as well (see ki_conv2d_gemm_private). */
 static void gemm_group(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col, const float *x,
                        const ki_gemm_args *ga, const ki_exec *ex)
 {

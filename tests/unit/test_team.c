@@ -94,7 +94,7 @@ static long long share_with(long long n, int shares, int nth, long late_us)
         atomic_init(&taken[i], 0);
     }
     ki_share_init(&sh, n, shares);
-    const long long first0 = n * 1 / (shares < 1 ? 1 : shares); /* thread 0's share is [0, this) */
+    const long long first0 = n / shares; /* thread 0's share is [0, this) */
 #pragma omp parallel num_threads(nth)
     {
         const int tid = omp_get_thread_num();
