@@ -59,43 +59,49 @@ static inline __m256 load_cols(const float *r, int64_t b, int64_t w)
                             _mm256_castsi256_ps(m));
 }
 
-/* The window maxima of eight output columns from the eighteen input columns p[0..17] (taps in
- * order: d = v > d ? v : d, so max(tap 1, tap 0), then max(tap 2, that)): the sixteen that start
- * at p, p + 1 (and p + 2) are loaded as they lie and one deinterleave keeps the even ones. NaN
- * lanes read or-ed into *nan. */
+/* The window maxima of eight output columns from the input columns p[0..kw+13] they read (taps
+ * in order: d = v > d ? v : d, so max(tap 1, tap 0), then max(tap 2, that)). Output columns 0..3
+ * are the even lanes of the vectors loaded at p, p + 1 (and p + 2); columns 4..7 the odd lanes of
+ * those loaded at p + 7, p + 8 (and p + 9), so no load reads past the last window. LOAD(o) gives
+ * the eight columns from p + o. NaN lanes read or-ed into *nan. */
+#define ROW_MAX(LOAD, kw, nan)                                                                     \
+    ({                                                                                             \
+        const __m256 a0_ = LOAD(0), a1_ = LOAD(7), b1_ = LOAD(8);                                  \
+        __m256 lo_ = _mm256_max_ps(LOAD(1), a0_), hi_ = _mm256_max_ps(b1_, a1_);                   \
+        __m256 n_ = _mm256_cmp_ps(a0_, b1_, _CMP_UNORD_Q); /* columns 0..15 */                     \
+        if ((kw) == 3) {                                   /* tap 2 */                             \
+            const __m256 c1_ = LOAD(9);                                                            \
+            lo_ = _mm256_max_ps(LOAD(2), lo_);                                                     \
+            hi_ = _mm256_max_ps(c1_, hi_);                                                         \
+            n_ = _mm256_or_ps(n_, _mm256_cmp_ps(c1_, c1_, _CMP_UNORD_Q)); /* 9..16 */              \
+        }                                                                                          \
+        *(nan) = _mm256_or_ps(*(nan), n_);                                                         \
+        const __m256 t_ = _mm256_shuffle_ps(lo_, hi_, _MM_SHUFFLE(3, 1, 2, 0));                    \
+        _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t_), _MM_SHUFFLE(3, 1, 2, 0)));    \
+    })
+
+/* Columns a window row of eight output columns reads: kw + 14. */
+static inline int64_t row_span(int64_t kw)
+{
+    return kw + 14;
+}
+
+/* ROW_MAX with every column inside the row. */
 static inline __attribute__((always_inline)) __m256 row_max(const float *p, const int64_t kw,
                                                             __m256 *nan)
 {
-    const __m256 a0 = _mm256_loadu_ps(p), a1 = _mm256_loadu_ps(p + 8);
-    __m256 lo = _mm256_max_ps(_mm256_loadu_ps(p + 1), a0);
-    __m256 hi = _mm256_max_ps(_mm256_loadu_ps(p + 9), a1);
-    __m256 n = _mm256_cmp_ps(a0, a1, _CMP_UNORD_Q);
-    if (kw == 3) { /* tap 2 */
-        const __m256 c1 = _mm256_loadu_ps(p + 10);
-        lo = _mm256_max_ps(_mm256_loadu_ps(p + 2), lo);
-        hi = _mm256_max_ps(c1, hi);
-        n = _mm256_or_ps(n, _mm256_cmp_ps(c1, c1, _CMP_UNORD_Q));
-    }
-    *nan = _mm256_or_ps(*nan, n);
-    return ki_deint8(lo, hi, 0);
+#define LOAD_IN(o) _mm256_loadu_ps(p + (o))
+    return ROW_MAX(LOAD_IN, kw, nan);
+#undef LOAD_IN
 }
 
-/* row_max for the columns from b of row r (w columns) where some lie outside it: each load
+/* ROW_MAX for the columns from b of row r (w columns) where some lie outside it: each load
  * through load_cols, -inf outside [0, w), which never wins. */
 static inline __m256 row_max_edge(const float *r, int64_t b, int64_t w, int64_t kw, __m256 *nan)
 {
-    const __m256 a0 = load_cols(r, b, w), a1 = load_cols(r, b + 8, w);
-    __m256 lo = _mm256_max_ps(load_cols(r, b + 1, w), a0);
-    __m256 hi = _mm256_max_ps(load_cols(r, b + 9, w), a1);
-    __m256 n = _mm256_cmp_ps(a0, a1, _CMP_UNORD_Q);
-    if (kw == 3) {
-        const __m256 c1 = load_cols(r, b + 10, w);
-        lo = _mm256_max_ps(load_cols(r, b + 2, w), lo);
-        hi = _mm256_max_ps(c1, hi);
-        n = _mm256_or_ps(n, _mm256_cmp_ps(c1, c1, _CMP_UNORD_Q));
-    }
-    *nan = _mm256_or_ps(*nan, n);
-    return ki_deint8(lo, hi, 0);
+#define LOAD_EDGE(o) load_cols(r, b + (o), w)
+    return ROW_MAX(LOAD_EDGE, kw, nan);
+#undef LOAD_EDGE
 }
 
 /* Output vectors a column chunk holds (see s2_chunk). */
@@ -104,7 +110,10 @@ static inline __m256 row_max_edge(const float *r, int64_t b, int64_t w, int64_t 
 /* ki_pool_max_s2_avx2 for the nv output vectors from column ox0, with the window and the row
  * stride as constants where inlined. Output rows in order, each walking along its input rows
  * (which stay in L1); the row maxima of the input row two output rows share (stride 2) wait in
- * prev[] for the next one, so each input row is reduced once. */
+ * prev[] for the next one, so each input row is reduced once. A last vector that would run past
+ * the output row is moved back to end at it (from ow - 8) when its columns then lie inside the
+ * input rows, and recomputes some outputs of the vector before (the same values) instead of
+ * loading at the row's end through masks. */
 static inline __attribute__((always_inline)) void
 s2_chunk(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh, int64_t ow,
          int64_t ox0, int64_t nv, const int64_t kh, const int64_t kw, const int64_t sh, int64_t ph,
@@ -112,13 +121,19 @@ s2_chunk(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh
 {
     const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const int64_t span = row_span(kw);
     __m256 prev[S2_CHUNK], d[S2_CHUNK];
+    /* the last vector's first output column */
+    int64_t xl = ox0 + 8 * (nv - 1);
+    if (xl + 8 > ow && ow >= 8 && 2 * (ow - 8) - pw >= 0 && 2 * (ow - 8) - pw + span <= w) {
+        xl = ow - 8;
+    }
     /* the vectors [j0, j1) read their columns in place */
     int64_t j0 = 0, j1 = nv, last = -1; /* last: the input row prev[] holds */
-    while (j0 < nv && 2 * (ox0 + 8 * j0) - pw < 0) {
+    while (j0 < nv && 2 * (j0 == nv - 1 ? xl : ox0 + 8 * j0) - pw < 0) {
         j0++;
     }
-    while (j1 > j0 && 2 * (ox0 + 8 * (j1 - 1)) - pw + 18 > w) {
+    while (j1 > j0 && 2 * (j1 == nv ? xl : ox0 + 8 * (j1 - 1)) - pw + span > w) {
         j1--;
     }
     for (int64_t oy = 0; oy < oh; oy++) {
@@ -134,7 +149,7 @@ s2_chunk(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh
             const float *r = src + iy * w;
             const bool again = iy == last;
             for (int64_t j = 0; j < nv; j++) {
-                const int64_t b = 2 * (ox0 + 8 * j) - pw;
+                const int64_t b = 2 * (j == nv - 1 ? xl : ox0 + 8 * j) - pw;
                 const __m256 v = again               ? prev[j]
                                  : j >= j0 && j < j1 ? row_max(r + b, kw, nan)
                                                      : row_max_edge(r, b, w, kw, nan);
@@ -147,7 +162,7 @@ s2_chunk(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh
         }
         last = next;
         for (int64_t j = 0; j < nv; j++) {
-            const int64_t ox = ox0 + 8 * j;
+            const int64_t ox = j == nv - 1 ? xl : ox0 + 8 * j;
             if (ox + 8 <= ow) {
                 _mm256_storeu_ps(dst + oy * ow + ox, d[j]);
             } else {

@@ -17,6 +17,7 @@
 
 #include "../../core/cpu.h"
 #include "../../layers/conv2d.h"
+#include "../../layers/conv_common.h"
 #include "test_conv_util.h"
 
 #if KI_HAVE_X86
@@ -229,20 +230,22 @@ static void fill_ties(uint64_t *s, float *x, int64_t n, bool pm0)
 }
 
 /* ki_pool_max_s2_avx2 against the reference, bit for bit: 2- and 3-wide windows, row strides 1
- * and 2, paddings, narrow and wide planes, planes of -1, -0 and +0 full of ties; a NaN is
- * reported. */
+ * and 2, paddings, ceil_mode's sizes, narrow planes and planes wider than a column chunk, planes
+ * of -1, -0 and +0 full of ties; a NaN is reported. */
 static void test_pool_s2_avx2(void **unused)
 {
     (void)unused;
     if (!have_avx2()) {
         skip();
     }
-    for (int seed = 1; seed <= 200; seed++) {
+    for (int seed = 1; seed <= 400; seed++) {
         uint64_t s = (uint64_t)seed * 0x9E3779B97F4A7C15ull;
-        const int64_t h = trng_int(&s, 1, 12), w = trng_int(&s, 1, 45);
+        const int64_t h = trng_int(&s, 1, 12), w = trng_int(&s, 1, seed % 8 == 0 ? 600 : 45);
         const int64_t kh = trng_int(&s, 1, 3), kw = trng_int(&s, 2, 3), sh = trng_int(&s, 1, 2);
         const int64_t ph = trng_int(&s, 0, kh / 2), pw = trng_int(&s, 0, kw / 2);
-        const int64_t oh = (h + 2 * ph - kh) / sh + 1, ow = (w + 2 * pw - kw) / 2 + 1;
+        const bool ceil_mode = seed % 3 == 0;
+        const int64_t oh = ki_cv_pool_out(h, kh, ph, sh, 1, ceil_mode);
+        const int64_t ow = ki_cv_pool_out(w, kw, pw, 2, 1, ceil_mode);
         if (oh < 1 || ow < 1) {
             continue;
         }
