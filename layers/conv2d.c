@@ -306,7 +306,7 @@ size_t ki_conv2d_workspace_for(const ki_conv2d *c, const ki_conv2d_geom *g, ki_c
     }
     /* item by item: each thread its own group of up to KI_CONV2D_ITEM_GROUP panels */
     bool item = ki_conv2d_gemm_by_item(c, g, (int)nt),
-         priv = item || ki_conv2d_gemm_private(np, (int)nt);
+         priv = item || ki_conv2d_gemm_private(c, np, (int)nt);
     int64_t cols = item   ? (np < KI_CONV2D_ITEM_GROUP ? np : KI_CONV2D_ITEM_GROUP) * KI_GEMM_NR
                    : priv ? ki_conv2d_gemm_group(np, (int)nt) * KI_GEMM_NR
                           : ohw;
@@ -484,6 +484,17 @@ static bool pwdw_takes(const ki_conv2d *c, const ki_conv2d *d)
            d->out_ch == c->out_ch && ki_conv2d_dw_in_place(d);
 }
 
+/* Whether op next is an nn.Conv2d with one group per channel of c's output. */
+static bool depthwise_over(const ki_conv2d *c, const ki_op_desc *next)
+{
+    int64_t groups, in_ch;
+    ki_error e;
+    return strcmp(next->type, "nn.Conv2d") == 0 &&
+           ki_op_get_int(next, "groups", 1, &groups, &e) == KI_OK &&
+           ki_op_get_int(next, "in_channels", 0, &in_ch, &e) == KI_OK && groups > 1 &&
+           groups == c->out_ch && in_ch == c->out_ch;
+}
+
 /* Absorbs a following activation into the output epilogue (see ki_cv_fuse_act), or a residual
  * add: before any activation (bias, + residual, then the activation absorbed after it) or after
  * the activation absorbed (bias, the activation, + residual: ep.res_after). */
@@ -502,6 +513,7 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
         c->dwf->ep = t.ep;
         return true;
     }
+    c->next_dw = slot == 0 && depthwise_over(c, next);
     if (slot == 0 && next->n_inputs == 1 && ki_conv2d_want_pwdw(c, next)) {
         void *d = NULL;
         ki_error e;

@@ -125,6 +125,9 @@ typedef struct ki_conv2d {
      * that layer's activation): its state (owned), run band by band with this one
      * (ki_conv2d_forward_pwdw) */
     struct ki_conv2d *dwf;
+    /* The only consumer of the output (after any activation absorbed) is a depthwise layer over
+     * its channels that fuse() was offered and did not absorb (see ki_conv2d_gemm_private) */
+    bool next_dw;
     /* Per run, on forward's copy of the state: that input's data (NULL in the model's state) */
     const float *res;
     /* Kernels chosen for this CPU at create (tests may force others), of level isa: */
@@ -246,10 +249,20 @@ void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
 void ki_conv2d_dw_plane_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
                              const float *w, float *restrict o);
 /* Whether the GEMM paths give each thread whole panels (packed privately, one at a time) rather
- * than sharing one packed B: when there are enough panels to balance the threads. */
-static inline bool ki_conv2d_gemm_private(int64_t n_panels, int n_threads)
+ * than sharing one packed B (every panel packed by the team, then the tiles split over the
+ * output channels as well: ki_gemm_compute): when there are enough panels to balance the
+ * threads; with a panel or more per thread, also when no depthwise layer follows. Shared, each
+ * thread reads the panels the other packed, from the other core; a depthwise layer after it
+ * (split by channels) then finds its channels' rows where they were computed, which private
+ * panels (all channels of some pixels) would scatter. mobilenet_v3_small's 96 -> 40 and
+ * 120 -> 48 projections at 14x14 (7 panels), 2 threads, in the network: 0.027 -> 0.018 and
+ * 0.034 -> 0.025 ms; its expansions before depthwise layers were slower private, and the
+ * depthwise layers after them (docs/performance.md). */
+static inline bool ki_conv2d_gemm_private(const struct ki_conv2d *c, int64_t n_panels,
+                                          int n_threads)
 {
-    return n_panels >= 4 * (int64_t)n_threads;
+    return n_panels >= 4 * (int64_t)n_threads ||
+           (n_threads > 1 && n_panels >= n_threads && !c->next_dw);
 }
 
 /* A batch or a grouped layer with at least two (image, group) items per thread runs item by

@@ -205,7 +205,7 @@ static void gemm_group(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
 {
     int64_t np = (ga->n + KI_GEMM_NR - 1) / KI_GEMM_NR;
     float *ws = ex->workspace;
-    if (ki_conv2d_gemm_private(np, ex->n_threads)) {
+    if (ki_conv2d_gemm_private(c, np, ex->n_threads)) {
         const int64_t grp = ki_conv2d_gemm_group(np, ex->n_threads), ngr = (np + grp - 1) / grp;
         ki_team team = KI_TEAM_INIT;
         ki_share share;

@@ -885,6 +885,41 @@ static void test_winograd_choice(void **unused)
     free(wt);
 }
 
+/* The GEMM's private panels or the team's shared ones (ki_conv2d_gemm_private): a 1x1 layer
+ * whose only consumer is a depthwise layer over its channels (offered to fuse() and not
+ * absorbed) keeps the shared panels below four per thread; others take private panels from one
+ * per thread on two threads; one thread is unchanged. */
+static void test_gemm_private_choice(void **unused)
+{
+    (void)unused;
+    float *w = calloc(96 * 40, sizeof *w), *wd = calloc(40 * 9, sizeof *wd);
+    for (int i = 0; i < 96 * 40; i++) {
+        w[i] = (float)(i % 13) * 0.125f - 0.75f;
+    }
+    top t, n;
+    const ki_layer_ops *ops;
+    void *st;
+    ki_error err = { 0 };
+    for (int next = 0; next < 3; next++) { /* none offered, a depthwise layer, a 3x3 layer */
+        conv_op(&t, 96, 40, 1, 1, 1, w, NULL);
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        ki_conv2d *c = st;
+        if (next > 0) {
+            conv_op(&n, 40, 40, 3, 3, next == 1 ? 40 : 1, wd, NULL);
+            top_ints(&n, "padding", 2, (const int64_t[]){ 1, 1 });
+            /* not absorbed: no declared size, so no band fusion */
+            assert_false(ops->fuse(st, &n.d, 0));
+        }
+        assert_int_equal(c->next_dw, next == 1);
+        assert_false(ki_conv2d_gemm_private(c, 3, 1)); /* one thread: from 4 panels, as before */
+        assert_int_equal(ki_conv2d_gemm_private(c, 7, 2), next != 1); /* 14x14: 7 panels */
+        assert_false(ki_conv2d_gemm_private(c, 1, 2));
+        assert_true(ki_conv2d_gemm_private(c, 8, 2));
+        ops->destroy(st);
+    }
+    free(w), free(wd);
+}
+
 /* The epilogue is shared: activation hooks apply after the bias on every path. */
 static void test_epilogue_act(void **unused)
 {
@@ -904,14 +939,23 @@ static void test_epilogue_act(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_basic_3x3),         cmocka_unit_test(test_pad_modes),
-        cmocka_unit_test(test_same_valid_groups), cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_random_vs_ref),     cmocka_unit_test(test_epilogue_act),
-        cmocka_unit_test(test_winograd_vs_ref),   cmocka_unit_test(test_wino_xforms_avx512),
-        cmocka_unit_test(test_wino_fu_levels),    cmocka_unit_test(test_winograd_choice),
-        cmocka_unit_test(test_ov_blocks),         cmocka_unit_test(test_ov_parts),
-        cmocka_unit_test(test_half_exact),        cmocka_unit_test(test_direct_wide),
-        cmocka_unit_test(test_release_weights),   cmocka_unit_test(test_discard_pages),
+        cmocka_unit_test(test_basic_3x3),
+        cmocka_unit_test(test_pad_modes),
+        cmocka_unit_test(test_same_valid_groups),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_random_vs_ref),
+        cmocka_unit_test(test_epilogue_act),
+        cmocka_unit_test(test_winograd_vs_ref),
+        cmocka_unit_test(test_wino_xforms_avx512),
+        cmocka_unit_test(test_wino_fu_levels),
+        cmocka_unit_test(test_winograd_choice),
+        cmocka_unit_test(test_gemm_private_choice),
+        cmocka_unit_test(test_ov_blocks),
+        cmocka_unit_test(test_ov_parts),
+        cmocka_unit_test(test_half_exact),
+        cmocka_unit_test(test_direct_wide),
+        cmocka_unit_test(test_release_weights),
+        cmocka_unit_test(test_discard_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
