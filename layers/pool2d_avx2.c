@@ -147,18 +147,34 @@ s2_chunk(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh
                 continue;
             }
             const float *r = src + iy * w;
-            const bool again = iy == last;
-            for (int64_t j = 0; j < nv; j++) {
-                const int64_t b = 2 * (j == nv - 1 ? xl : ox0 + 8 * j) - pw;
-                const __m256 v = again               ? prev[j]
-                                 : j >= j0 && j < j1 ? row_max(r + b, kw, nan)
-                                                     : row_max_edge(r, b, w, kw, nan);
-                d[j] = _mm256_max_ps(v, d[j]);
-                if (ky == kh - 1) {
-                    prev[j] = v;
-                }
-            }
             next = ky == kh - 1 ? iy : next;
+            if (iy == last) { /* the row the output row before reduced last */
+                for (int64_t j = 0; j < nv; j++) {
+                    d[j] = _mm256_max_ps(prev[j], d[j]);
+                }
+                continue;
+            }
+            /* the edge vectors before j0 and from j1, the vectors in place between (the last
+             * one from xl) */
+            const int64_t jm = j1 < nv - 1 ? j1 : nv - 1;
+            for (int64_t j = 0; j < nv; j++) {
+                if (j == j0 && j < jm) { /* the run in place, its columns 16 apart */
+                    const float *p = r + 2 * (ox0 + 8 * j) - pw;
+                    for (; j < jm; j++, p += 16) {
+                        const __m256 v = row_max(p, kw, nan);
+                        d[j] = _mm256_max_ps(v, d[j]);
+                        prev[j] = ky == kh - 1 ? v : prev[j];
+                    }
+                    if (j == nv) {
+                        break;
+                    }
+                }
+                const int64_t b = 2 * (j == nv - 1 ? xl : ox0 + 8 * j) - pw;
+                const __m256 v =
+                    j >= j0 && j < j1 ? row_max(r + b, kw, nan) : row_max_edge(r, b, w, kw, nan);
+                d[j] = _mm256_max_ps(v, d[j]);
+                prev[j] = ky == kh - 1 ? v : prev[j];
+            }
         }
         last = next;
         for (int64_t j = 0; j < nv; j++) {
