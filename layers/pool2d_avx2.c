@@ -163,7 +163,9 @@ s2_chunk(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh
                     for (; j < jm; j++, p += 16) {
                         const __m256 v = row_max(p, kw, nan);
                         d[j] = _mm256_max_ps(v, d[j]);
-                        prev[j] = ky == kh - 1 ? v : prev[j];
+                        if (ky == kh - 1) {
+                            prev[j] = v;
+                        }
                     }
                     if (j == nv) {
                         break;
@@ -173,7 +175,9 @@ s2_chunk(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh
                 const __m256 v =
                     j >= j0 && j < j1 ? row_max(r + b, kw, nan) : row_max_edge(r, b, w, kw, nan);
                 d[j] = _mm256_max_ps(v, d[j]);
-                prev[j] = ky == kh - 1 ? v : prev[j];
+                if (ky == kh - 1) {
+                    prev[j] = v;
+                }
             }
         }
         last = next;
