@@ -3,11 +3,18 @@
 # per network ROUNDS (default 3) rounds of `kinfer bench --isa avx2`, `--isa avx512` (when the CPU
 # has it) and ort-bench.js, one right after the other, 2 threads, float32 weights
 # (model_f32.pnnx.param where the zoo has it). Prints "network round avx2_ms avx512_ms ort_ms",
-# then the FMA peak of each level (SHARED/tools/fma-peak). Benchmarks, not tests: run it on a
-# quiet machine; ONNX Runtime is used when node finds onnxruntime-node (NODE_PATH).
+# then the FMA peak of each level (SHARED/tools/fma-peak), then per network the medians of the
+# rounds and the figures of issue #20: the AVX2 rate (2 x GMAC, from the AVX2 table of
+# SHARED/docs/performance-anchors.md, over the AVX2 median) as a multiple of the AVX2 peak on two
+# threads measured here, and the median of the rounds' avx512 / ONNX Runtime ratios. Benchmarks,
+# not tests: run it on a quiet machine; ONNX Runtime is used when node finds onnxruntime-node
+# (NODE_PATH).
 set -eu
 K=$1 SHARED=$2 R=${3:-3}
 med() { sed -n 's/.*median \([0-9.]*\).*/\1/p' | head -n 1; }
+rounds=$(mktemp)
+peaks=$(mktemp)
+trap 'rm -f "$rounds" "$peaks"' EXIT
 for n in resnet18 mobilenet_v2 mobilenet_v3_small squeezenet1_1 unet yolov5s; do
     d=$SHARED/models/$n
     p=$d/model_f32.pnnx.param
@@ -20,7 +27,35 @@ for n in resnet18 mobilenet_v2 mobilenet_v3_small squeezenet1_1 unet yolov5s; do
         b=$("$K" bench "$p" --isa avx512 --runs $runs 2>/dev/null | med || true)
         o=$(node "$SHARED/tools/ort-bench.js" "$d/model.onnx" --threads 2 --runs $runs --warmup 3 \
             2>/dev/null | med || true)
-        echo "$n $i ${a:-—} ${b:-—} ${o:-—}"
+        echo "$n $i ${a:-—} ${b:-—} ${o:-—}" | tee -a "$rounds"
     done
 done
-[ -x "$SHARED/tools/fma-peak" ] && "$SHARED/tools/fma-peak"
+[ -x "$SHARED/tools/fma-peak" ] && "$SHARED/tools/fma-peak" | tee "$peaks"
+# the summary: GMAC from the anchors' AVX2 table ("| resnet18 (224) | 1.814 | ..."), the peak from
+# fma-peak's "avx2 2 threads" line; "—" where a figure is missing
+echo "network avx2_ms avx512_ms ort_ms avx2_rate/peak avx512/ort"
+awk -v anchors="$SHARED/docs/performance-anchors.md" -v peaks="$peaks" '
+function med(list,   a, k, i, j, t) {
+    k = split(list, a, " ")
+    for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+    if (k == 0) return ""
+    return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+}
+function add(list, v) { return v ~ /^[0-9.]+$/ ? list " " v : list }
+BEGIN {
+    while ((getline l < anchors) > 0) {
+        if (l ~ /AVX2-only machine/) avx2 = 1
+        if (avx2 && split(l, f, "|") > 3 && f[3] ~ /^ *[0-9.]+ *$/) { split(f[2], w, " "); gmac[w[1]] = f[3] + 0 }
+    }
+    while ((getline l < peaks) > 0) if (l ~ /^avx2 +2 threads/) { split(l, w, " "); peak = w[4] }
+}
+!($1 in seen) { seen[$1] = 1; order[++n] = $1 }
+{ a[$1] = add(a[$1], $3); b[$1] = add(b[$1], $4); o[$1] = add(o[$1], $5)
+  if ($4 ~ /^[0-9.]+$/ && $5 ~ /^[0-9.]+$/) r[$1] = add(r[$1], $4 / $5) }
+END {
+    for (i = 1; i <= n; i++) {
+        k = order[i]; ma = med(a[k]); mb = med(b[k]); mo = med(o[k]); mr = med(r[k])
+        rate = ma != "" && peak > 0 && (k in gmac) ? sprintf("%.2f", 2 * gmac[k] / ma * 1000 / peak) : "—"
+        printf "%s %s %s %s %s %s\n", k, ma == "" ? "—" : ma, mb == "" ? "—" : mb, mo == "" ? "—" : mo, rate, mr == "" ? "—" : sprintf("%.2f", mr)
+    }
+}' "$rounds"
