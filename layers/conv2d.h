@@ -200,7 +200,8 @@ typedef enum ki_conv2d_path {
  * 16 outputs, weights x4): from 20 tiles, e.g. 20 x 20 outputs (25 tiles, 256 channels: 1.9x
  * faster than im2col + GEMM on one thread). Below that, at 14 x 14, F(4x4) leaves half a GEMM
  * panel empty and would cost resnet18 28 MB of weights: F(2x2,3x3) (16 products per 4 outputs,
- * weights x1.8) from 32 of its tiles instead (14 x 14: 49 tiles). */
+ * weights x1.8) from 32 of its tiles instead (14 x 14: 49 tiles), unless F(4x4)'s weights are
+ * small (conv2d_policy.c: KI_WINO_MIN_TILES4_SMALL). */
 #define KI_WINO_MIN_TILES4 20
 #define KI_WINO_MIN_TILES2 32
 /* With the OV micro-kernel for the products (AVX-512), which keeps its lanes full from few

@@ -80,12 +80,33 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa)
     c->ov_st = k->ov_st;
 }
 
-/* Whether Winograd pays for output size oh x ow with m x m tiles (see KI_WINO_MIN_TILES4);
- * ov: its products run on the OV micro-kernel, which fills its lanes from few tiles. */
-static bool wino_pays(int64_t oh, int64_t ow, int m, bool ov)
+/* F(4x4) also pays from KI_WINO_MIN_TILES4_SMALL tiles (13 x 13 to 16 x 16 outputs) where its
+ * transformed weights (36 floats per input / output channel pair) take at most two L2 sizes: with
+ * 27 % fewer products than F(2x2) on 49 tiles, and U read from cache each run. squeezenet's 13 x 13
+ * expand3x3 layers (U 1.3 and 2.4 MB), 2 threads, in the network: avx2 0.161-0.265 -> 0.135-0.217
+ * ms, the network 0.95x; avx512 0.90-0.91x per layer. resnet18's 256-channel 14 x 14 layers (U
+ * 9.4 MB, from L3 each run) were level in the network though 20 % faster alone
+ * (docs/performance.md). */
+#define KI_WINO_MIN_TILES4_SMALL 16
+
+/* Whether F(4x4)'s transformed weights for c take at most two L2 sizes. */
+static bool u4_small(const ki_conv2d *c)
 {
-    int64_t min = m == 4 ? KI_WINO_MIN_TILES4 : ov ? KI_WINO_MIN_TILES2_OV : KI_WINO_MIN_TILES2;
-    return ki_conv2d_wino_tiles(oh, ow, m) >= min;
+    int64_t pairs;
+    return ki_ckd_mul_i64(&pairs, c->in_ch / c->groups, c->out_ch) &&
+           pairs <= 2 * (int64_t)(ki_cpu_get()->l2 / (36 * sizeof(float)));
+}
+
+/* Whether Winograd pays for layer c at output size oh x ow with m x m tiles (see
+ * KI_WINO_MIN_TILES4); ov: its products run on the OV micro-kernel, which fills its lanes from
+ * few tiles. */
+static bool wino_pays(const ki_conv2d *c, int64_t oh, int64_t ow, int m, bool ov)
+{
+    const int64_t tiles = ki_conv2d_wino_tiles(oh, ow, m);
+    if (m == 4) {
+        return tiles >= KI_WINO_MIN_TILES4 || (tiles >= KI_WINO_MIN_TILES4_SMALL && u4_small(c));
+    }
+    return tiles >= (ov ? KI_WINO_MIN_TILES2_OV : KI_WINO_MIN_TILES2);
 }
 
 /* The input shape the param file declares, when it gives the height and width; else NULL. */
@@ -197,17 +218,17 @@ int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, boo
     if (ov_ok && g.oh * g.ow <= KI_OV_HALF_MAX_PIXELS && (half || formed_f32_pays(c))) {
         /* F(2x2) forming U from the weights (binary16 ones kept as such), else the OV path on
          * them (see KI_OV_HALF_MIN_BYTES) */
-        *ov = *wh = wino_pays(g.oh, g.ow, 2, true);
+        *ov = *wh = wino_pays(c, g.oh, g.ow, 2, true);
         return *wh ? 2 : 0;
     }
-    if (wino_pays(g.oh, g.ow, 4, *ov)) {
+    if (wino_pays(c, g.oh, g.ow, 4, *ov)) {
         return 4;
     }
-    if (wino_pays(g.oh, g.ow, 2, *ov)) {
+    if (wino_pays(c, g.oh, g.ow, 2, *ov)) {
         return 2;
     }
     *ov = ov_ok;
-    return ov_ok && wino_pays(g.oh, g.ow, 2, true) ? 2 : 0;
+    return ov_ok && wino_pays(c, g.oh, g.ow, 2, true) ? 2 : 0;
 }
 
 /* A 1x1 stride-1 unpadded layer's OV path reads the input in place (no packing) and pays to
@@ -287,7 +308,7 @@ ki_conv2d_path ki_conv2d_pick(const ki_conv2d *c, const ki_conv2d_geom *g)
     }
     /* without the original weights (released at create) Winograd takes every size */
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_WINO) &&
-        (wino_pays(g->oh, g->ow, c->wino_m, c->wino_ov) || !c->weight)) {
+        (wino_pays(c, g->oh, g->ow, c->wino_m, c->wino_ov) || !c->weight)) {
         return KI_CONV2D_WINO;
     }
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_GEMM1)) {

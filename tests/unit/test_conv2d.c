@@ -1,5 +1,6 @@
 /* test_conv2d.c - nn.Conv2d: hand-computed cases, parameter errors, and every fast path against
  * the scalar reference on random shapes at 1 and 2 threads. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -782,9 +783,10 @@ static void test_winograd_choice(void **unused)
     ki_shape decl[3] = { ki_shape_make(4, (const int64_t[]){ 1, 16, 28, 28 }),
                          ki_shape_make(4, (const int64_t[]){ 1, 16, 14, 14 }),
                          ki_shape_make(4, (const int64_t[]){ 1, 16, 8, 8 }) };
-    /* 49 F(4) tiles, 49 F(2) tiles, 16 F(2) tiles (enough only for the OV products), undeclared */
+    /* 49 F(4) tiles; 16 F(4) tiles (enough, as U is small: see below); 16 F(2) tiles (enough only
+     * for the OV products); undeclared */
     const bool ov = ki_cpu_isa() >= KI_ISA_AVX2; /* the OV micro-kernels' levels */
-    const int want_m[4] = { 4, 2, ov ? 2 : 0, 4 };
+    const int want_m[4] = { 4, 4, ov ? 2 : 0, 4 };
     for (int i = 0; i < 4; i++) {
         conv_op(&t, 16, 16, 3, 3, 1, wt, NULL);
         top_ints(&t, "padding", 2, (const int64_t[]){ 1, 1 });
@@ -797,11 +799,23 @@ static void test_winograd_choice(void **unused)
         ki_conv2d_geom g;
         for (int j = 0; j < 3; j++) {
             assert_int_equal(ki_conv2d_geom_make(c, &decl[j], &g, &err), KI_OK);
-            bool wino = (c->wino_m == 4 && j == 0) || (c->wino_m == 2 && (j < 2 || c->wino_ov));
+            bool wino = (c->wino_m == 4 && j < 2) || (c->wino_m == 2 && (j < 2 || c->wino_ov));
             assert_int_equal(ki_conv2d_pick(c, &g), wino ? KI_CONV2D_WINO : KI_CONV2D_GEMM);
         }
         ops->destroy(st);
     }
+    /* at 14 x 14 (16 F(4) tiles) F(4x4) only while its U (36 floats per channel pair) takes at
+     * most two L2 sizes: just past that, F(2x2) (49 tiles) */
+    const int64_t nbig = (int64_t)sqrt(2.0 * (double)ki_cpu_get()->l2 / (36 * sizeof(float))) + 2;
+    float *wb = calloc((size_t)(nbig * nbig * 9), sizeof *wb);
+    ki_shape d14 = ki_shape_make(4, (const int64_t[]){ 1, nbig, 14, 14 });
+    conv_op(&t, nbig, nbig, 3, 3, 1, wb, NULL);
+    top_ints(&t, "padding", 2, (const int64_t[]){ 1, 1 });
+    t.d.input_decl = &d14;
+    assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+    assert_int_equal(((ki_conv2d *)st)->wino_m, 2);
+    ops->destroy(st);
+    free(wb);
     /* undeclared sizes: by channel count (F(4x4) to 128 x 128, F(2x2) to 256 x 256, then none) */
     const int64_t chans[3][2] = { { 128, 128 }, { 128, 256 }, { 256, 512 } };
     const int want_dyn[3] = { 4, 2, 0 };
