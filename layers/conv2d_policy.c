@@ -84,7 +84,7 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa)
  * transformed weights (36 floats per input / output channel pair) take at most two L2 sizes: with
  * 27 % fewer products than F(2x2) on 49 tiles, and U read from cache each run. squeezenet's 13 x 13
  * expand3x3 layers (U 1.3 and 2.4 MB), 2 threads, in the network: avx2 0.161-0.265 -> 0.135-0.217
- * ms, the network 0.95x; avx512 0.90-0.91x per layer. resnet18's 256-channel 14 x 14 layers (U
+ * ms, the network 0.97x; avx512 0.90-0.92x per layer. resnet18's 256-channel 14 x 14 layers (U
  * 9.4 MB, from L3 each run) were level in the network though 20 % faster alone
  * (docs/performance.md). */
 #define KI_WINO_MIN_TILES4_SMALL 16
