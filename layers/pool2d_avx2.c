@@ -59,26 +59,31 @@ static inline __m256 load_cols(const float *r, int64_t b, int64_t w)
                             _mm256_castsi256_ps(m));
 }
 
-/* The window maxima of eight output columns from the input columns p[0..kw+13] they read (taps
- * in order: d = v > d ? v : d, so max(tap 1, tap 0), then max(tap 2, that)). Output columns 0..3
- * are the even lanes of the vectors loaded at p, p + 1 (and p + 2); columns 4..7 the odd lanes of
- * those loaded at p + 7, p + 8 (and p + 9), so no load reads past the last window. LOAD(o) gives
- * the eight columns from p + o. NaN lanes read or-ed into *nan. */
-#define ROW_MAX(LOAD, kw, nan)                                                                     \
-    ({                                                                                             \
-        const __m256 a0_ = LOAD(0), a1_ = LOAD(7), b1_ = LOAD(8);                                  \
-        __m256 lo_ = _mm256_max_ps(LOAD(1), a0_), hi_ = _mm256_max_ps(b1_, a1_);                   \
-        __m256 n_ = _mm256_cmp_ps(a0_, b1_, _CMP_UNORD_Q); /* columns 0..15 */                     \
-        if ((kw) == 3) {                                   /* tap 2 */                             \
-            const __m256 c1_ = LOAD(9);                                                            \
-            lo_ = _mm256_max_ps(LOAD(2), lo_);                                                     \
-            hi_ = _mm256_max_ps(c1_, hi_);                                                         \
-            n_ = _mm256_or_ps(n_, _mm256_cmp_ps(c1_, c1_, _CMP_UNORD_Q)); /* 9..16 */              \
-        }                                                                                          \
-        *(nan) = _mm256_or_ps(*(nan), n_);                                                         \
-        const __m256 t_ = _mm256_shuffle_ps(lo_, hi_, _MM_SHUFFLE(3, 1, 2, 0));                    \
-        _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t_), _MM_SHUFFLE(3, 1, 2, 0)));    \
-    })
+/* The window maxima of eight output columns from the input columns r[b .. b + kw + 13] they read
+ * (taps in order: d = v > d ? v : d, so max(tap 1, tap 0), then max(tap 2, that)). Output columns
+ * 0..3 are the even lanes of the vectors loaded at b, b + 1 (and b + 2); columns 4..7 the odd
+ * lanes of those loaded at b + 7, b + 8 (and b + 9), so no load reads past the last window. With
+ * `inside` (a constant where inlined) every column lies inside the row (w columns) and is loaded
+ * as it lies; else each load goes through load_cols, -inf outside [0, w), which never wins. NaN
+ * lanes read or-ed into *nan. */
+static inline __attribute__((always_inline)) __m256
+row_max(const float *r, int64_t b, int64_t w, const int64_t kw, const bool inside, __m256 *nan)
+{
+#define LOAD(o) (inside ? _mm256_loadu_ps(r + b + (o)) : load_cols(r, b + (o), w))
+    const __m256 a0 = LOAD(0), a1 = LOAD(7), b1 = LOAD(8);
+    __m256 lo = _mm256_max_ps(LOAD(1), a0), hi = _mm256_max_ps(b1, a1);
+    __m256 n = _mm256_cmp_ps(a0, b1, _CMP_UNORD_Q); /* columns 0..15 */
+    if (kw == 3) {                                  /* tap 2 */
+        const __m256 c1 = LOAD(9);
+        lo = _mm256_max_ps(LOAD(2), lo);
+        hi = _mm256_max_ps(c1, hi);
+        n = _mm256_or_ps(n, _mm256_cmp_ps(c1, c1, _CMP_UNORD_Q)); /* 9..16 */
+    }
+#undef LOAD
+    *nan = _mm256_or_ps(*nan, n);
+    const __m256 t = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
 
 /* Columns a window row of eight output columns reads: kw + 14. */
 static inline int64_t row_span(int64_t kw)
@@ -86,22 +91,17 @@ static inline int64_t row_span(int64_t kw)
     return kw + 14;
 }
 
-/* ROW_MAX with every column inside the row. */
-static inline __attribute__((always_inline)) __m256 row_max(const float *p, const int64_t kw,
-                                                            __m256 *nan)
+/* *d = max(the row maxima of the vector from column b of row r, *d), kept in *prev when the row
+ * is the window's last (keep); inside as for row_max, here chosen per vector. */
+static inline __attribute__((always_inline)) void vec_row(const float *r, int64_t b, int64_t w,
+                                                          const int64_t kw, bool inside, bool keep,
+                                                          __m256 *d, __m256 *prev, __m256 *nan)
 {
-#define LOAD_IN(o) _mm256_loadu_ps(p + (o))
-    return ROW_MAX(LOAD_IN, kw, nan);
-#undef LOAD_IN
-}
-
-/* ROW_MAX for the columns from b of row r (w columns) where some lie outside it: each load
- * through load_cols, -inf outside [0, w), which never wins. */
-static inline __m256 row_max_edge(const float *r, int64_t b, int64_t w, int64_t kw, __m256 *nan)
-{
-#define LOAD_EDGE(o) load_cols(r, b + (o), w)
-    return ROW_MAX(LOAD_EDGE, kw, nan);
-#undef LOAD_EDGE
+    const __m256 v = inside ? row_max(r, b, w, kw, true, nan) : row_max(r, b, w, kw, false, nan);
+    *d = _mm256_max_ps(v, *d);
+    if (keep) {
+        *prev = v;
+    }
 }
 
 /* Output vectors a column chunk holds (see s2_chunk). */
@@ -154,30 +154,24 @@ s2_chunk(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh
                 }
                 continue;
             }
-            /* the edge vectors before j0 and from j1, the vectors in place between (the last
-             * one from xl) */
+            /* the edge vectors before j0, the vectors in place from j0 as one run (columns 16
+             * apart), the rest (the last one from xl) each as its columns lie */
+            const bool keep = ky == kh - 1;
             const int64_t jm = j1 < nv - 1 ? j1 : nv - 1;
-            for (int64_t j = 0; j < nv; j++) {
-                if (j == j0 && j < jm) { /* the run in place, its columns 16 apart */
-                    const float *p = r + 2 * (ox0 + 8 * j) - pw;
-                    for (; j < jm; j++, p += 16) {
-                        const __m256 v = row_max(p, kw, nan);
-                        d[j] = _mm256_max_ps(v, d[j]);
-                        if (ky == kh - 1) {
-                            prev[j] = v;
-                        }
-                    }
-                    if (j == nv) {
-                        break;
-                    }
-                }
+            int64_t j = 0;
+            for (; j < j0; j++) {
                 const int64_t b = 2 * (j == nv - 1 ? xl : ox0 + 8 * j) - pw;
-                const __m256 v =
-                    j >= j0 && j < j1 ? row_max(r + b, kw, nan) : row_max_edge(r, b, w, kw, nan);
-                d[j] = _mm256_max_ps(v, d[j]);
-                if (ky == kh - 1) {
-                    prev[j] = v;
+                vec_row(r, b, w, kw, false, keep, &d[j], &prev[j], nan);
+            }
+            if (j < jm) {
+                const float *p = r + 2 * (ox0 + 8 * j) - pw;
+                for (; j < jm; j++, p += 16) {
+                    vec_row(p, 0, w, kw, true, keep, &d[j], &prev[j], nan);
                 }
+            }
+            for (; j < nv; j++) {
+                const int64_t b = 2 * (j == nv - 1 ? xl : ox0 + 8 * j) - pw;
+                vec_row(r, b, w, kw, j < j1, keep, &d[j], &prev[j], nan);
             }
         }
         last = next;
