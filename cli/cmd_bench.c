@@ -32,7 +32,7 @@ static void bench_usage(FILE *f)
             "options:\n"
             "  --runs N           timed runs (default 20)\n"
             "  --warmup N         untimed runs first (default 3)\n"
-            "  --threads N        threads (default: all cores, here %d)\n"
+            "  --threads N        threads (default: the CPUs kinfer may use, here %d)\n"
             "  --isa LEVEL        cap the kernels' instruction set: generic, avx2, avx512\n"
             "                     (default: the best this CPU runs, or KINFER_ISA)\n"
             "  --batch N          batch size for inputs whose first dim is unknown or given\n"

@@ -39,7 +39,7 @@ static void run_usage(FILE *f)
         "  --save-dir DIR     write each output as DIR/out0.npy, out1.npy, ... (float32), and the\n"
         "                     inputs as the model saw them as DIR/in0.npy, ...; with several\n"
         "                     batches DIR/out0_b0.npy, out0_b1.npy, ... (batch 0, 1, ...)\n"
-        "  --threads N        threads to use (default: all cores, here %d)\n"
+        "  --threads N        threads to use (default: the CPUs kinfer may use, here %d)\n"
         "  --isa LEVEL        cap the kernels' instruction set: generic, avx2, avx512\n"
         "                     (default: the best this CPU runs, or KINFER_ISA)\n"
         "  --topk K           classes to show for a classifier (default 5)\n"

@@ -1,6 +1,9 @@
 /* test_cpu.c - the CPU module: every level up to the CPU's can be set and is what the kernels
  * then get, a level above it is refused with a message naming what the CPU runs, the names
- * parse, the caches and cores are plausible; and the CLI's KINFER_ISA / --isa / --version. */
+ * parse, the caches and cores are plausible; and the CLI's KINFER_ISA / --isa / --version, and
+ * its default thread count under an affinity mask and OpenMP's binding. */
+#define _GNU_SOURCE /* sched_getaffinity and the CPU_SET macros */
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -116,6 +119,48 @@ static void test_cli(void **unused)
     }
 }
 
+/* The "threads" of `kinfer bench --json` on mnist_cnn with the environment / wrapper pre. */
+static int bench_threads(const char *pre)
+{
+    char out[4096], cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "%s ./kinfer bench samples/mnist_cnn/model.pnnx.param --runs 1 --warmup 0 --json",
+             pre);
+    assert_int_equal(sh(cmd, out, sizeof out), 0);
+    const char *t = strstr(out, "\"threads\":");
+    assert_non_null(t);
+    return atoi(t + strlen("\"threads\":"));
+}
+
+/* Threads by default are the CPUs the process may use: all of this test's, one under taskset;
+ * with OMP_PROC_BIND the command's second image (it executes itself once to set libgomp's spin)
+ * still sees all of them (libgomp had bound the first image's thread to one CPU, and an exec
+ * keeps that mask: every thread ran on that CPU). */
+static void test_default_threads(void **unused)
+{
+    (void)unused;
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    const int usable = CPU_COUNT(&set);
+    char out[4096], pre[64];
+    assert_int_equal(bench_threads(""), usable > 256 ? 256 : usable);
+    assert_int_equal(bench_threads("OMP_PROC_BIND=true"), usable > 256 ? 256 : usable);
+    if (usable < 2) {
+        skip(); /* one CPU: nothing to narrow */
+    }
+    assert_int_equal(sh("OMP_PROC_BIND=true ./kinfer --version", out, sizeof out), 0);
+    assert_null(strstr(out, "for this process"));
+    int first = 0;
+    while (!CPU_ISSET(first, &set)) {
+        first++;
+    }
+    snprintf(pre, sizeof pre, "taskset -c %d", first);
+    assert_int_equal(bench_threads(pre), 1);
+    snprintf(pre, sizeof pre, "taskset -c %d ./kinfer --version", first);
+    assert_int_equal(sh(pre, out, sizeof out), 0);
+    assert_non_null(strstr(out, "(1 for this process)"));
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -124,10 +169,9 @@ int main(int argc, char **argv)
     snprintf(self, sizeof self, "%s", argv[0]);
     snprintf(kinfer, sizeof kinfer, "%s/../kinfer", dirname(self));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_levels),
-        cmocka_unit_test(test_names),
-        cmocka_unit_test(test_caches),
-        cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_levels),          cmocka_unit_test(test_names),
+        cmocka_unit_test(test_caches),          cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_default_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
