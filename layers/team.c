@@ -79,7 +79,7 @@ void ki_share_init(ki_share *s, long long items, int n_threads)
     const long long m = items < 0 ? 0 : items > 0x7fffffffLL ? 0x7fffffffLL : items;
     s->n = n;
     for (int i = 0; i < n; i++) {
-        atomic_init(&s->range[i],
+        atomic_init(&s->range[i].v,
                     pack((unsigned long long)(m * i / n), (unsigned long long)(m * (i + 1) / n)));
     }
 }
@@ -90,7 +90,7 @@ long long ki_share_peek(const ki_share *s, int tid)
         return -1;
     }
     const unsigned long long v =
-        atomic_load_explicit((_Atomic unsigned long long *)&s->range[tid], memory_order_relaxed);
+        atomic_load_explicit((_Atomic unsigned long long *)&s->range[tid].v, memory_order_relaxed);
     const unsigned long long lo = v & 0xffffffffULL, hi = v >> 32;
     return lo < hi ? (long long)lo : -1;
 }
@@ -99,15 +99,15 @@ long long ki_share_take(ki_share *s, int tid)
 {
     for (int k = 0; k < s->n; k++) {
         const int i = (tid + k) % s->n, own = i == tid;
-        unsigned long long v = atomic_load_explicit(&s->range[i], memory_order_relaxed);
+        unsigned long long v = atomic_load_explicit(&s->range[i].v, memory_order_relaxed);
         for (;;) {
             const unsigned long long lo = v & 0xffffffffULL, hi = v >> 32;
             if (lo >= hi) {
                 break;
             }
             const unsigned long long next = own ? pack(lo + 1, hi) : pack(lo, hi - 1);
-            if (atomic_compare_exchange_weak_explicit(&s->range[i], &v, next, memory_order_relaxed,
-                                                      memory_order_relaxed)) {
+            if (atomic_compare_exchange_weak_explicit(&s->range[i].v, &v, next,
+                                                      memory_order_relaxed, memory_order_relaxed)) {
                 return (long long)(own ? lo : hi - 1);
             }
         }

@@ -40,9 +40,14 @@ void ki_team_sync(ki_team *t);
  * fills it before the region (ki_share_init, for the team size asked for) and every thread then
  * calls ki_share_take until it returns -1; each item is taken exactly once. */
 #define KI_SHARE_MAX 64
+/* A share's [lo, hi) (lo the low, hi the high half), a cache line to itself: in one line with
+ * the other thread's, each take's compare-and-swap fetched the line back from the other core. */
+typedef struct ki_share_range {
+    _Alignas(64) _Atomic unsigned long long v;
+} ki_share_range;
 typedef struct ki_share {
-    _Atomic unsigned long long range[KI_SHARE_MAX]; /* a share's [lo, hi): lo low, hi high half */
-    int n;                                          /* shares */
+    ki_share_range range[KI_SHARE_MAX];
+    int n; /* shares */
 } ki_share;
 
 void ki_share_init(ki_share *s, long long items, int n_threads);
