@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../../core/layer.h"
+#include "../../layers/binop.h"
 #include "../../layers/registry.h"
 
 #define MAX_IN 4
@@ -152,6 +153,8 @@ static const bcase bcases[] = {
     { { 6, 6, 1 }, { { 2, 1, 3, 1, 2, 3 }, { 1, 2, 1, 4, 1, 3 }, { 3 } }, 6, { 2, 2, 3, 4, 2, 3 } },
     /* long rows, so several chunks per row and many work items */
     { { 4, 3, 4 }, { { 2, 3, 40, 70 }, { 3, 1, 1 }, { 2, 1, 40, 70 } }, 4, { 2, 3, 40, 70 } },
+    /* per-channel scalings large enough for add / mul to split their rows over two threads */
+    { { 4, 4, 3 }, { { 2, 16, 40, 70 }, { 2, 16, 1, 1 }, { 16, 1, 1 } }, 4, { 2, 16, 40, 70 } },
     /* a 1-element everything */
     { { 2, -1, 1 }, { { 1, 1 }, { 0 }, { 1 } }, 2, { 1, 1 } },
     /* an empty tensor */
@@ -254,7 +257,7 @@ static void test_binop_direct(void **state)
     (void)state;
     static const char *const fast[2] = { "add(@0,@1)", "mul(@0,@1)" };
     static const char *const slow[2] = { "add(@1,@0)", "mul(@1,@0)" };
-    enum { CAP = 2 * 3 * 40 * 70 };
+    enum { CAP = 2 * 16 * 40 * 70 };
     float *a = malloc(CAP * sizeof(float)), *b = malloc(CAP * sizeof(float));
     for (size_t k = 0; k < sizeof bcases / sizeof bcases[0]; k++) {
         for (int f = 0; f < 4; f++) {
@@ -264,6 +267,37 @@ static void test_binop_direct(void **state)
             assert_int_equal(n, m);
             if (n > 0 && memcmp(a, b, (size_t)n * sizeof(float)) != 0) {
                 fail_msg("case %zu %s: differs from the evaluator", k, fast[f % 2]);
+            }
+        }
+    }
+    free(a), free(b);
+}
+
+/* The add / mul loop of the CPU's level against the plain one, bit for bit: every pair of steps
+ * (a run or one repeated float), lengths around the vector width, in place on either run. */
+static void test_binop_kernels(void **state)
+{
+    (void)state;
+    const ki_binop_fn f = ki_binop_for(ki_cpu_isa());
+    float *a = random_data(40, 11), *b = random_data(40, 12), got[40], want[40], ia[40], ib[40];
+    a[3] = NAN, b[5] = INFINITY, a[7] = -0.0f;
+    for (int op = 0; op < 2; op++) {
+        const char o = op ? '*' : '+';
+        for (int st = 0; st < 4; st++) {
+            const int sa = st & 1, sb = st >> 1;
+            for (size_t n = 0; n <= 40; n++) {
+                ki_binop_ref(o, a, sa, b, sb, n, want);
+                f(o, a, sa, b, sb, n, got);
+                assert_memory_equal(got, want, n * sizeof(float));
+                memcpy(ia, a, sizeof ia), memcpy(ib, b, sizeof ib);
+                if (sa) { /* in place on a's run, then on b's */
+                    f(o, ia, sa, b, sb, n, ia);
+                    assert_memory_equal(ia, want, n * sizeof(float));
+                }
+                if (sb) {
+                    f(o, a, sa, ib, sb, n, ib);
+                    assert_memory_equal(ib, want, n * sizeof(float));
+                }
             }
         }
     }
@@ -415,8 +449,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_broadcast),    cmocka_unit_test(test_inplace),
-        cmocka_unit_test(test_binop_direct), cmocka_unit_test(test_shape_values),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_binop_direct), cmocka_unit_test(test_binop_kernels),
+        cmocka_unit_test(test_shape_values), cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests_name("expr_layer", tests, NULL, NULL);
 }
