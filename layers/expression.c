@@ -330,7 +330,8 @@ static void forward_tensor(const expr_state *s, const ki_tensor *in, ki_tensor *
     int64_t rows = ki_shape_count(&out->shape) / (inner ? inner : 1);
     int64_t n_items = inner ? rows * per_row : 0;
     if (s->binop && n_items > 0) { /* each thread a run of whole rows */
-        const int nt = n_items * inner > 32768 ? ex->n_threads : 1;
+        /* rows * inner: the output's floats */
+        const int nt = rows * inner > 32768 ? ex->n_threads : 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
         {
             const int t = omp_get_thread_num(), n = omp_get_num_threads();
