@@ -302,6 +302,15 @@ int ki_pool_max_s2_avx512(const float *src, int64_t h, int64_t w, float *restric
                           int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw);
 int ki_pool_max_s2_ref(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
                        int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw);
+/* sums[p] = the sum of the n floats at x + p * stride, p < planes, each in eight interleaved
+ * partial sums (float i into sum i % 8) combined as ((s0 + s4) + (s1 + s5)) + ((s2 + s6) +
+ * (s3 + s7)): the adaptive average pool's order (pool_adaptive.c), whose plain loop is the
+ * reference. _avx2 (pool2d_avx2.c) keeps each plane's eight sums in one vector and runs four
+ * planes side by side, so their adds are four chains instead of one: the same floats. */
+typedef void (*ki_plane_sums_fn)(const float *x, int64_t stride, int64_t n, int64_t planes,
+                                 float *sums);
+void ki_plane_sums_ref(const float *x, int64_t stride, int64_t n, int64_t planes, float *sums);
+void ki_plane_sums_avx2(const float *x, int64_t stride, int64_t n, int64_t planes, float *sums);
 /* The same with eight-lane vectors, the same taps in the same order (pool2d_avx2.c). */
 int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
                         int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw);

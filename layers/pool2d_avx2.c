@@ -249,3 +249,49 @@ int ki_pool_max_s1_avx2(const float *src, int64_t h, int64_t w, float *restrict 
     }
     return _mm256_movemask_ps(nan);
 }
+
+/* The eight partial sums of acc combined in the reference's order. */
+static inline float sums8(__m256 acc)
+{
+    float s[8];
+    _mm256_storeu_ps(s, acc);
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+void ki_plane_sums_avx2(const float *x, int64_t stride, int64_t n, int64_t planes, float *sums)
+{
+    const int64_t body = n / 8 * 8;
+    /* the tail's lanes hold floats body .. n - 1, the others +0.0, which leaves a sum as it is
+     * (a sum that starts at +0.0 is never -0.0) */
+    const __m256i tail = ki_lanes_in8(0, n - body);
+    int64_t p = 0;
+    for (; p + 4 <= planes; p += 4) {
+        const float *x0 = x + p * stride, *x1 = x0 + stride, *x2 = x1 + stride, *x3 = x2 + stride;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t i = 0; i < body; i += 8) {
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x0 + i));
+            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x1 + i));
+            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x2 + i));
+            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x3 + i));
+        }
+        if (body < n) {
+            a0 = _mm256_add_ps(a0, _mm256_maskload_ps(x0 + body, tail));
+            a1 = _mm256_add_ps(a1, _mm256_maskload_ps(x1 + body, tail));
+            a2 = _mm256_add_ps(a2, _mm256_maskload_ps(x2 + body, tail));
+            a3 = _mm256_add_ps(a3, _mm256_maskload_ps(x3 + body, tail));
+        }
+        sums[p] = sums8(a0), sums[p + 1] = sums8(a1), sums[p + 2] = sums8(a2);
+        sums[p + 3] = sums8(a3);
+    }
+    for (; p < planes; p++) {
+        const float *x0 = x + p * stride;
+        __m256 a0 = _mm256_setzero_ps();
+        for (int64_t i = 0; i < body; i += 8) {
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x0 + i));
+        }
+        if (body < n) {
+            a0 = _mm256_add_ps(a0, _mm256_maskload_ps(x0 + body, tail));
+        }
+        sums[p] = sums8(a0);
+    }
+}

@@ -2,6 +2,7 @@
  * F.adaptive_max_pool2d. Output cell i covers [floor(i*H/oh), ceil((i+1)*H/oh)), as PyTorch;
  * an output size of 0 or None keeps the input size. Direct loops, parallel over planes. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +10,8 @@
 
 typedef struct apool {
     bool is_max, return_indices;
-    int64_t oh, ow; /* 0 = the input's size */
+    int64_t oh, ow;        /* 0 = the input's size */
+    ki_plane_sums_fn sums; /* whole-plane sums of this CPU's level, or NULL: sum_run per plane */
 } apool;
 
 static ki_status parse_size(const ki_op_desc *op, apool *a, ki_error *err)
@@ -41,6 +43,7 @@ static ki_status apool_create(const ki_op_desc *op, bool is_max, void **state, k
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
     a->is_max = is_max;
+    a->sums = ki_cpu_isa() >= KI_ISA_AVX2 ? KI_X86(ki_plane_sums_avx2) : NULL;
     ki_status st = parse_size(op, a, err);
     if (st == KI_OK && is_max) {
         st = ki_op_get_bool(op, "return_indices", false, &a->return_indices, err);
@@ -118,6 +121,13 @@ static float sum_run(const float *p, int64_t n)
     return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
+void ki_plane_sums_ref(const float *x, int64_t stride, int64_t n, int64_t planes, float *sums)
+{
+    for (int64_t p = 0; p < planes; p++) {
+        sums[p] = sum_run(x + p * stride, n);
+    }
+}
+
 /* One output cell over [y0,y1) x [x0,x1): the mean, or the first maximum (any NaN wins) and
  * its flat index, as PyTorch. A mean over whole rows is one contiguous run. */
 static void cell(bool is_max, const float *x, int64_t w, const int64_t r[4], float *val, float *idx)
@@ -157,6 +167,20 @@ static ki_status apool_forward(const void *state, const ki_tensor *in, int n_in,
     int64_t planes = x.n * x.c, hw = x.h * x.w, ohw = oh * ow;
     const float *src = in[0].data;
     float *dst = out[0].data, *ind = n_out > 1 ? out[1].data : NULL;
+    if (!a->is_max && ohw == 1 && hw > 0 && a->sums) {
+        /* a global average: each thread a run of planes, their sums side by side (the same
+         * floats as sum_run), then the mean as cell() takes it */
+#pragma omp parallel num_threads(ex->n_threads)
+        {
+            const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+            const int64_t p0 = planes * t / nt, p1 = planes * (t + 1) / nt;
+            a->sums(src + p0 * hw, hw, hw, p1 - p0, dst + p0);
+            for (int64_t p = p0; p < p1; p++) {
+                dst[p] /= (float)hw;
+            }
+        }
+        return KI_OK;
+    }
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
     for (int64_t pl = 0; pl < planes; pl++) {
         for (int64_t i = 0; i < ohw; i++) {
