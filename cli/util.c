@@ -43,10 +43,16 @@ void ki_cli_set_threads(int n)
 /* The CPUs this process may run on (its affinity mask: taskset, a container's cpuset), as
  * OpenMP counts them, not every CPU online: two threads on one allowed CPU made resnet18 1.13x
  * slower than one. */
-int ki_cli_default_threads(void)
+static int usable_cpus(void)
 {
     const int n = omp_get_num_procs();
-    return n > 0 ? (n > 256 ? 256 : n) : 1;
+    return n > 0 ? n : 1;
+}
+
+int ki_cli_default_threads(void)
+{
+    const int n = usable_cpus();
+    return n > 256 ? 256 : n;
 }
 
 size_t ki_cli_memory_available(void)
@@ -116,9 +122,9 @@ void ki_cli_cpu_str(char *buf, size_t n)
         size_str(ci->l3, l3, sizeof l3);
     }
     char usable[48] = "";
-    const int threads = ki_cli_default_threads();
-    if (threads < ci->cores) {
-        snprintf(usable, sizeof usable, " (%d for this process)", threads);
+    const int cpus = usable_cpus(); /* not the default threads, which stop at 256 */
+    if (cpus < ci->cores) {
+        snprintf(usable, sizeof usable, " (%d for this process)", cpus);
     }
     snprintf(buf, n, "%s (CPU: %s); L1d %s, L2 %s, L3 %s%s; %d cores%s", ki_isa_name(ki_cpu_isa()),
              ki_isa_name(ci->isa), l1, l2, l3, ci->caches_read ? "" : " (defaults, not reported)",
