@@ -331,7 +331,7 @@ static void forward_tensor(const expr_state *s, const ki_tensor *in, ki_tensor *
     int64_t n_items = inner ? rows * per_row : 0;
     if (s->binop && n_items > 0) { /* each thread a run of whole rows */
         /* rows * inner: the output's floats */
-        const int nt = rows * inner > 32768 ? ex->n_threads : 1;
+        const int nt = rows * inner > KI_SHAPEOP_PAR_MIN ? ex->n_threads : 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
         {
             const int t = omp_get_thread_num(), n = omp_get_num_threads();

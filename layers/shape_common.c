@@ -5,9 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Below this many elements a copy is cheaper than waking the thread team. */
-#define PAR_MIN_ELEMS ((int64_t)1 << 15)
-
 void ki_shapeop_strides(int ndim, const int64_t *d, int64_t *strides)
 {
     int64_t s = 1;
@@ -77,7 +74,7 @@ void ki_shapeop_copy_run(const ki_shapeop_copy *c0, const float *src, float *dst
     int last = c.ndim - 1;
     int64_t inner = c.d[last];
     int64_t rows = ki_shapeop_prod(c.d, 0, last);
-    int nt = rows * inner < PAR_MIN_ELEMS ? 1 : n_threads;
+    int nt = rows * inner < KI_SHAPEOP_PAR_MIN ? 1 : n_threads;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         int64_t so = 0, dof = 0, rem = r;
@@ -106,7 +103,7 @@ static int64_t row_total(const ki_tensor *pieces, int n, int64_t outer)
 void ki_shapeop_join(const ki_tensor *pieces, int n, int64_t outer, float *joined, int n_threads)
 {
     int64_t total = row_total(pieces, n, outer);
-    int nt = outer * total < PAR_MIN_ELEMS ? 1 : n_threads;
+    int nt = outer * total < KI_SHAPEOP_PAR_MIN ? 1 : n_threads;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t o = 0; o < outer; o++) {
         float *dst = joined + o * total;
@@ -123,7 +120,7 @@ void ki_shapeop_join(const ki_tensor *pieces, int n, int64_t outer, float *joine
 void ki_shapeop_split(const float *joined, int64_t outer, ki_tensor *pieces, int n, int n_threads)
 {
     int64_t total = row_total(pieces, n, outer);
-    int nt = outer * total < PAR_MIN_ELEMS ? 1 : n_threads;
+    int nt = outer * total < KI_SHAPEOP_PAR_MIN ? 1 : n_threads;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t o = 0; o < outer; o++) {
         const float *src = joined + o * total;

@@ -12,6 +12,10 @@
 
 #include "../core/layer.h"
 
+/* Below this many elements a copy (or another pass over them that does little per element) is
+ * cheaper than waking the thread team. */
+#define KI_SHAPEOP_PAR_MIN ((int64_t)1 << 15)
+
 /* The copies work on more dims than a tensor has: pixel shuffle splits a 4-D tensor into 6. */
 #define KI_SHAPEOP_MAX_DIMS 8
 
