@@ -11,7 +11,7 @@
 typedef struct apool {
     bool is_max, return_indices;
     int64_t oh, ow;        /* 0 = the input's size */
-    ki_plane_sums_fn sums; /* whole-plane sums of this CPU's level, or NULL: sum_run per plane */
+    ki_plane_sums_fn sums; /* whole-plane sums (a global average) of this CPU's level */
 } apool;
 
 static ki_status parse_size(const ki_op_desc *op, apool *a, ki_error *err)
@@ -43,7 +43,7 @@ static ki_status apool_create(const ki_op_desc *op, bool is_max, void **state, k
         return KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
     }
     a->is_max = is_max;
-    a->sums = ki_cpu_isa() >= KI_ISA_AVX2 ? KI_X86(ki_plane_sums_avx2) : NULL;
+    a->sums = ki_cpu_isa() >= KI_ISA_AVX2 ? KI_X86(ki_plane_sums_avx2) : ki_plane_sums_ref;
     ki_status st = parse_size(op, a, err);
     if (st == KI_OK && is_max) {
         st = ki_op_get_bool(op, "return_indices", false, &a->return_indices, err);
@@ -167,7 +167,7 @@ static ki_status apool_forward(const void *state, const ki_tensor *in, int n_in,
     int64_t planes = x.n * x.c, hw = x.h * x.w, ohw = oh * ow;
     const float *src = in[0].data;
     float *dst = out[0].data, *ind = n_out > 1 ? out[1].data : NULL;
-    if (!a->is_max && ohw == 1 && hw > 0 && a->sums) {
+    if (!a->is_max && ohw == 1 && hw > 0) {
         /* a global average: each thread a run of planes, their sums side by side (the same
          * floats as sum_run), then the mean as cell() takes it */
 #pragma omp parallel num_threads(ex->n_threads)
