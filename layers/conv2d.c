@@ -340,6 +340,9 @@ void ki_conv2d_run(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p
     case KI_CONV2D_DIRECT:
         ki_conv2d_forward_direct(c, g, in, out, ex);
         break;
+    case KI_CONV2D_DOT:
+        ki_conv2d_forward_dot(c, g, in, out, ex);
+        break;
     }
 }
 

@@ -193,7 +193,8 @@ typedef enum ki_conv2d_path {
     KI_CONV2D_DW,      /* depthwise (groups == in == out), direct, parallel over planes */
     KI_CONV2D_WINO,    /* 3x3 stride 1: Winograd F(4x4,3x3) or F(2x2,3x3), see ki_conv2d_wino_* */
     KI_CONV2D_OV,      /* im2col + a GEMM vectorised over output channels (see ki_conv2d_ov_*) */
-    KI_CONV2D_DIRECT   /* few input channels: direct, AVX2 / AVX-512 (see ki_conv2d_direct_*) */
+    KI_CONV2D_DIRECT,  /* few input channels: direct, AVX2 / AVX-512 (see ki_conv2d_direct_*) */
+    KI_CONV2D_DOT      /* 1x1 on one pixel per image: a dot product per output (forward_dot) */
 } ki_conv2d_path;
 
 /* Fewest output tiles per image for which a layer gets Winograd. F(4x4,3x3) (36 products per
@@ -246,6 +247,12 @@ void ki_conv2d_forward_gemm(const ki_conv2d *c, const ki_conv2d_geom *g, bool im
                             const float *in, float *restrict out, const ki_exec *ex);
 void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                           float *restrict out, const ki_exec *ex);
+/* A 1x1 layer (one group) on one pixel per image, as an squeeze-and-excitation block's
+ * excitations or a classifier written as a convolution: each output the level's dot product of
+ * its weight row and the image's channels (ki_dot_for, as nn.Linear's one row), then the
+ * epilogue. */
+void ki_conv2d_forward_dot(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                           float *restrict out, const ki_exec *ex);
 /* conv2d_avx2.c: one depthwise plane, zero padding, columns within int32. */
 void ki_conv2d_dw_plane_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
                              const float *w, float *restrict o);

@@ -307,6 +307,39 @@ void ki_conv2d_forward_gemm(const ki_conv2d *c, const ki_conv2d_geom *g, bool us
     }
 }
 
+/* Outputs of ki_conv2d_forward_dot per chunk: a thread's unit, finished by the epilogue at once
+ * (a call per output cost as much as its dot product). The chunks are fixed whatever the thread
+ * count, so each output's epilogue sees the same lanes. */
+#define DOT_CHUNK 16
+/* Multiply-adds below which the dot products run on one thread: waking the team costs more
+ * (mobilenet_v3_small's 16 -> 8 excitation has 128). */
+#define DOT_PAR_MIN ((int64_t)1 << 15)
+
+void ki_conv2d_forward_dot(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                           float *restrict out, const ki_exec *ex)
+{
+    const int64_t k = c->in_ch, oc = c->out_ch, per = (oc + DOT_CHUNK - 1) / DOT_CHUNK;
+    const int64_t chunks = g->in.n * per;
+    const ki_dot_fn dot = ki_dot_for(c->isa);
+    /* the bias goes with each dot product, so the epilogue adds none */
+    ki_cv_epilogue ep = c->ep;
+    ep.bias = NULL;
+    int64_t macs;
+    const int nt =
+        ki_ckd_mul_i64(&macs, chunks * DOT_CHUNK, k) && macs >= DOT_PAR_MIN ? ex->n_threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t i = 0; i < chunks; i++) {
+        const int64_t n = i / per, o0 = i % per * DOT_CHUNK;
+        const int64_t o1 = oc - o0 < DOT_CHUNK ? oc : o0 + DOT_CHUNK;
+        const float *x = in + n * k;
+        float *y = out + n * oc;
+        for (int64_t o = o0; o < o1; o++) {
+            y[o] = dot(c->weight + o * k, x, k) + (c->ep.bias ? c->ep.bias[o] : 0.0f);
+        }
+        c->epf(&ep, c->res ? c->res + n * oc + o0 : NULL, 0, y + o0, (size_t)(o1 - o0));
+    }
+}
+
 /* One depthwise plane: accumulate each kernel tap over the output rows it reaches. */
 static void dw_plane(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, const float *w,
                      float *restrict o)

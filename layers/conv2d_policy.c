@@ -250,10 +250,13 @@ static bool gemm_fills(const ki_conv2d *c, int64_t n)
     return ki_conv2d_is_pointwise(c) && c->in_ch < KI_OV_KC && 8 * n >= 7 * lanes;
 }
 
-/* Whether to repack the weights for the OV path at create: one group, not Winograd, the
- * AVX-512 micro-kernel, and a declared input whose output has at most KI_OV_MAX_PIXELS pixels,
- * or a 1x1 layer in the bounds above whose channel blocks are at least 7/8 full; not a 1x1
- * layer that gemm_fills. */
+/* Whether to repack the weights for the OV path at create: one group, not Winograd, a vector
+ * micro-kernel, and a declared input whose output has at most KI_OV_MAX_PIXELS pixels, or a 1x1
+ * layer in the bounds above whose channel blocks are at least 7/8 full; not a 1x1 layer that
+ * gemm_fills, nor one on a single pixel: its micro-kernel tile of one pixel keeps two
+ * accumulator chains waiting on the FMA latency, where the dot products of KI_CONV2D_DOT keep
+ * four and read the original weight rows (mobilenet_v3_small's 18 excitation layers, avx2, one
+ * thread: 0.15 -> 0.08 ms; docs/performance.md). */
 bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op)
 {
     const ki_shape *d = declared_input(op);
@@ -263,8 +266,8 @@ bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op)
         return false;
     }
     int64_t lanes = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV * KI_OV_MV, n = g.oh * g.ow;
-    if (gemm_fills(c, n)) {
-        return false;
+    if (gemm_fills(c, n) || (ki_conv2d_is_pointwise(c) && n == 1)) {
+        return false; /* one pixel: the dot products (KI_CONV2D_DOT) on the original weights */
     }
     return n <= KI_OV_MAX_PIXELS || (ki_conv2d_is_pointwise(c) && c->in_ch >= KI_OV_1X1_MIN_IN &&
                                      n <= KI_OV_1X1_MAX_PIXELS && 8 * (lanes - c->out_ch) <= lanes);
@@ -284,6 +287,8 @@ bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_pa
     case KI_CONV2D_OV:
         return (c->ov_a || c->ov_h) && ki_conv2d_ov_shape_ok(c) &&
                ki_conv2d_ov_workspace(c, g, 1) > 0;
+    case KI_CONV2D_DOT:
+        return c->weight && c->groups == 1 && ki_conv2d_is_pointwise(c) && g->oh == 1 && g->ow == 1;
     case KI_CONV2D_DIRECT:
         return c->weight && c->direct && ki_conv2d_direct_shape_ok(c) &&
                ki_conv2d_direct_workspace(c) > 0;
@@ -302,6 +307,9 @@ ki_conv2d_path ki_conv2d_pick(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_OV)) {
         return KI_CONV2D_OV;
+    }
+    if (ki_conv2d_path_ok(c, g, KI_CONV2D_DOT)) {
+        return KI_CONV2D_DOT;
     }
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_DW)) {
         return KI_CONV2D_DW;
@@ -349,7 +357,7 @@ void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_
         [KI_CONV2D_REF] = "reference",  [KI_CONV2D_GEMM] = "im2col+gemm",
         [KI_CONV2D_GEMM1] = "1x1 gemm", [KI_CONV2D_DW] = "depthwise",
         [KI_CONV2D_WINO] = "winograd",  [KI_CONV2D_OV] = "small-output",
-        [KI_CONV2D_DIRECT] = "direct"
+        [KI_CONV2D_DIRECT] = "direct",  [KI_CONV2D_DOT] = "1x1 dot"
     };
     ki_conv2d_geom g;
     if (ki_conv2d_geom_make(c, in, &g, NULL) != KI_OK) {

@@ -216,7 +216,7 @@ static void rconf_draw(uint64_t *s, rconf *r)
     }
 }
 
-static int path_runs[KI_CONV2D_DIRECT + 1];
+static int path_runs[KI_CONV2D_DOT + 1];
 
 /* Runs path p with micro-kernel isa on th threads into out. */
 static void run_variant(const ki_conv2d *c, const ki_conv2d_geom *g, int p, ki_isa isa, int th,
@@ -282,8 +282,9 @@ static void check_paths(const rconf *r, uint64_t seed, const ki_conv2d *c0, cons
     /* every other one of those adds it after the activation (conv, act, add) */
     cc.ep.res_after = cc.residual && seed % 2 == 1 && cc.ep.act.kind != KI_ACT_NONE;
     ki_conv2d_forward_ref(c, &g, x, ref);
-    static const int plain[4] = { KI_CONV2D_GEMM, KI_CONV2D_GEMM1, KI_CONV2D_DW, KI_CONV2D_DIRECT };
-    for (int i = 0; i < 4; i++) {
+    static const int plain[5] = { KI_CONV2D_GEMM, KI_CONV2D_GEMM1, KI_CONV2D_DW, KI_CONV2D_DIRECT,
+                                  KI_CONV2D_DOT };
+    for (int i = 0; i < 5; i++) {
         int p = plain[i];
         if (ki_conv2d_path_ok(c, &g, p)) {
             path_runs[p] += check_variants(c, &g, p, x, ref, n_out, 1e-4f, seed);
@@ -343,6 +344,47 @@ static void test_random_vs_ref(void **unused)
             fail_msg("path %d ran only %d times", p, path_runs[p]);
         }
     }
+}
+
+/* 1x1 layers on one pixel per image (squeeze-and-excitation blocks): the dot path against the
+ * reference at every level, 1 and 2 threads bitwise, with and without a fused residual, with
+ * enough products for the team to split them (DOT_PAR_MIN) and chunk counts that do not divide
+ * between the threads; the policy picks it. */
+static void test_dot_vs_ref(void **unused)
+{
+    (void)unused;
+    static const ki_act acts[4] = { { KI_ACT_NONE, 0, 0 },
+                                    { KI_ACT_RELU, 0, 0 },
+                                    { KI_ACT_HARDSIGMOID, 0, 0 },
+                                    { KI_ACT_SILU, 0, 0 } };
+    const int before = path_runs[KI_CONV2D_DOT];
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        uint64_t s = seed * 0x2545F4914F6CDD1Dull;
+        rconf r = { .n = trng_int(&s, 1, 3), .bias = seed % 4 != 0 };
+        r.groups = r.h = r.w = r.kh = r.kw = r.sh = r.sw = r.dh = r.dw = 1;
+        r.in = seed % 2 ? trng_int(&s, 1, 40) : trng_int(&s, 100, 600);
+        r.out = seed % 3 ? trng_int(&s, 1, 70) : trng_int(&s, 100, 600);
+        size_t nw = (size_t)(r.out * r.in), nx = (size_t)(r.n * r.in);
+        float *w = malloc(nw * sizeof *w), *b = malloc((size_t)r.out * sizeof *b);
+        float *x = malloc(nx * sizeof *x);
+        trng_fill(&s, w, nw), trng_fill(&s, b, (size_t)r.out), trng_fill(&s, x, nx);
+        top t;
+        conv_op(&t, r.in, r.out, 1, 1, 1, w, r.bias ? b : NULL);
+        const ki_layer_ops *ops;
+        void *st;
+        ki_error err = { 0 };
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        ki_conv2d *c = st;
+        c->ep.act = acts[seed % 4];
+        ki_conv2d_geom g;
+        ki_shape in = ki_shape_make(4, (const int64_t[]){ r.n, r.in, 1, 1 });
+        assert_int_equal(ki_conv2d_geom_make(c, &in, &g, &err), KI_OK);
+        assert_int_equal(ki_conv2d_pick(c, &g), KI_CONV2D_DOT);
+        check_paths(&r, seed, c, x);
+        ops->destroy(st);
+        free(w), free(b), free(x);
+    }
+    assert_true(path_runs[KI_CONV2D_DOT] - before >= 40);
 }
 
 /* Column blocks of the OV path: at most KI_OV_PW_MAX pixels, as equal as can be. */
@@ -953,23 +995,15 @@ static void test_epilogue_act(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_basic_3x3),
-        cmocka_unit_test(test_pad_modes),
-        cmocka_unit_test(test_same_valid_groups),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_random_vs_ref),
-        cmocka_unit_test(test_epilogue_act),
-        cmocka_unit_test(test_winograd_vs_ref),
-        cmocka_unit_test(test_wino_xforms_avx512),
-        cmocka_unit_test(test_wino_fu_levels),
-        cmocka_unit_test(test_winograd_choice),
-        cmocka_unit_test(test_gemm_private_choice),
-        cmocka_unit_test(test_ov_blocks),
-        cmocka_unit_test(test_ov_parts),
-        cmocka_unit_test(test_half_exact),
-        cmocka_unit_test(test_direct_wide),
-        cmocka_unit_test(test_release_weights),
-        cmocka_unit_test(test_discard_pages),
+        cmocka_unit_test(test_basic_3x3),           cmocka_unit_test(test_pad_modes),
+        cmocka_unit_test(test_same_valid_groups),   cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_random_vs_ref),       cmocka_unit_test(test_epilogue_act),
+        cmocka_unit_test(test_winograd_vs_ref),     cmocka_unit_test(test_wino_xforms_avx512),
+        cmocka_unit_test(test_wino_fu_levels),      cmocka_unit_test(test_winograd_choice),
+        cmocka_unit_test(test_gemm_private_choice), cmocka_unit_test(test_dot_vs_ref),
+        cmocka_unit_test(test_ov_blocks),           cmocka_unit_test(test_ov_parts),
+        cmocka_unit_test(test_half_exact),          cmocka_unit_test(test_direct_wide),
+        cmocka_unit_test(test_release_weights),     cmocka_unit_test(test_discard_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
