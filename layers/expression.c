@@ -26,6 +26,12 @@
 #define EXPR_CHUNK 1024
 /* Inputs per expression: per-chunk descriptors live on the C stack. */
 #define EXPR_MAX_INPUTS 64
+/* Output floats from which add / mul run on the team, each thread a run of rows: below that one
+ * thread. Lower than the copies' KI_SHAPEOP_PAR_MIN: a channel scaling reads planes the team
+ * wrote split the same way, which one thread would fetch half of from the other core
+ * (mobilenet_v3_small's six excitation scalings of 14K-28K floats, avx2, 2 threads: 0.071 ->
+ * 0.052 ms for all nine; docs/performance.md). */
+#define EXPR_BINOP_PAR_MIN 4096
 
 typedef struct expr_state {
     ki_expr *e;
@@ -331,7 +337,7 @@ static void forward_tensor(const expr_state *s, const ki_tensor *in, ki_tensor *
     int64_t n_items = inner ? rows * per_row : 0;
     if (s->binop && n_items > 0) { /* each thread a run of whole rows */
         /* rows * inner: the output's floats */
-        const int nt = rows * inner > KI_SHAPEOP_PAR_MIN ? ex->n_threads : 1;
+        const int nt = rows * inner > EXPR_BINOP_PAR_MIN ? ex->n_threads : 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
         {
             const int t = omp_get_thread_num(), n = omp_get_num_threads();
