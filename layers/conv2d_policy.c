@@ -239,15 +239,21 @@ int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, boo
 #define KI_OV_1X1_MIN_IN     64
 #define KI_OV_1X1_MAX_PIXELS 1024
 
-/* A 1x1 layer of short k (one k block, fewer than KI_OV_KC input channels, e.g. mobilenet's
- * expansions) whose pixels fill the GEMM's 32-wide panels at least 7/8 stays on the GEMM: the
- * OV path's transposing store of every output is a large share of so few products per output
- * (mobilenet_v2's 64 -> 384 at 14x14, one thread: a quarter of the layer), and the GEMM writes
- * its rows as they are. 7x7 (49 of 64 lanes) keeps the OV path (docs/performance.md). */
+/* A 1x1 layer whose pixels fill the GEMM's 32-wide panels at least 7/8 stays on the GEMM when
+ * its k is short (one k block, fewer than KI_OV_KC input channels, e.g. mobilenet's expansions:
+ * the OV path's transposing store of every output is a large share of so few products per
+ * output; mobilenet_v2's 64 -> 384 at 14x14, one thread: a quarter of the layer) or when its
+ * output channels fill the OV path's 32-channel blocks less than 7/8 (the GEMM's rows go by 8):
+ * mobilenet_v3_small's 144 -> 48 at 14x14 alone, avx2, 0.047 -> 0.041 ms on one thread, 0.028
+ * -> 0.025 on two, the network 0.98-0.99x; squeezenet1_1's 384 -> 48 at 13x13 0.121 -> 0.106 ms
+ * on one thread. The GEMM writes its rows as they are. 7x7 (49 of 64 lanes) keeps the OV path
+ * (docs/performance.md). */
 static bool gemm_fills(const ki_conv2d *c, int64_t n)
 {
     const int64_t lanes = (n + KI_GEMM_NR - 1) / KI_GEMM_NR * KI_GEMM_NR;
-    return ki_conv2d_is_pointwise(c) && c->in_ch < KI_OV_KC && 8 * n >= 7 * lanes;
+    const int64_t rows = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV * KI_OV_MV;
+    return ki_conv2d_is_pointwise(c) && (c->in_ch < KI_OV_KC || 8 * c->out_ch < 7 * rows) &&
+           8 * n >= 7 * lanes;
 }
 
 /* Whether to repack the weights for the OV path at create: one group, not Winograd, a vector

@@ -807,6 +807,49 @@ static void test_wino_fu_levels(void **unused)
 #endif
 }
 
+/* Which 1x1 layers get the OV path (conv2d_policy.c): from a declared input, with a vector
+ * micro-kernel; one pixel takes the dot products and keeps the original weights; output channels
+ * that fill 32-channel blocks less than 7/8 stay on the GEMM where its 32-pixel panels fill 7/8
+ * (14x14: 196 of 224), not at 7x7 (49 of 64); long k and full blocks take the OV path. */
+static void test_pointwise_choice(void **unused)
+{
+    (void)unused;
+    static const struct {
+        int64_t in, out, hw;
+        int path;
+    } cases[] = {
+        { 144, 48, 14, KI_CONV2D_GEMM1 }, { 144, 64, 14, KI_CONV2D_OV },
+        { 288, 96, 14, KI_CONV2D_OV },    { 240, 40, 14, KI_CONV2D_GEMM1 },
+        { 240, 40, 7, KI_CONV2D_OV },     { 576, 144, 1, KI_CONV2D_DOT },
+        { 48, 288, 14, KI_CONV2D_GEMM1 },
+    };
+    const bool ov = ki_cpu_isa() >= KI_ISA_AVX2;
+    float *w = calloc(576 * 144, sizeof *w);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        top t;
+        const ki_layer_ops *ops;
+        void *st;
+        ki_error err = { 0 };
+        ki_shape d =
+            ki_shape_make(4, (const int64_t[]){ 1, cases[i].in, cases[i].hw, cases[i].hw });
+        conv_op(&t, cases[i].in, cases[i].out, 1, 1, 1, w, NULL);
+        t.d.input_decl = &d;
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        ki_conv2d *c = st;
+        ki_conv2d_geom g;
+        assert_int_equal(ki_conv2d_geom_make(c, &d, &g, &err), KI_OK);
+        const int want = cases[i].path == KI_CONV2D_OV && !ov ? KI_CONV2D_GEMM1 : cases[i].path;
+        if ((int)ki_conv2d_pick(c, &g) != want) {
+            fail_msg("%lld -> %lld at %lldx%lld: path %d, want %d", (long long)cases[i].in,
+                     (long long)cases[i].out, (long long)cases[i].hw, (long long)cases[i].hw,
+                     ki_conv2d_pick(c, &g), want);
+        }
+        assert_int_equal(c->ov_a != NULL, want == KI_CONV2D_OV);
+        ops->destroy(st);
+    }
+    free(w);
+}
+
 /* The loader's choice: Winograd weights only for 3x3 stride-1 layers with enough channels and,
  * when the input size is declared, enough output tiles: F(4x4) from 20 of its tiles, else
  * F(2x2) from 32 of its tiles (9 with the AVX-512 OV products), else none; pick() then takes
@@ -995,15 +1038,16 @@ static void test_epilogue_act(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_basic_3x3),           cmocka_unit_test(test_pad_modes),
-        cmocka_unit_test(test_same_valid_groups),   cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_random_vs_ref),       cmocka_unit_test(test_epilogue_act),
-        cmocka_unit_test(test_winograd_vs_ref),     cmocka_unit_test(test_wino_xforms_avx512),
-        cmocka_unit_test(test_wino_fu_levels),      cmocka_unit_test(test_winograd_choice),
-        cmocka_unit_test(test_gemm_private_choice), cmocka_unit_test(test_dot_vs_ref),
-        cmocka_unit_test(test_ov_blocks),           cmocka_unit_test(test_ov_parts),
-        cmocka_unit_test(test_half_exact),          cmocka_unit_test(test_direct_wide),
-        cmocka_unit_test(test_release_weights),     cmocka_unit_test(test_discard_pages),
+        cmocka_unit_test(test_basic_3x3),         cmocka_unit_test(test_pad_modes),
+        cmocka_unit_test(test_same_valid_groups), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_random_vs_ref),     cmocka_unit_test(test_epilogue_act),
+        cmocka_unit_test(test_winograd_vs_ref),   cmocka_unit_test(test_wino_xforms_avx512),
+        cmocka_unit_test(test_wino_fu_levels),    cmocka_unit_test(test_winograd_choice),
+        cmocka_unit_test(test_pointwise_choice),  cmocka_unit_test(test_gemm_private_choice),
+        cmocka_unit_test(test_dot_vs_ref),        cmocka_unit_test(test_ov_blocks),
+        cmocka_unit_test(test_ov_parts),          cmocka_unit_test(test_half_exact),
+        cmocka_unit_test(test_direct_wide),       cmocka_unit_test(test_release_weights),
+        cmocka_unit_test(test_discard_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
