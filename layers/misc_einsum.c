@@ -215,7 +215,8 @@ static ki_status ein_forward(const void *state, const ki_tensor *in, int n_in, k
         n_sum *= size[(int)s->sum[i]];
     }
     const int64_t total = ki_shape_count(&out[0].shape);
-#pragma omp parallel for num_threads(ex->n_threads) schedule(static) if (total * n_sum > 32768)
+#pragma omp parallel for num_threads(ex->n_threads)                                                \
+    schedule(static) if (total * n_sum > KI_SHAPEOP_PAR_MIN)
     for (int64_t e = 0; e < total; e++) {
         int64_t off[EIN_MAX_OPS] = { 0 }, idx[EIN_MAX_LABELS] = { 0 }, r = e;
         for (int k = s->n_out - 1; k >= 0; k--) { /* the output element's base offsets */

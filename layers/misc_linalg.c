@@ -80,7 +80,8 @@ static ki_status addmm_forward(const void *state, const ki_tensor *in, int n_in,
     float *o = out[0].data;
     (void)n_in, (void)n_out;
     ki_shapeop_broadcast_strides(&in[s->in].shape, os, xs);
-#pragma omp parallel for num_threads(ex->n_threads) schedule(static) if (rows * p * k > 32768)
+#pragma omp parallel for num_threads(ex->n_threads)                                                \
+    schedule(static) if (rows * p * k > KI_SHAPEOP_PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const int64_t bi = r / m, i = r % m;
         const float *ar = a + r * k, *bm = b + bi * k * p;

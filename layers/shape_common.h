@@ -13,7 +13,8 @@
 #include "../core/layer.h"
 
 /* Below this many elements a copy (or another pass over them that does little per element) is
- * cheaper than waking the thread team. */
+ * cheaper than waking the thread team; the small reductions of einsum and the linalg layers and
+ * YOLO's decode read it as their work count too. */
 #define KI_SHAPEOP_PAR_MIN ((int64_t)1 << 15)
 
 /* The copies work on more dims than a tensor has: pixel shuffle splits a 4-D tensor into 6. */

@@ -28,6 +28,7 @@
 #include "../core/ckd.h"
 #include "../core/layer.h"
 #include "conv2d.h"
+#include "shape_common.h"
 #include "transpose.h"
 
 #define YD_MAX_LEVELS 8
@@ -326,7 +327,7 @@ static void decode_level(const yd_state *s, int level, int64_t h, int64_t w, con
     const int64_t hw = h * w, blocks = (hw + YD_CELLS - 1) / YD_CELLS;
     const float stride = s->lv[level].stride;
     const bool sigmoid_here = s->raw_outputs; /* else the convolution's epilogue applied it */
-#pragma omp parallel for num_threads(n_threads) schedule(static) if (hw * no > 32768)
+#pragma omp parallel for num_threads(n_threads) schedule(static) if (hw * no > KI_SHAPEOP_PAR_MIN)
     for (int64_t item = 0; item < blocks * s->na; item++) {
         const int64_t a = item / blocks, c0 = item % blocks * YD_CELLS;
         const int64_t nc = hw - c0 < YD_CELLS ? hw - c0 : YD_CELLS;
