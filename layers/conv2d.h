@@ -247,7 +247,7 @@ void ki_conv2d_forward_gemm(const ki_conv2d *c, const ki_conv2d_geom *g, bool im
                             const float *in, float *restrict out, const ki_exec *ex);
 void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                           float *restrict out, const ki_exec *ex);
-/* A 1x1 layer (one group) on one pixel per image, as an squeeze-and-excitation block's
+/* A 1x1 layer (one group) on one pixel per image, as a squeeze-and-excitation block's
  * excitations or a classifier written as a convolution: each output the level's dot product of
  * its weight row and the image's channels (ki_dot_for, as nn.Linear's one row), then the
  * epilogue. */
