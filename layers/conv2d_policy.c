@@ -239,6 +239,13 @@ int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, boo
 #define KI_OV_1X1_MIN_IN     64
 #define KI_OV_1X1_MAX_PIXELS 1024
 
+/* Whether the output channels fill the OV path's KI_OV_MV-channel blocks at least 7/8. */
+static bool ov_blocks_full(const ki_conv2d *c)
+{
+    const int64_t lanes = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV * KI_OV_MV;
+    return 8 * c->out_ch >= 7 * lanes;
+}
+
 /* A 1x1 layer whose pixels fill the GEMM's 32-wide panels at least 7/8 stays on the GEMM when
  * its k is short (one k block, fewer than KI_OV_KC input channels, e.g. mobilenet's expansions:
  * the OV path's transposing store of every output is a large share of so few products per
@@ -251,8 +258,7 @@ int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, boo
 static bool gemm_fills(const ki_conv2d *c, int64_t n)
 {
     const int64_t lanes = (n + KI_GEMM_NR - 1) / KI_GEMM_NR * KI_GEMM_NR;
-    const int64_t rows = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV * KI_OV_MV;
-    return ki_conv2d_is_pointwise(c) && (c->in_ch < KI_OV_KC || 8 * c->out_ch < 7 * rows) &&
+    return ki_conv2d_is_pointwise(c) && (c->in_ch < KI_OV_KC || !ov_blocks_full(c)) &&
            8 * n >= 7 * lanes;
 }
 
@@ -271,12 +277,12 @@ bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op)
         c->ov_uk == ki_ov_ukernel_ref || !d || !declared_geom(c, d, &g)) {
         return false;
     }
-    int64_t lanes = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV * KI_OV_MV, n = g.oh * g.ow;
+    const int64_t n = g.oh * g.ow;
     if (gemm_fills(c, n) || (ki_conv2d_is_pointwise(c) && n == 1)) {
         return false; /* one pixel: the dot products (KI_CONV2D_DOT) on the original weights */
     }
     return n <= KI_OV_MAX_PIXELS || (ki_conv2d_is_pointwise(c) && c->in_ch >= KI_OV_1X1_MIN_IN &&
-                                     n <= KI_OV_1X1_MAX_PIXELS && 8 * (lanes - c->out_ch) <= lanes);
+                                     n <= KI_OV_1X1_MAX_PIXELS && ov_blocks_full(c));
 }
 
 bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p)
