@@ -316,9 +316,182 @@ static inline __attribute__((always_inline)) void flat_store(const dw_plane *d, 
 /* the loops over bands and blocks, shared with the AVX-512 kernel, over the pieces above */
 #include "conv2d_dw3_loops.h"
 
+/* Planes of 8 + (kk - 1) / 2 to PAIR_MAX_OW columns at stride 1 (the mobilenets' 14x14 and 28x28
+ * layers) as column blocks of eight from columns 0, 8, 16, ... and the last one from ow - 8 (it
+ * overlaps the one before it unless ow is a multiple of 8, and the shared columns get the same
+ * sums twice), two blocks by two output rows at a time (four accumulators, eight with a 5x5
+ * kernel's odd rows apart), each input row loaded once for both rows it feeds. Every store is a
+ * whole vector, and only the first block's taps that reach past the row's left end and the last
+ * block's that reach past its right end have lanes to clear: a plain load and an AND, which reads
+ * the neighbouring row's floats there, except in the plane's first and last rows, which load those
+ * taps through the mask so nothing outside the plane is read. The row blocks (conv2d_dw3_loops.h)
+ * mask every load of such a block and the store of a part-filled one, and a 3x3 plane of up to 16
+ * columns taken whole masks every load: AVX2 ran 14x14 planes at half the AVX-512 kernel's speed
+ * on a CPU with the same FMA peak at both levels (docs/performance.md). Each output sums its taps
+ * in the order ky, kx (a 5x5 kernel's odd rows in a chain of their own), rows outside the plane
+ * as zero vectors, as the row blocks do, so the bits are theirs. */
+
+/* Widest rows taken: wider planes keep the row blocks, which walk them in bands of rows and ask
+ * for the next plane's lines (conv2d_dw3_loops.h; 56 and 112 columns were level or slower as
+ * pairs, docs/performance.md). */
+#define PAIR_MAX_OW 32
+
+/* Whether c's planes go as pairs of column blocks (pair_planes): 3x3 or 5x5 at stride 1, padding
+ * (kk - 1) / 2 all round, outputs of the input's size, rows wide enough that only the first and
+ * the last block reach past an end, at least two of them, and no residual (the shared columns are
+ * stored twice, and an output in the residual's place would add it twice). */
+static bool pair_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    const int64_t kk = c->kh, p = (kk - 1) / 2, ow = g->ow, nb = (ow + 7) / 8;
+    /* the blocks between the first and the last (from 8 to 8 * (nb - 2), and from ow - 16)
+     * reach past neither end of the row */
+    const bool inside = nb == 2 || (ow - 16 >= p && ow - 8 * (nb - 1) >= p);
+    return c->sw == 1 && c->pl == p && c->pt == p && ow == g->in.w && g->oh == g->in.h &&
+           ow >= 8 + p && ow <= PAIR_MAX_OW && inside && g->oh >= 2 && !c->res;
+}
+
+/* The blocks of a row: the first (from column 0, its taps with kx < p reaching past the row's left
+ * end), one inside the row, the last (ending at column ow - 1, its taps with kx > p reaching past
+ * the right end); p = (kk - 1) / 2. */
+enum { PAIR_FIRST, PAIR_INSIDE, PAIR_LAST };
+
+/* The kk taps of input row iy for the block of kind `kind` at column ox into v: the lanes whose
+ * column lies outside the row cleared by the mask m[kx]; a row outside the plane is zero vectors.
+ * kind and kk are constants. */
+static inline __attribute__((always_inline)) void pair_taps(const dw_plane *d, int64_t iy,
+                                                            int64_t ox, int kk, bool checked,
+                                                            const __m256i *m, int kind, __m256 v[5])
+{
+    if (checked && (iy < 0 || iy >= d->h)) {
+#pragma GCC unroll 5
+        for (int i = 0; i < kk; i++) {
+            v[i] = _mm256_setzero_ps();
+        }
+        return;
+    }
+    const int p = (kk - 1) / 2;
+    const float *r = d->x + (iy - d->row0) * d->w + ox - p;
+    /* the plane's first and last rows load the cleared lanes through the mask: nothing outside
+     * the plane is read */
+    const bool edge = iy == 0 || iy == d->h - 1;
+#pragma GCC unroll 5
+    for (int i = 0; i < kk; i++) {
+        const bool clear = kind == PAIR_FIRST ? i < p : kind == PAIR_LAST && i > p;
+        if (!clear) {
+            v[i] = _mm256_loadu_ps(r + i);
+        } else if (edge) {
+            v[i] = _mm256_maskload_ps(r + i, m[i]);
+        } else {
+            v[i] = _mm256_and_ps(_mm256_loadu_ps(r + i), _mm256_castsi256_ps(m[i]));
+        }
+    }
+}
+
+/* Output rows y0 and y0 + 1 (stored from row y0 + first, first 0 or 1) of the blocks at columns oa
+ * and ob, of kinds ka and kb (constants, as kk and checked); ma and mb: the first and the last
+ * block's masks. */
+static inline __attribute__((always_inline)) void pair_rows(const dw_plane *d, int64_t y0,
+                                                            int first, int kk, bool checked,
+                                                            int64_t oa, int ka, int64_t ob, int kb,
+                                                            const __m256i *ma, const __m256i *mb)
+{
+    const int64_t iy0 = y0 - (kk - 1) / 2;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0; /* rows 0, 1 of block A, B */
+    __m256 a0o = a0, a1o = a0, b0o = a0, b1o = a0;              /* their odd kernel rows */
+#pragma GCC unroll 6
+    for (int i = 0; i < kk + 1; i++) {
+        __m256 v[5];
+        pair_taps(d, iy0 + i, oa, kk, checked, ka == PAIR_LAST ? mb : ma, ka, v);
+        taps_to(d, kk, i, v, &a0, &a0o);
+        taps_to(d, kk, i - 1, v, &a1, &a1o);
+        pair_taps(d, iy0 + i, ob, kk, checked, kb == PAIR_FIRST ? ma : mb, kb, v);
+        taps_to(d, kk, i, v, &b0, &b0o);
+        taps_to(d, kk, i - 1, v, &b1, &b1o);
+        if (kk == 5) {
+            __asm__("" : "+x"(a0o), "+x"(a1o), "+x"(b0o), "+x"(b1o));
+        }
+        __asm__("" : "+x"(a0), "+x"(a1), "+x"(b0), "+x"(b1));
+    }
+    if (kk == 5) {
+        a0 = _mm256_add_ps(a0, a0o), a1 = _mm256_add_ps(a1, a1o);
+        b0 = _mm256_add_ps(b0, b0o), b1 = _mm256_add_ps(b1, b1o);
+    }
+    const dw_mask all = { _mm256_setzero_si256(), true };
+    if (first == 0) {
+        store_row(d, y0, oa, all, 1, a0);
+        store_row(d, y0, ob, all, 1, b0);
+    }
+    store_row(d, y0 + 1, oa, all, 1, a1);
+    store_row(d, y0 + 1, ob, all, 1, b1);
+}
+
+/* Every pair of rows of the blocks at oa and ob (kinds ka, kb), the last pair the plane's last two
+ * rows (storing only its new row when oh is odd); only pairs reaching past the plane's top or
+ * bottom check their rows. */
+static inline __attribute__((always_inline)) void pair_cols(const dw_plane *d, int kk, int64_t oa,
+                                                            int ka, int64_t ob, int kb,
+                                                            const __m256i *ma, const __m256i *mb)
+{
+    const int64_t oh = d->h, p = (kk - 1) / 2;
+    for (int64_t y = 0; y < oh; y += 2) {
+        const int64_t yf = oh - y >= 2 ? y : oh - 2;
+        if (yf - p >= 0 && yf + 1 + p < oh) {
+            pair_rows(d, yf, (int)(y - yf), kk, false, oa, ka, ob, kb, ma, mb);
+        } else {
+            pair_rows(d, yf, (int)(y - yf), kk, true, oa, ka, ob, kb, ma, mb);
+        }
+    }
+}
+
+/* d's plane as column blocks from 0, 8, 16, ... and the last from ow - 8, two at a time (with an
+ * odd count the last two overlap by a block, recomputed), kk a constant. */
+static inline __attribute__((always_inline)) void pair_plane(const dw_plane *d, int kk,
+                                                             const __m256i *ma, const __m256i *mb)
+{
+    const int64_t ow = d->ow, nb = (ow + 7) / 8;
+    if (nb == 2) {
+        pair_cols(d, kk, 0, PAIR_FIRST, ow - 8, PAIR_LAST, ma, mb);
+        return;
+    }
+    pair_cols(d, kk, 0, PAIR_FIRST, 8, PAIR_INSIDE, ma, mb);
+    int64_t j = 2;
+    for (; j + 2 < nb; j += 2) {
+        pair_cols(d, kk, 8 * j, PAIR_INSIDE, 8 * j + 8, PAIR_INSIDE, ma, mb);
+    }
+    /* the last block with the one before it (the block before that when nb is odd) */
+    pair_cols(d, kk, ow - 16, PAIR_INSIDE, ow - 8, PAIR_LAST, ma, mb);
+}
+
+static __attribute__((noinline)) void pair_planes(const ki_conv2d *c, const ki_conv2d_geom *g,
+                                                  const float *in, int64_t p0, int64_t p1,
+                                                  float *restrict out)
+{
+    const int64_t hw = g->in.h * g->in.w, w = g->in.w, kk = c->kh, pc = (kk - 1) / 2;
+    __m256i ma[5], mb[5];
+    for (int64_t kx = 0; kx < kk; kx++) { /* the lanes of each tap inside the row */
+        ma[kx] = ki_lanes_in8(kx - pc, w);
+        mb[kx] = ki_lanes_in8(w - 8 + kx - pc, w);
+    }
+    dw_plane d;
+    plane_init(&d, c, g, 0);
+    for (int64_t p = p0; p < p1; p++) {
+        plane_channel(&d, c, p % c->in_ch);
+        d.x = in + p * hw, d.o = out + p * hw;
+        if (kk == 5) {
+            pair_plane(&d, 5, ma, mb);
+        } else {
+            pair_plane(&d, 3, ma, mb);
+        }
+    }
+}
+
 void ki_conv2d_dw3_planes_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                int64_t p0, int64_t p1, float *restrict out)
 {
+    if (pair_ok(c, g)) {
+        pair_planes(c, g, in, p0, p1, out);
+        return;
+    }
     dw3_planes(c, g, in, p0, p1, out);
 }
 
