@@ -316,50 +316,90 @@ static inline __attribute__((always_inline)) void flat_store(const dw_plane *d, 
 /* the loops over bands and blocks, shared with the AVX-512 kernel, over the pieces above */
 #include "conv2d_dw3_loops.h"
 
-/* Planes of 8 + (kk - 1) / 2 to PAIR_MAX_OW columns at stride 1 (the mobilenets' 14x14 and 28x28
- * layers) as column blocks of eight from columns 0, 8, 16, ... and the last one from ow - 8 (it
- * overlaps the one before it unless ow is a multiple of 8, and the shared columns get the same
- * sums twice), two blocks by two output rows at a time (four accumulators, eight with a 5x5
- * kernel's odd rows apart), each input row loaded once for both rows it feeds. Every store is a
- * whole vector, and only the first block's taps that reach past the row's left end and the last
- * block's that reach past its right end have lanes to clear: a plain load and an AND, which reads
- * the neighbouring row's floats there, except in the plane's first and last rows, which load those
- * taps through the mask so nothing outside the plane is read. The row blocks (conv2d_dw3_loops.h)
- * mask every load of such a block and the store of a part-filled one, and a 3x3 plane of up to 16
- * columns taken whole masks every load: AVX2 ran 14x14 planes at half the AVX-512 kernel's speed
- * on a CPU with the same FMA peak at both levels (docs/performance.md). Each output sums its taps
- * in the order ky, kx (a 5x5 kernel's odd rows in a chain of their own), rows outside the plane
- * as zero vectors, as the row blocks do, so the bits are theirs. */
+/* Planes of at most PAIR_MAX_OW output columns (the mobilenets' 14x14 and 28x28 layers, and
+ * their stride-2 layers into them) as column blocks of eight outputs from columns 0, 8, 16, ...
+ * and the last one from ow - 8 (it overlaps the one before it unless ow is a multiple of 8, and
+ * the shared columns get the same sums twice), two blocks by two output rows at a time (four
+ * accumulators, eight with a 5x5 kernel's odd rows apart), each input row loaded once for both
+ * rows it feeds. Every store is a whole vector, and only the first block's loads that start
+ * before the row and the last block's that end past it have lanes to clear: a plain load and an
+ * AND, which reads the neighbouring row's floats there, except in the plane's first and last
+ * rows, which load those lanes through the mask so nothing outside the plane is read. The row
+ * blocks (conv2d_dw3_loops.h) mask every load of such a block and the store of a part-filled one,
+ * and a 3x3 plane of up to 16 columns taken whole masks every load: AVX2 ran 14x14 planes and
+ * stride-2 layers at half the AVX-512 kernel's speed on a CPU with the same FMA peak at both
+ * levels (docs/performance.md). The taps come as in the row blocks (stride 2: the even and odd
+ * floats of two loads by in-lane shuffles, the lanes put in order at the store), each output sums
+ * them in the order ky, kx (a 5x5 kernel's odd rows in a chain of their own), rows outside the
+ * plane as zero vectors, as the row blocks do, so the bits are theirs. */
 
-/* Widest rows taken: wider planes keep the row blocks, which walk them in bands of rows and ask
- * for the next plane's lines (conv2d_dw3_loops.h; 56 and 112 columns were level or slower as
- * pairs, docs/performance.md). */
+/* Widest output rows taken: wider planes keep the row blocks, which walk them in bands of rows
+ * and ask for the next plane's lines (conv2d_dw3_loops.h; 56 and 112 columns were level or slower
+ * as pairs, docs/performance.md). */
 #define PAIR_MAX_OW 32
 
-/* Whether c's planes go as pairs of column blocks (pair_planes): 3x3 or 5x5 at stride 1, padding
- * (kk - 1) / 2 all round, outputs of the input's size, rows wide enough that only the first and
- * the last block reach past an end, at least two of them, and no residual (the shared columns are
- * stored twice, and an output in the residual's place would add it twice). */
-static bool pair_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
+/* The loads of an input row for a block: stride 1 one per tap (load i from column i - p past the
+ * block's first input column), stride 2 two per pair of taps (load 2t from column 2t - p, load
+ * 2t + 1 from 2t + 8 - p). */
+static inline int pair_nloads(int s, int kk)
 {
-    const int64_t kk = c->kh, p = (kk - 1) / 2, ow = g->ow, nb = (ow + 7) / 8;
-    /* the blocks between the first and the last (from 8 to 8 * (nb - 2), and from ow - 16)
-     * reach past neither end of the row */
-    const bool inside = nb == 2 || (ow - 16 >= p && ow - 8 * (nb - 1) >= p);
-    return c->sw == 1 && c->pl == p && c->pt == p && ow == g->in.w && g->oh == g->in.h &&
-           ow >= 8 + p && ow <= PAIR_MAX_OW && inside && g->oh >= 2 && !c->res;
+    return s == 1 ? kk : 2 * ((kk + 1) / 2);
 }
 
-/* The blocks of a row: the first (from column 0, its taps with kx < p reaching past the row's left
- * end), one inside the row, the last (ending at column ow - 1, its taps with kx > p reaching past
- * the right end); p = (kk - 1) / 2. */
+static inline int pair_off(int s, int kk, int i)
+{
+    const int p = (kk - 1) / 2;
+    return s == 1 ? i - p : i / 2 * 2 + i % 2 * 8 - p;
+}
+
+/* The blocks of a row: the first (from output column 0: its loads starting before the row
+ * cleared), one inside the row, the last (ending at output column ow - 1: its loads that may end
+ * past the row, from offset 1 at stride 1 and 8 at stride 2, cleared). */
 enum { PAIR_FIRST, PAIR_INSIDE, PAIR_LAST };
 
-/* The kk taps of input row iy for the block of kind `kind` at column ox into v: the lanes whose
- * column lies outside the row cleared by the mask m[kx]; a row outside the plane is zero vectors.
- * kind and kk are constants. */
+static inline bool pair_clears(int kind, int s, int off)
+{
+    return kind == PAIR_FIRST ? off < 0 : kind == PAIR_LAST && off >= (s == 1 ? 1 : 8);
+}
+
+/* Whether the block at output column ox, of kind `kind`, reads only inside the row but for the
+ * loads it clears. */
+static bool pair_block_ok(int64_t ox, int kind, int s, int kk, int64_t w)
+{
+    for (int i = 0; i < pair_nloads(s, kk); i++) {
+        const int off = pair_off(s, kk, i);
+        const int64_t c0 = s * ox + off;
+        if (!pair_clears(kind, s, off) && (c0 < 0 || c0 + 7 > w - 1)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Whether c's planes go as pairs of column blocks (pair_planes): 3x3 or 5x5, stride 1 or 2,
+ * padding (kk - 1) / 2 all round, at least 9 and at most PAIR_MAX_OW output columns, at least
+ * two output rows, every block reading inside the row but for the loads it clears, and no
+ * residual (the shared columns are stored twice, and an output in the residual's place would add
+ * it twice). */
+static bool pair_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    const int kk = (int)c->kh, s = (int)c->sw, p = (kk - 1) / 2;
+    const int64_t ow = g->ow, w = g->in.w, nb = (ow + 7) / 8;
+    if (c->pl != p || c->pt != p || ow < 9 || ow > PAIR_MAX_OW || g->oh < 2 || c->res) {
+        return false;
+    }
+    bool ok = pair_block_ok(0, PAIR_FIRST, s, kk, w) && pair_block_ok(ow - 8, PAIR_LAST, s, kk, w);
+    for (int64_t j = 1; j + 1 < nb; j++) {
+        ok = ok && pair_block_ok(8 * j, PAIR_INSIDE, s, kk, w);
+    }
+    return ok && (nb == 2 || pair_block_ok(ow - 16, PAIR_INSIDE, s, kk, w));
+}
+
+/* The kk taps of input row iy for the block of kind `kind` at output column ox into v, the
+ * loads' cleared lanes by the masks m[i]; a row outside the plane is zero vectors. kind, s and kk
+ * are constants. */
 static inline __attribute__((always_inline)) void pair_taps(const dw_plane *d, int64_t iy,
-                                                            int64_t ox, int kk, bool checked,
+                                                            int64_t ox, int s, int kk, bool checked,
                                                             const __m256i *m, int kind, __m256 v[5])
 {
     if (checked && (iy < 0 || iy >= d->h)) {
@@ -369,44 +409,50 @@ static inline __attribute__((always_inline)) void pair_taps(const dw_plane *d, i
         }
         return;
     }
-    const int p = (kk - 1) / 2;
-    const float *r = d->x + (iy - d->row0) * d->w + ox - p;
+    const float *r = d->x + (iy - d->row0) * d->w + s * ox;
     /* the plane's first and last rows load the cleared lanes through the mask: nothing outside
      * the plane is read */
     const bool edge = iy == 0 || iy == d->h - 1;
-#pragma GCC unroll 5
-    for (int i = 0; i < kk; i++) {
-        const bool clear = kind == PAIR_FIRST ? i < p : kind == PAIR_LAST && i > p;
-        if (!clear) {
-            v[i] = _mm256_loadu_ps(r + i);
+    __m256 l[6];
+#pragma GCC unroll 6
+    for (int i = 0; i < pair_nloads(s, kk); i++) {
+        const int off = pair_off(s, kk, i);
+        if (!pair_clears(kind, s, off)) {
+            l[i] = _mm256_loadu_ps(r + off);
         } else if (edge) {
-            v[i] = _mm256_maskload_ps(r + i, m[i]);
+            l[i] = _mm256_maskload_ps(r + off, m[i]);
         } else {
-            v[i] = _mm256_and_ps(_mm256_loadu_ps(r + i), _mm256_castsi256_ps(m[i]));
+            l[i] = _mm256_and_ps(_mm256_loadu_ps(r + off), _mm256_castsi256_ps(m[i]));
         }
+    }
+#pragma GCC unroll 5
+    for (int i = 0; i < kk; i++) { /* stride 2: as row_taps */
+        v[i] = s == 1       ? l[i]
+               : i % 2 == 0 ? _mm256_shuffle_ps(l[i], l[i + 1], 0x88)
+                            : _mm256_shuffle_ps(l[i - 1], l[i], 0xDD);
     }
 }
 
-/* Output rows y0 and y0 + 1 (stored from row y0 + first, first 0 or 1) of the blocks at columns oa
- * and ob, of kinds ka and kb (constants, as kk and checked); ma and mb: the first and the last
- * block's masks. */
+/* Output rows y0 and y0 + 1 (stored from row y0 + first, first 0 or 1) of the blocks at output
+ * columns oa and ob, of kinds ka and kb (constants, as s, kk and checked); ma and mb: the first
+ * and the last block's masks. */
 static inline __attribute__((always_inline)) void pair_rows(const dw_plane *d, int64_t y0,
-                                                            int first, int kk, bool checked,
+                                                            int first, int s, int kk, bool checked,
                                                             int64_t oa, int ka, int64_t ob, int kb,
                                                             const __m256i *ma, const __m256i *mb)
 {
-    const int64_t iy0 = y0 - (kk - 1) / 2;
+    const int64_t iy0 = y0 * s - (kk - 1) / 2;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0; /* rows 0, 1 of block A, B */
     __m256 a0o = a0, a1o = a0, b0o = a0, b1o = a0;              /* their odd kernel rows */
-#pragma GCC unroll 6
-    for (int i = 0; i < kk + 1; i++) {
+#pragma GCC unroll 7
+    for (int i = 0; i < kk + s; i++) {
         __m256 v[5];
-        pair_taps(d, iy0 + i, oa, kk, checked, ka == PAIR_LAST ? mb : ma, ka, v);
+        pair_taps(d, iy0 + i, oa, s, kk, checked, ka == PAIR_LAST ? mb : ma, ka, v);
         taps_to(d, kk, i, v, &a0, &a0o);
-        taps_to(d, kk, i - 1, v, &a1, &a1o);
-        pair_taps(d, iy0 + i, ob, kk, checked, kb == PAIR_FIRST ? ma : mb, kb, v);
+        taps_to(d, kk, i - s, v, &a1, &a1o);
+        pair_taps(d, iy0 + i, ob, s, kk, checked, kb == PAIR_FIRST ? ma : mb, kb, v);
         taps_to(d, kk, i, v, &b0, &b0o);
-        taps_to(d, kk, i - 1, v, &b1, &b1o);
+        taps_to(d, kk, i - s, v, &b1, &b1o);
         if (kk == 5) {
             __asm__("" : "+x"(a0o), "+x"(a1o), "+x"(b0o), "+x"(b1o));
         }
@@ -418,69 +464,74 @@ static inline __attribute__((always_inline)) void pair_rows(const dw_plane *d, i
     }
     const dw_mask all = { _mm256_setzero_si256(), true };
     if (first == 0) {
-        store_row(d, y0, oa, all, 1, a0);
-        store_row(d, y0, ob, all, 1, b0);
+        store_row(d, y0, oa, all, s, a0);
+        store_row(d, y0, ob, all, s, b0);
     }
-    store_row(d, y0 + 1, oa, all, 1, a1);
-    store_row(d, y0 + 1, ob, all, 1, b1);
+    store_row(d, y0 + 1, oa, all, s, a1);
+    store_row(d, y0 + 1, ob, all, s, b1);
 }
 
-/* Every pair of rows of the blocks at oa and ob (kinds ka, kb), the last pair the plane's last two
- * rows (storing only its new row when oh is odd); only pairs reaching past the plane's top or
- * bottom check their rows. */
-static inline __attribute__((always_inline)) void pair_cols(const dw_plane *d, int kk, int64_t oa,
-                                                            int ka, int64_t ob, int kb,
-                                                            const __m256i *ma, const __m256i *mb)
+/* Every pair of the oh output rows of the blocks at oa and ob (kinds ka, kb), the last pair the
+ * plane's last two rows (storing only its new row when oh is odd); only pairs reaching past the
+ * plane's top or bottom check their rows. */
+static inline __attribute__((always_inline)) void pair_cols(const dw_plane *d, int64_t oh, int s,
+                                                            int kk, int64_t oa, int ka, int64_t ob,
+                                                            int kb, const __m256i *ma,
+                                                            const __m256i *mb)
 {
-    const int64_t oh = d->h, p = (kk - 1) / 2;
+    const int64_t p = (kk - 1) / 2;
     for (int64_t y = 0; y < oh; y += 2) {
         const int64_t yf = oh - y >= 2 ? y : oh - 2;
-        if (yf - p >= 0 && yf + 1 + p < oh) {
-            pair_rows(d, yf, (int)(y - yf), kk, false, oa, ka, ob, kb, ma, mb);
+        if (yf * s - p >= 0 && (yf + 1) * s - p + kk <= d->h) {
+            pair_rows(d, yf, (int)(y - yf), s, kk, false, oa, ka, ob, kb, ma, mb);
         } else {
-            pair_rows(d, yf, (int)(y - yf), kk, true, oa, ka, ob, kb, ma, mb);
+            pair_rows(d, yf, (int)(y - yf), s, kk, true, oa, ka, ob, kb, ma, mb);
         }
     }
 }
 
-/* d's plane as column blocks from 0, 8, 16, ... and the last from ow - 8, two at a time (with an
- * odd count the last two overlap by a block, recomputed), kk a constant. */
-static inline __attribute__((always_inline)) void pair_plane(const dw_plane *d, int kk,
-                                                             const __m256i *ma, const __m256i *mb)
+/* d's plane (oh output rows) as column blocks from 0, 8, 16, ... and the last from ow - 8, two at
+ * a time (with an odd count the last two overlap by a block, recomputed), s and kk constants. */
+static inline __attribute__((always_inline)) void
+pair_plane(const dw_plane *d, int64_t oh, int s, int kk, const __m256i *ma, const __m256i *mb)
 {
     const int64_t ow = d->ow, nb = (ow + 7) / 8;
     if (nb == 2) {
-        pair_cols(d, kk, 0, PAIR_FIRST, ow - 8, PAIR_LAST, ma, mb);
+        pair_cols(d, oh, s, kk, 0, PAIR_FIRST, ow - 8, PAIR_LAST, ma, mb);
         return;
     }
-    pair_cols(d, kk, 0, PAIR_FIRST, 8, PAIR_INSIDE, ma, mb);
-    int64_t j = 2;
-    for (; j + 2 < nb; j += 2) {
-        pair_cols(d, kk, 8 * j, PAIR_INSIDE, 8 * j + 8, PAIR_INSIDE, ma, mb);
+    pair_cols(d, oh, s, kk, 0, PAIR_FIRST, 8, PAIR_INSIDE, ma, mb);
+    for (int64_t j = 2; j + 2 < nb; j += 2) {
+        pair_cols(d, oh, s, kk, 8 * j, PAIR_INSIDE, 8 * j + 8, PAIR_INSIDE, ma, mb);
     }
     /* the last block with the one before it (the block before that when nb is odd) */
-    pair_cols(d, kk, ow - 16, PAIR_INSIDE, ow - 8, PAIR_LAST, ma, mb);
+    pair_cols(d, oh, s, kk, ow - 16, PAIR_INSIDE, ow - 8, PAIR_LAST, ma, mb);
 }
 
 static __attribute__((noinline)) void pair_planes(const ki_conv2d *c, const ki_conv2d_geom *g,
                                                   const float *in, int64_t p0, int64_t p1,
                                                   float *restrict out)
 {
-    const int64_t hw = g->in.h * g->in.w, w = g->in.w, kk = c->kh, pc = (kk - 1) / 2;
-    __m256i ma[5], mb[5];
-    for (int64_t kx = 0; kx < kk; kx++) { /* the lanes of each tap inside the row */
-        ma[kx] = ki_lanes_in8(kx - pc, w);
-        mb[kx] = ki_lanes_in8(w - 8 + kx - pc, w);
+    const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow, w = g->in.w, ow = g->ow;
+    const int kk = (int)c->kh, s = (int)c->sw;
+    __m256i ma[6], mb[6];
+    for (int i = 0; i < pair_nloads(s, kk); i++) { /* the lanes of each load inside the row */
+        ma[i] = ki_lanes_in8(pair_off(s, kk, i), w);
+        mb[i] = ki_lanes_in8(s * (ow - 8) + pair_off(s, kk, i), w);
     }
     dw_plane d;
     plane_init(&d, c, g, 0);
     for (int64_t p = p0; p < p1; p++) {
         plane_channel(&d, c, p % c->in_ch);
-        d.x = in + p * hw, d.o = out + p * hw;
-        if (kk == 5) {
-            pair_plane(&d, 5, ma, mb);
+        d.x = in + p * hw, d.o = out + p * ohw;
+        if (kk == 5 && s == 2) {
+            pair_plane(&d, g->oh, 2, 5, ma, mb);
+        } else if (kk == 5) {
+            pair_plane(&d, g->oh, 1, 5, ma, mb);
+        } else if (s == 2) {
+            pair_plane(&d, g->oh, 2, 3, ma, mb);
         } else {
-            pair_plane(&d, 3, ma, mb);
+            pair_plane(&d, g->oh, 1, 3, ma, mb);
         }
     }
 }
