@@ -178,12 +178,11 @@ static inline __attribute__((always_inline)) void taps_to(const dw_plane *d, int
     }
 }
 
-/* Stores output row y of the block at ox from its sums a (bias, residual, clamp; at stride 2
- * the lanes put in order first). */
-static inline __attribute__((always_inline)) void store_row(const dw_plane *d, int64_t y,
-                                                            int64_t ox, dw_mask sm, int s, __m256 a)
+/* Output row y's values at `at` from the block's sums a (bias, residual, clamp, activation; at
+ * stride 2 the lanes put in order first). */
+static inline __attribute__((always_inline)) __m256 finish_row(const dw_plane *d, int64_t at,
+                                                               dw_mask sm, int s, __m256 a)
 {
-    const int64_t at = y * d->ow + ox;
     __m256 v = _mm256_add_ps(a, d->vb);
     if (s == 2) { /* 64-bit pieces (0 1)(4 5)(2 3)(6 7) -> (0 1)(2 3)(4 5)(6 7) */
         v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8));
@@ -197,6 +196,15 @@ static inline __attribute__((always_inline)) void store_row(const dw_plane *d, i
     if (d->vact) { /* the activation when it is not a clamp, as the epilogue computes it */
         v = ki_vact_avx2(&d->act, v);
     }
+    return v;
+}
+
+/* Stores output row y of the block at ox from its sums a (finish_row). */
+static inline __attribute__((always_inline)) void store_row(const dw_plane *d, int64_t y,
+                                                            int64_t ox, dw_mask sm, int s, __m256 a)
+{
+    const int64_t at = y * d->ow + ox;
+    const __m256 v = finish_row(d, at, sm, s, a);
     if (sm.all) {
         _mm256_storeu_ps(d->o + at, v);
     } else {
@@ -354,12 +362,14 @@ static inline int pair_off(int s, int kk, int i)
 
 /* The blocks of a row: the first (from output column 0: its loads starting before the row
  * cleared), one inside the row, the last (ending at output column ow - 1: its loads that may end
- * past the row, from offset 1 at stride 1 and 8 at stride 2, cleared). */
-enum { PAIR_FIRST, PAIR_INSIDE, PAIR_LAST };
+ * past the row, from offset 1 at stride 1 and 8 at stride 2, cleared), or the only one of a row of
+ * at most eight outputs (narrow_planes: every load cleared). */
+enum { PAIR_FIRST, PAIR_INSIDE, PAIR_LAST, PAIR_BOTH };
 
 static inline bool pair_clears(int kind, int s, int off)
 {
-    return kind == PAIR_FIRST ? off < 0 : kind == PAIR_LAST && off >= (s == 1 ? 1 : 8);
+    return kind == PAIR_BOTH ||
+           (kind == PAIR_FIRST ? off < 0 : kind == PAIR_LAST && off >= (s == 1 ? 1 : 8));
 }
 
 /* Whether the block at output column ox, of kind `kind`, reads only inside the row but for the
@@ -508,6 +518,100 @@ pair_plane(const dw_plane *d, int64_t oh, int s, int kk, const __m256i *ma, cons
     pair_cols(d, oh, s, kk, ow - 16, PAIR_INSIDE, ow - 8, PAIR_LAST, ma, mb);
 }
 
+/* Planes of 4 to 8 output columns (the mobilenets' 7x7 layers and their stride-2 layers into
+ * them), one column block from column 0 by four output rows at a time (the last four rows of the
+ * plane as the last block, storing only its new rows), each load cleared to the row's columns as
+ * in pair_taps: the row blocks masked all of them. Each row is stored by a whole vector, whose
+ * lanes past the row land in the next row before that row's own store; the plane's last row by a
+ * 16-, an 8- and a 4-byte store (ki_store_first8), so nothing past the plane is written. */
+static bool narrow_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    const int kk = (int)c->kh, s = (int)c->sw, p = (kk - 1) / 2;
+    const int64_t w = g->in.w;
+    if (c->pl != p || c->pt != p || g->ow < 4 || g->ow > 8 || g->oh < 4 || c->res) {
+        return false;
+    }
+    for (int i = 0; i < pair_nloads(s, kk); i++) { /* loads reach no further than the next row */
+        if (pair_off(s, kk, i) + 7 > 2 * w - 1) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Output rows y0 .. y0 + 3 (stored from row y0 + first) of the plane's column block; s, kk and
+ * checked constants. */
+static inline __attribute__((always_inline)) void narrow_rows(const dw_plane *d, int64_t oh,
+                                                              int64_t y0, int first, int s, int kk,
+                                                              bool checked, const __m256i *m)
+{
+    const int64_t iy0 = y0 * s - (kk - 1) / 2, ow = d->ow;
+    __m256 a[4];
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0; /* rows 0 .. 3 */
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                  /* their odd kernel rows */
+#pragma GCC unroll 11
+    for (int i = 0; i < kk + 3 * s; i++) {
+        __m256 v[5];
+        pair_taps(d, iy0 + i, 0, s, kk, checked, m, PAIR_BOTH, v);
+        taps_to(d, kk, i, v, &a0, &b0);
+        taps_to(d, kk, i - s, v, &a1, &b1);
+        taps_to(d, kk, i - 2 * s, v, &a2, &b2);
+        taps_to(d, kk, i - 3 * s, v, &a3, &b3);
+        if (kk == 5) {
+            __asm__("" : "+x"(b0), "+x"(b1), "+x"(b2), "+x"(b3));
+        }
+        __asm__("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3));
+    }
+    a[0] = kk == 5 ? _mm256_add_ps(a0, b0) : a0, a[1] = kk == 5 ? _mm256_add_ps(a1, b1) : a1;
+    a[2] = kk == 5 ? _mm256_add_ps(a2, b2) : a2, a[3] = kk == 5 ? _mm256_add_ps(a3, b3) : a3;
+    const dw_mask all = { _mm256_setzero_si256(), true };
+#pragma GCC unroll 4
+    for (int r = first; r < 4; r++) {
+        const int64_t y = y0 + r;
+        if (y == oh - 1) {
+            ki_store_first8(d->o + y * ow, finish_row(d, y * ow, all, s, a[r]), ow);
+        } else {
+            store_row(d, y, 0, all, s, a[r]);
+        }
+    }
+}
+
+static __attribute__((noinline)) void narrow_planes(const ki_conv2d *c, const ki_conv2d_geom *g,
+                                                    const float *in, int64_t p0, int64_t p1,
+                                                    float *restrict out)
+{
+    const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow, oh = g->oh;
+    const int kk = (int)c->kh, s = (int)c->sw, p = (kk - 1) / 2;
+    __m256i m[6];
+    for (int i = 0; i < pair_nloads(s, kk); i++) { /* the lanes of each load inside the row */
+        m[i] = ki_lanes_in8(pair_off(s, kk, i), g->in.w);
+    }
+    dw_plane d;
+    plane_init(&d, c, g, 0);
+    for (int64_t pl = p0; pl < p1; pl++) {
+        plane_channel(&d, c, pl % c->in_ch);
+        d.x = in + pl * hw, d.o = out + pl * ohw;
+        for (int64_t y = 0; y < oh; y += 4) {
+            const int64_t yf = oh - y >= 4 ? y : oh - 4;
+            const bool checked = yf * s - p < 0 || (yf + 3) * s - p + kk > d.h;
+            const int first = (int)(y - yf);
+#define NARROW(S, KK)                                                                              \
+    (checked ? narrow_rows(&d, oh, yf, first, S, KK, true, m)                                      \
+             : narrow_rows(&d, oh, yf, first, S, KK, false, m))
+            if (kk == 5 && s == 2) {
+                NARROW(2, 5);
+            } else if (kk == 5) {
+                NARROW(1, 5);
+            } else if (s == 2) {
+                NARROW(2, 3);
+            } else {
+                NARROW(1, 3);
+            }
+#undef NARROW
+        }
+    }
+}
+
 static __attribute__((noinline)) void pair_planes(const ki_conv2d *c, const ki_conv2d_geom *g,
                                                   const float *in, int64_t p0, int64_t p1,
                                                   float *restrict out)
@@ -541,6 +645,10 @@ void ki_conv2d_dw3_planes_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, cons
 {
     if (pair_ok(c, g)) {
         pair_planes(c, g, in, p0, p1, out);
+        return;
+    }
+    if (narrow_ok(c, g)) {
+        narrow_planes(c, g, in, p0, p1, out);
         return;
     }
     dw3_planes(c, g, in, p0, p1, out);

@@ -27,4 +27,29 @@ static inline __m256i ki_lanes_in8(int64_t b, int64_t w)
                             _mm256_cmpgt_epi32(idx, _mm256_set1_epi32((int)lo - 1)));
 }
 
+/* Lanes 0 .. n - 1 of v into d[0 .. n - 1] (0 <= n <= 8) and nothing past them, by a 16-, an 8-
+ * and a 4-byte store as n's bits ask (for a run's last floats, where a masked store would do:
+ * AMD's Zen cores run vmaskmovps stores as microcode, docs/performance.md). */
+static inline void ki_store_first8(float *d, __m256 v, int64_t n)
+{
+    if (n >= 8) {
+        _mm256_storeu_ps(d, v);
+        return;
+    }
+    __m128 h = _mm256_castps256_ps128(v);
+    if (n & 4) {
+        _mm_storeu_ps(d, h);
+        h = _mm256_extractf128_ps(v, 1);
+        d += 4;
+    }
+    if (n & 2) {
+        _mm_storel_pi((__m64 *)d, h);
+        h = _mm_movehl_ps(h, h);
+        d += 2;
+    }
+    if (n & 1) {
+        _mm_store_ss(d, h);
+    }
+}
+
 #endif
