@@ -427,19 +427,19 @@ static inline __attribute__((always_inline)) void pair_taps(const dw_plane *d, i
 #pragma GCC unroll 6
     for (int i = 0; i < pair_nloads(s, kk); i++) {
         const int off = pair_off(s, kk, i);
+        __m256 *t = s == 1 ? &v[i] : &l[i]; /* stride 1: the loads are the taps */
         if (!pair_clears(kind, s, off)) {
-            l[i] = _mm256_loadu_ps(r + off);
+            *t = _mm256_loadu_ps(r + off);
         } else if (edge) {
-            l[i] = _mm256_maskload_ps(r + off, m[i]);
+            *t = _mm256_maskload_ps(r + off, m[i]);
         } else {
-            l[i] = _mm256_and_ps(_mm256_loadu_ps(r + off), _mm256_castsi256_ps(m[i]));
+            *t = _mm256_and_ps(_mm256_loadu_ps(r + off), _mm256_castsi256_ps(m[i]));
         }
     }
 #pragma GCC unroll 5
-    for (int i = 0; i < kk; i++) { /* stride 2: as row_taps */
-        v[i] = s == 1       ? l[i]
-               : i % 2 == 0 ? _mm256_shuffle_ps(l[i], l[i + 1], 0x88)
-                            : _mm256_shuffle_ps(l[i - 1], l[i], 0xDD);
+    for (int i = 0; s == 2 && i < kk; i++) { /* as row_taps */
+        v[i] = i % 2 == 0 ? _mm256_shuffle_ps(l[i], l[i + 1], 0x88)
+                          : _mm256_shuffle_ps(l[i - 1], l[i], 0xDD);
     }
 }
 
