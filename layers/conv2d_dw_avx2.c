@@ -405,6 +405,19 @@ static bool pair_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
     return ok && (nb == 2 || pair_block_ok(ow - 16, PAIR_INSIDE, s, kk, w));
 }
 
+/* The eight floats from p, the lanes off in m cleared when `clear`: through the mask in the
+ * plane's first and last rows (edge: nothing outside the plane is read), else a plain load and an
+ * AND. */
+static inline __attribute__((always_inline)) __m256 pair_load(const float *p, bool clear, bool edge,
+                                                              __m256i m)
+{
+    if (!clear) {
+        return _mm256_loadu_ps(p);
+    }
+    return edge ? _mm256_maskload_ps(p, m)
+                : _mm256_and_ps(_mm256_loadu_ps(p), _mm256_castsi256_ps(m));
+}
+
 /* The kk taps of input row iy for the block of kind `kind` at output column ox into v, the
  * loads' cleared lanes by the masks m[i]; a row outside the plane is zero vectors. kind, s and kk
  * are constants. */
@@ -428,13 +441,7 @@ static inline __attribute__((always_inline)) void pair_taps(const dw_plane *d, i
     for (int i = 0; i < pair_nloads(s, kk); i++) {
         const int off = pair_off(s, kk, i);
         __m256 *t = s == 1 ? &v[i] : &l[i]; /* stride 1: the loads are the taps */
-        if (!pair_clears(kind, s, off)) {
-            *t = _mm256_loadu_ps(r + off);
-        } else if (edge) {
-            *t = _mm256_maskload_ps(r + off, m[i]);
-        } else {
-            *t = _mm256_and_ps(_mm256_loadu_ps(r + off), _mm256_castsi256_ps(m[i]));
-        }
+        *t = pair_load(r + off, pair_clears(kind, s, off), edge, m[i]);
     }
 #pragma GCC unroll 5
     for (int i = 0; s == 2 && i < kk; i++) { /* as row_taps */
@@ -454,19 +461,59 @@ static inline __attribute__((always_inline)) void pair_rows(const dw_plane *d, i
     const int64_t iy0 = y0 * s - (kk - 1) / 2;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0; /* rows 0, 1 of block A, B */
     __m256 a0o = a0, a1o = a0, b0o = a0, b1o = a0;              /* their odd kernel rows */
-#pragma GCC unroll 7
-    for (int i = 0; i < kk + s; i++) {
-        __m256 v[5];
-        pair_taps(d, iy0 + i, oa, s, kk, checked, ka == PAIR_LAST ? mb : ma, ka, v);
-        taps_to(d, kk, i, v, &a0, &a0o);
-        taps_to(d, kk, i - s, v, &a1, &a1o);
-        pair_taps(d, iy0 + i, ob, s, kk, checked, kb == PAIR_FIRST ? ma : mb, kb, v);
-        taps_to(d, kk, i, v, &b0, &b0o);
-        taps_to(d, kk, i - s, v, &b1, &b1o);
-        if (kk == 5) {
+    const __m256i *mka = ka == PAIR_LAST ? mb : ma, *mkb = kb == PAIR_FIRST ? ma : mb;
+    if (s == 1 && kk == 5) {
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++) {
+            /* a 5x5 kernel at stride 1 a tap column at a time, both blocks, so each weight (a
+             * memory operand: 25 do not fit the registers) is loaded once for both blocks' products
+             * with it; each sum gets its products in the same order */
+            const int64_t iy = iy0 + i;
+            const bool out = checked && (iy < 0 || iy >= d->h), edge = iy == 0 || iy == d->h - 1;
+            const float *r = d->x + (out ? 0 : (iy - d->row0) * d->w) - 2;
+#pragma GCC unroll 5
+            for (int kx = 0; kx < 5; kx++) {
+                const __m256 ta =
+                    out ? _mm256_setzero_ps()
+                        : pair_load(r + oa + kx, pair_clears(ka, 1, kx - 2), edge, mka[kx]);
+                const __m256 tb =
+                    out ? _mm256_setzero_ps()
+                        : pair_load(r + ob + kx, pair_clears(kb, 1, kx - 2), edge, mkb[kx]);
+                if (i < 5) {
+                    const __m256 wv = wt(d, 5, 5 * i + kx);
+                    if (i & 1) {
+                        a0o = _mm256_fmadd_ps(wv, ta, a0o), b0o = _mm256_fmadd_ps(wv, tb, b0o);
+                    } else {
+                        a0 = _mm256_fmadd_ps(wv, ta, a0), b0 = _mm256_fmadd_ps(wv, tb, b0);
+                    }
+                }
+                if (i >= 1) {
+                    const __m256 wv = wt(d, 5, 5 * (i - 1) + kx);
+                    if ((i - 1) & 1) {
+                        a1o = _mm256_fmadd_ps(wv, ta, a1o), b1o = _mm256_fmadd_ps(wv, tb, b1o);
+                    } else {
+                        a1 = _mm256_fmadd_ps(wv, ta, a1), b1 = _mm256_fmadd_ps(wv, tb, b1);
+                    }
+                }
+            }
             __asm__("" : "+x"(a0o), "+x"(a1o), "+x"(b0o), "+x"(b1o));
+            __asm__("" : "+x"(a0), "+x"(a1), "+x"(b0), "+x"(b1));
         }
-        __asm__("" : "+x"(a0), "+x"(a1), "+x"(b0), "+x"(b1));
+    } else {
+#pragma GCC unroll 7
+        for (int i = 0; i < kk + s; i++) {
+            __m256 v[5];
+            pair_taps(d, iy0 + i, oa, s, kk, checked, mka, ka, v);
+            taps_to(d, kk, i, v, &a0, &a0o);
+            taps_to(d, kk, i - s, v, &a1, &a1o);
+            pair_taps(d, iy0 + i, ob, s, kk, checked, mkb, kb, v);
+            taps_to(d, kk, i, v, &b0, &b0o);
+            taps_to(d, kk, i - s, v, &b1, &b1o);
+            if (kk == 5) {
+                __asm__("" : "+x"(a0o), "+x"(a1o), "+x"(b0o), "+x"(b1o));
+            }
+            __asm__("" : "+x"(a0), "+x"(a1), "+x"(b0), "+x"(b1));
+        }
     }
     if (kk == 5) {
         a0 = _mm256_add_ps(a0, a0o), a1 = _mm256_add_ps(a1, a1o);
@@ -612,12 +659,14 @@ static __attribute__((noinline)) void narrow_planes(const ki_conv2d *c, const ki
     }
 }
 
-static __attribute__((noinline)) void pair_planes(const ki_conv2d *c, const ki_conv2d_geom *g,
-                                                  const float *in, int64_t p0, int64_t p1,
-                                                  float *restrict out)
+/* The planes p0 <= p < p1 as pairs of column blocks, s and kk constants (each a function of its
+ * own: GCC's register allocation of one stride-kernel pair changed with the others inlined beside
+ * it, by up to 10 %). */
+static inline __attribute__((always_inline)) void
+pair_planes_of(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t p0, int64_t p1,
+               float *restrict out, const int s, const int kk)
 {
     const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow, w = g->in.w, ow = g->ow;
-    const int kk = (int)c->kh, s = (int)c->sw;
     __m256i ma[6], mb[6];
     for (int i = 0; i < pair_nloads(s, kk); i++) { /* the lanes of each load inside the row */
         ma[i] = ki_lanes_in8(pair_off(s, kk, i), w);
@@ -628,15 +677,33 @@ static __attribute__((noinline)) void pair_planes(const ki_conv2d *c, const ki_c
     for (int64_t p = p0; p < p1; p++) {
         plane_channel(&d, c, p % c->in_ch);
         d.x = in + p * hw, d.o = out + p * ohw;
-        if (kk == 5 && s == 2) {
-            pair_plane(&d, g->oh, 2, 5, ma, mb);
-        } else if (kk == 5) {
-            pair_plane(&d, g->oh, 1, 5, ma, mb);
-        } else if (s == 2) {
-            pair_plane(&d, g->oh, 2, 3, ma, mb);
-        } else {
-            pair_plane(&d, g->oh, 1, 3, ma, mb);
-        }
+        pair_plane(&d, g->oh, s, kk, ma, mb);
+    }
+}
+
+#define PAIR_PLANES(name, S, KK)                                                                   \
+    static __attribute__((noinline)) void name(const ki_conv2d *c, const ki_conv2d_geom *g,        \
+                                               const float *in, int64_t p0, int64_t p1,            \
+                                               float *restrict out)                                \
+    {                                                                                              \
+        pair_planes_of(c, g, in, p0, p1, out, S, KK);                                              \
+    }
+PAIR_PLANES(pair_planes_s1k3, 1, 3)
+PAIR_PLANES(pair_planes_s1k5, 1, 5)
+PAIR_PLANES(pair_planes_s2k3, 2, 3)
+PAIR_PLANES(pair_planes_s2k5, 2, 5)
+
+static void pair_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t p0,
+                        int64_t p1, float *restrict out)
+{
+    if (c->kh == 5 && c->sw == 2) {
+        pair_planes_s2k5(c, g, in, p0, p1, out);
+    } else if (c->kh == 5) {
+        pair_planes_s1k5(c, g, in, p0, p1, out);
+    } else if (c->sw == 2) {
+        pair_planes_s2k3(c, g, in, p0, p1, out);
+    } else {
+        pair_planes_s1k3(c, g, in, p0, p1, out);
     }
 }
 
