@@ -178,6 +178,22 @@ static inline __attribute__((always_inline)) void taps_to(const dw_plane *d, int
     }
 }
 
+/* The taps v of input row i into the sums of the `rows` (1, 2 or 4, a constant) output rows it
+ * feeds: row r takes kernel row i - r * s, into a_r (a 5x5 kernel's odd rows into b_r). */
+static inline __attribute__((always_inline)) void
+feed_rows(const dw_plane *d, int kk, int s, int rows, int i, const __m256 v[5], __m256 *a0,
+          __m256 *a1, __m256 *a2, __m256 *a3, __m256 *b0, __m256 *b1, __m256 *b2, __m256 *b3)
+{
+    taps_to(d, kk, i, v, a0, b0);
+    if (rows > 1) {
+        taps_to(d, kk, i - s, v, a1, b1);
+    }
+    if (rows > 2) {
+        taps_to(d, kk, i - 2 * s, v, a2, b2);
+        taps_to(d, kk, i - 3 * s, v, a3, b3);
+    }
+}
+
 /* Output row y's values at `at` from the block's sums a (bias, residual, clamp, activation; at
  * stride 2 the lanes put in order first). */
 static inline __attribute__((always_inline)) __m256 finish_row(const dw_plane *d, int64_t at,
@@ -226,12 +242,7 @@ static inline __attribute__((always_inline)) void block_v(const dw_plane *d, int
     for (int i = 0; i < (rows - 1) * s + kk; i++) {
         __m256 v[5];
         row_taps(d, iy0 + i, k, s, kk, checked, full, v);
-        taps_to(d, kk, i, v, &a0, &b0);
-        if (rows > 1) {
-            taps_to(d, kk, i - s, v, &a1, &b1);
-            taps_to(d, kk, i - 2 * s, v, &a2, &b2);
-            taps_to(d, kk, i - 3 * s, v, &a3, &b3);
-        }
+        feed_rows(d, kk, s, rows, i, v, &a0, &a1, &a2, &a3, &b0, &b1, &b2, &b3);
         if (kk == 5) {
             __asm__("" : "+x"(b0), "+x"(b1), "+x"(b2), "+x"(b3));
         }
@@ -504,11 +515,9 @@ static inline __attribute__((always_inline)) void pair_rows(const dw_plane *d, i
         for (int i = 0; i < kk + s; i++) {
             __m256 v[5];
             pair_taps(d, iy0 + i, oa, s, kk, checked, mka, ka, v);
-            taps_to(d, kk, i, v, &a0, &a0o);
-            taps_to(d, kk, i - s, v, &a1, &a1o);
+            feed_rows(d, kk, s, 2, i, v, &a0, &a1, NULL, NULL, &a0o, &a1o, NULL, NULL);
             pair_taps(d, iy0 + i, ob, s, kk, checked, mkb, kb, v);
-            taps_to(d, kk, i, v, &b0, &b0o);
-            taps_to(d, kk, i - s, v, &b1, &b1o);
+            feed_rows(d, kk, s, 2, i, v, &b0, &b1, NULL, NULL, &b0o, &b1o, NULL, NULL);
             if (kk == 5) {
                 __asm__("" : "+x"(a0o), "+x"(a1o), "+x"(b0o), "+x"(b1o));
             }
@@ -600,10 +609,7 @@ static inline __attribute__((always_inline)) void narrow_rows(const dw_plane *d,
     for (int i = 0; i < kk + 3 * s; i++) {
         __m256 v[5];
         pair_taps(d, iy0 + i, 0, s, kk, checked, m, PAIR_BOTH, v);
-        taps_to(d, kk, i, v, &a0, &b0);
-        taps_to(d, kk, i - s, v, &a1, &b1);
-        taps_to(d, kk, i - 2 * s, v, &a2, &b2);
-        taps_to(d, kk, i - 3 * s, v, &a3, &b3);
+        feed_rows(d, kk, s, 4, i, v, &a0, &a1, &a2, &a3, &b0, &b1, &b2, &b3);
         if (kk == 5) {
             __asm__("" : "+x"(b0), "+x"(b1), "+x"(b2), "+x"(b3));
         }
