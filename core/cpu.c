@@ -108,14 +108,16 @@ static void detect(ki_cpu_info *ci)
     ci->l2 = l2 > 0 ? (size_t)l2 : 0;
     ci->l3 = l3 > 0 ? (size_t)l3 : 0;
 #endif
-    if (ci->l1d == 0 || ci->l2 == 0) {
-        caches_from_sysfs(ci);
-    }
-    /* the L3 as the kernel reports it where it does: glibc's sysconf read 320 MiB on a KVM AMD EPYC
-     * whose sysfs and lscpu said 32 MiB (the L1 and L2 sizes agreed) */
+    /* sysfs: where sysconf gives no L1d or L2 size, and the L3 as the kernel reports it wherever
+     * it does (glibc's sysconf read 320 MiB on a KVM AMD EPYC whose sysfs and lscpu said 32 MiB;
+     * the L1 and L2 sizes agreed) */
     ki_cpu_info fs;
     memset(&fs, 0, sizeof fs);
     caches_from_sysfs(&fs);
+    if (ci->l1d == 0 || ci->l2 == 0) {
+        ci->l1d = ci->l1d ? ci->l1d : fs.l1d;
+        ci->l2 = ci->l2 ? ci->l2 : fs.l2;
+    }
     ci->l3 = fs.l3 ? fs.l3 : ci->l3;
     ci->caches_read = ci->l1d > 0 && ci->l2 > 0;
     ci->l1d = ci->l1d ? ci->l1d : DEFAULT_L1D;
