@@ -55,6 +55,19 @@ static inline int64_t band_share(int64_t floats, int64_t yb, int64_t ye, int64_t
     return floats * ye / oh - *at;
 }
 
+/* The block of `rows` output rows that stores the rows from oy: from row *yf = oy, or when fewer
+ * than `rows` are left before y1 from the last `rows` rows, storing only those from oy on (*first
+ * rows in). Returns whether its input rows (from *yf * s - pt) reach past the plane's top or
+ * bottom (h rows), so that it must check its rows. */
+static inline bool dw_rows_block(int64_t oy, int64_t y1, int rows, int s, int kk, int64_t pt,
+                                 int64_t h, int64_t *yf, int *first)
+{
+    *yf = y1 - oy >= rows ? oy : y1 - rows;
+    *first = (int)(oy - *yf);
+    const int64_t iy0 = *yf * s - pt;
+    return iy0 < 0 || iy0 + (rows - 1) * s + kk > h;
+}
+
 /* The block of `rows` output rows from oy (or, when fewer are left before y1, the block of the last
  * rows, storing only the rows from oy on), at column block ox; returns the row after it. Only a
  * block that reaches past the plane's top or bottom checks its rows. */
@@ -63,10 +76,11 @@ static inline __attribute__((always_inline)) int64_t block_at(const dw_plane *d,
                                                               int kk, int rows, int64_t oy,
                                                               int64_t y1, int64_t ox)
 {
-    const int64_t yf = y1 - oy >= rows ? oy : y1 - rows;
-    const int first = (int)(oy - yf);
+    int64_t yf;
+    int first;
+    const bool checked = dw_rows_block(oy, y1, rows, s, kk, c->pt, d->h, &yf, &first);
     const int64_t iy0 = yf * s - c->pt;
-    if (iy0 >= 0 && iy0 + (rows - 1) * s + kk <= d->h) {
+    if (!checked) {
         block(d, yf, first, iy0, ox, k, sm, s, kk, rows, false);
     } else {
         block(d, yf, first, iy0, ox, k, sm, s, kk, rows, true);

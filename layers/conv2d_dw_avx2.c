@@ -374,7 +374,7 @@ static inline int pair_off(int s, int kk, int i)
 /* The blocks of a row: the first (from output column 0: its loads starting before the row
  * cleared), one inside the row, the last (ending at output column ow - 1: its loads that may end
  * past the row, from offset 1 at stride 1 and 8 at stride 2, cleared), or the only one of a row of
- * at most eight outputs (narrow_planes: every load cleared). */
+ * at most eight outputs (narrow_plane: every load cleared). */
 enum { PAIR_FIRST, PAIR_INSIDE, PAIR_LAST, PAIR_BOTH };
 
 static inline bool pair_clears(int kind, int s, int off)
@@ -397,7 +397,7 @@ static bool pair_block_ok(int64_t ox, int kind, int s, int kk, int64_t w)
     return true;
 }
 
-/* Whether c's planes go as pairs of column blocks (pair_planes): 3x3 or 5x5, stride 1 or 2,
+/* Whether c's planes go as pairs of column blocks (pair_plane): 3x3 or 5x5, stride 1 or 2,
  * padding (kk - 1) / 2 all round, at least 9 and at most PAIR_MAX_OW output columns, at least
  * two output rows, every block reading inside the row but for the loads it clears, and no
  * residual (the shared columns are stored twice, and an output in the residual's place would add
@@ -545,13 +545,13 @@ static inline __attribute__((always_inline)) void pair_cols(const dw_plane *d, i
                                                             int kb, const __m256i *ma,
                                                             const __m256i *mb)
 {
-    const int64_t p = (kk - 1) / 2;
     for (int64_t y = 0; y < oh; y += 2) {
-        const int64_t yf = oh - y >= 2 ? y : oh - 2;
-        if (yf * s - p >= 0 && (yf + 1) * s - p + kk <= d->h) {
-            pair_rows(d, yf, (int)(y - yf), s, kk, false, oa, ka, ob, kb, ma, mb);
+        int64_t yf;
+        int first;
+        if (dw_rows_block(y, oh, 2, s, kk, (kk - 1) / 2, d->h, &yf, &first)) {
+            pair_rows(d, yf, first, s, kk, true, oa, ka, ob, kb, ma, mb);
         } else {
-            pair_rows(d, yf, (int)(y - yf), s, kk, true, oa, ka, ob, kb, ma, mb);
+            pair_rows(d, yf, first, s, kk, false, oa, ka, ob, kb, ma, mb);
         }
     }
 }
@@ -629,99 +629,85 @@ static inline __attribute__((always_inline)) void narrow_rows(const dw_plane *d,
     }
 }
 
-static __attribute__((noinline)) void narrow_planes(const ki_conv2d *c, const ki_conv2d_geom *g,
-                                                    const float *in, int64_t p0, int64_t p1,
-                                                    float *restrict out)
+/* d's plane (oh output rows) as one column block by four rows, s and kk constants. */
+static inline __attribute__((always_inline)) void narrow_plane(const dw_plane *d, int64_t oh, int s,
+                                                               int kk, const __m256i *m)
 {
-    const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow, oh = g->oh;
-    const int kk = (int)c->kh, s = (int)c->sw, p = (kk - 1) / 2;
-    __m256i m[6];
-    for (int i = 0; i < pair_nloads(s, kk); i++) { /* the lanes of each load inside the row */
-        m[i] = ki_lanes_in8(pair_off(s, kk, i), g->in.w);
-    }
-    dw_plane d;
-    plane_init(&d, c, g, 0);
-    for (int64_t pl = p0; pl < p1; pl++) {
-        plane_channel(&d, c, pl % c->in_ch);
-        d.x = in + pl * hw, d.o = out + pl * ohw;
-        for (int64_t y = 0; y < oh; y += 4) {
-            const int64_t yf = oh - y >= 4 ? y : oh - 4;
-            const bool checked = yf * s - p < 0 || (yf + 3) * s - p + kk > d.h;
-            const int first = (int)(y - yf);
-#define NARROW(S, KK)                                                                              \
-    (checked ? narrow_rows(&d, oh, yf, first, S, KK, true, m)                                      \
-             : narrow_rows(&d, oh, yf, first, S, KK, false, m))
-            if (kk == 5 && s == 2) {
-                NARROW(2, 5);
-            } else if (kk == 5) {
-                NARROW(1, 5);
-            } else if (s == 2) {
-                NARROW(2, 3);
-            } else {
-                NARROW(1, 3);
-            }
-#undef NARROW
+    for (int64_t y = 0; y < oh; y += 4) {
+        int64_t yf;
+        int first;
+        if (dw_rows_block(y, oh, 4, s, kk, (kk - 1) / 2, d->h, &yf, &first)) {
+            narrow_rows(d, oh, yf, first, s, kk, true, m);
+        } else {
+            narrow_rows(d, oh, yf, first, s, kk, false, m);
         }
     }
 }
 
-/* The planes p0 <= p < p1 as pairs of column blocks, s and kk constants (each a function of its
- * own: GCC's register allocation of one stride-kernel pair changed with the others inlined beside
- * it, by up to 10 %). */
+/* The planes p0 <= p < p1 as pairs of column blocks (pair_ok) or, when `narrow`, as one block each
+ * (narrow_ok); s, kk and narrow constants (each combination a function of its own: GCC's register
+ * allocation of one stride-kernel pair changed with the others inlined beside it, by up to 10 %).
+ */
 static inline __attribute__((always_inline)) void
-pair_planes_of(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t p0, int64_t p1,
-               float *restrict out, const int s, const int kk)
+blocks_planes_of(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t p0,
+                 int64_t p1, float *restrict out, const int s, const int kk, const bool narrow)
 {
     const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow, w = g->in.w, ow = g->ow;
-    __m256i ma[6], mb[6];
-    for (int i = 0; i < pair_nloads(s, kk); i++) { /* the lanes of each load inside the row */
+    __m256i ma[6], mb[6]; /* the lanes of each load inside the row: first block, last block */
+    for (int i = 0; i < pair_nloads(s, kk); i++) {
         ma[i] = ki_lanes_in8(pair_off(s, kk, i), w);
-        mb[i] = ki_lanes_in8(s * (ow - 8) + pair_off(s, kk, i), w);
+        mb[i] = narrow ? ma[i] : ki_lanes_in8(s * (ow - 8) + pair_off(s, kk, i), w);
     }
     dw_plane d;
     plane_init(&d, c, g, 0);
     for (int64_t p = p0; p < p1; p++) {
         plane_channel(&d, c, p % c->in_ch);
         d.x = in + p * hw, d.o = out + p * ohw;
-        pair_plane(&d, g->oh, s, kk, ma, mb);
+        if (narrow) {
+            narrow_plane(&d, g->oh, s, kk, ma);
+        } else {
+            pair_plane(&d, g->oh, s, kk, ma, mb);
+        }
     }
 }
 
-#define PAIR_PLANES(name, S, KK)                                                                   \
+typedef void (*blocks_planes_fn)(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                                 int64_t p0, int64_t p1, float *restrict out);
+
+#define BLOCKS_PLANES(name, S, KK, NARROW)                                                         \
     static __attribute__((noinline)) void name(const ki_conv2d *c, const ki_conv2d_geom *g,        \
                                                const float *in, int64_t p0, int64_t p1,            \
                                                float *restrict out)                                \
     {                                                                                              \
-        pair_planes_of(c, g, in, p0, p1, out, S, KK);                                              \
+        blocks_planes_of(c, g, in, p0, p1, out, S, KK, NARROW);                                    \
     }
-PAIR_PLANES(pair_planes_s1k3, 1, 3)
-PAIR_PLANES(pair_planes_s1k5, 1, 5)
-PAIR_PLANES(pair_planes_s2k3, 2, 3)
-PAIR_PLANES(pair_planes_s2k5, 2, 5)
+BLOCKS_PLANES(pair_planes_s1k3, 1, 3, false)
+BLOCKS_PLANES(pair_planes_s2k3, 2, 3, false)
+BLOCKS_PLANES(pair_planes_s1k5, 1, 5, false)
+BLOCKS_PLANES(pair_planes_s2k5, 2, 5, false)
+BLOCKS_PLANES(narrow_planes_s1k3, 1, 3, true)
+BLOCKS_PLANES(narrow_planes_s2k3, 2, 3, true)
+BLOCKS_PLANES(narrow_planes_s1k5, 1, 5, true)
+BLOCKS_PLANES(narrow_planes_s2k5, 2, 5, true)
 
-static void pair_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t p0,
-                        int64_t p1, float *restrict out)
+/* c's planes as pairs of column blocks or, when `narrow`, as one block each: the function for c's
+ * stride and kernel. */
+static void blocks_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t p0,
+                          int64_t p1, float *restrict out, bool narrow)
 {
-    if (c->kh == 5 && c->sw == 2) {
-        pair_planes_s2k5(c, g, in, p0, p1, out);
-    } else if (c->kh == 5) {
-        pair_planes_s1k5(c, g, in, p0, p1, out);
-    } else if (c->sw == 2) {
-        pair_planes_s2k3(c, g, in, p0, p1, out);
-    } else {
-        pair_planes_s1k3(c, g, in, p0, p1, out);
-    }
+    static const blocks_planes_fn fns[8] = { pair_planes_s1k3,   pair_planes_s2k3,
+                                             pair_planes_s1k5,   pair_planes_s2k5,
+                                             narrow_planes_s1k3, narrow_planes_s2k3,
+                                             narrow_planes_s1k5, narrow_planes_s2k5 };
+    fns[4 * narrow + 2 * (c->kh == 5) + (c->sw == 2)](c, g, in, p0, p1, out);
 }
 
 void ki_conv2d_dw3_planes_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                int64_t p0, int64_t p1, float *restrict out)
 {
-    if (pair_ok(c, g)) {
-        pair_planes(c, g, in, p0, p1, out);
-        return;
-    }
-    if (narrow_ok(c, g)) {
-        narrow_planes(c, g, in, p0, p1, out);
+    const bool pair = pair_ok(c, g);
+    if (pair || narrow_ok(c, g)) {
+        blocks_planes(c, g, in, p0, p1, out, !pair);
         return;
     }
     dw3_planes(c, g, in, p0, p1, out);
