@@ -36,13 +36,8 @@ static inline void run3(const float *row, int64_t w, int64_t base, int64_t len, 
         k1 = ki_deint8(a, b, 1);
         k2 = ki_deint8(cols(row, base + 2, w), cols(row, base + 10, w), 0);
     }
-    if (len == 8) {
-        _mm256_storeu_ps(d, k0), _mm256_storeu_ps(d + pw, k1), _mm256_storeu_ps(d + 2 * pw, k2);
-    } else {
-        const __m256i m = ki_lanes_in8(0, len);
-        _mm256_maskstore_ps(d, m, k0), _mm256_maskstore_ps(d + pw, m, k1);
-        _mm256_maskstore_ps(d + 2 * pw, m, k2);
-    }
+    ki_store_first8(d, k0, len), ki_store_first8(d + pw, k1, len);
+    ki_store_first8(d + 2 * pw, k2, len);
 }
 
 /* The three rows for n output pixels (a multiple of 8) whose input columns p[0 .. 2n + 1] all lie

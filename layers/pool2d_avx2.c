@@ -120,7 +120,6 @@ s2_chunk(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh
          int64_t pw, __m256 *nan)
 {
     const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const int64_t span = row_span(kw);
     __m256 prev[S2_CHUNK], d[S2_CHUNK];
     /* the last vector's first output column */
@@ -177,13 +176,7 @@ s2_chunk(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh
         last = next;
         for (int64_t j = 0; j < nv; j++) {
             const int64_t ox = j == nv - 1 ? xl : ox0 + 8 * j;
-            if (ox + 8 <= ow) {
-                _mm256_storeu_ps(dst + oy * ow + ox, d[j]);
-            } else {
-                _mm256_maskstore_ps(dst + oy * ow + ox,
-                                    _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(ow - ox)), lane),
-                                    d[j]);
-            }
+            ki_store_first8(dst + oy * ow + ox, d[j], ow - ox);
         }
     }
 }
@@ -240,11 +233,7 @@ int ki_pool_max_s1_avx2(const float *src, int64_t h, int64_t w, float *restrict 
             for (int64_t iy = y0 + 1; iy < y1; iy++) {
                 m = _mm256_max_ps(_mm256_loadu_ps(hm + iy * owr + j), m); /* ky ascending */
             }
-            if (j + 8 <= ow) {
-                _mm256_storeu_ps(dst + oy * ow + j, m);
-            } else {
-                _mm256_maskstore_ps(dst + oy * ow + j, ki_lanes_in8(j, ow), m);
-            }
+            ki_store_first8(dst + oy * ow + j, m, ow - j);
         }
     }
     return _mm256_movemask_ps(nan);

@@ -10,6 +10,7 @@
  *   v_add, v_sub, v_mul, v_set1, v_zero, v_min, v_max, v_loadu, v_storeu;
  *   m_lanes(lo, hi)       lanes i with lo <= i < hi;
  *   v_load_m, v_store_m   masked load (zeros elsewhere) and store, never touching masked-off lanes;
+ *   v_store_first(p, n, v) lanes 0..n-1 of v (n < WV) to p, nothing past them;
  *   win_ctx, win_ctx_make(m), win_pick(c, row, nv, m, pj): pj[j] lane l = column m * l + j of a
  *                         run's row of t (row: its nv vectors), for j < m + 2;
  *   wout_ctx, wout_ctx_make(m), wout_pick(c, o, k, l0, m): columns WV * k .. WV * k + WV - 1 of the
@@ -168,19 +169,20 @@ WINO_AI void wino_input_rows_m(const float *p, int64_t h, int64_t w, const ki_wi
     }
 }
 
-/* v + b, + the residual at r (NULL: none), min(hi, max(lo, .)) to d: all WV lanes, or those of
- * cm. max(lo, v) with v second: a NaN v stays NaN, as the scalar comparisons keep it. */
-WINO_AI void wino_out_put(float *d, const float *r, bool full, wm cm, wv v, wv vb, wv vlo, wv vhi)
+/* v + b, + the residual at r (NULL: none), min(hi, max(lo, .)) to d: the first n lanes (all WV
+ * when n >= WV). max(lo, v) with v second: a NaN v stays NaN, as the scalar comparisons keep it. */
+WINO_AI void wino_out_put(float *d, const float *r, int64_t n, wv v, wv vb, wv vlo, wv vhi)
 {
+    const bool full = n >= WV;
     v = v_add(v, vb);
     if (r) {
-        v = v_add(v, full ? v_loadu(r) : v_load_m(r, cm));
+        v = v_add(v, full ? v_loadu(r) : v_load_m(r, m_lanes(0, n)));
     }
     v = v_min(vhi, v_max(vlo, v));
     if (full) {
         v_storeu(d, v);
     } else {
-        v_store_m(d, cm, v);
+        v_store_first(d, n, v);
     }
 }
 
@@ -203,8 +205,7 @@ WINO_AI void wino_out_run(const wout_ctx *oc, const wv (*o)[4], int l0, int l1,
                 break;
             }
             const int64_t at = (ty * mo + i) * tg->ow + cx + WV * k;
-            const bool full = cols - WV * k >= WV;
-            wino_out_put(q + at, res ? res + at : NULL, full, m_lanes(0, cols - WV * k),
+            wino_out_put(q + at, res ? res + at : NULL, cols - WV * k,
                          wout_pick(oc, o[i], k, l0, mo), vb, vlo, vhi);
         }
     }

@@ -110,6 +110,11 @@ static inline void v_store_m(float *p, wm m, wv v)
     _mm512_mask_storeu_ps(p, m, v);
 }
 
+static inline void v_store_first(float *p, int64_t n, wv v)
+{
+    _mm512_mask_storeu_ps(p, m_lanes(0, n), v);
+}
+
 typedef struct win_ctx {
     __m512i cj[6];           /* lane l: column m * l + j of the run */
     __mmask16 hi[6], top[6]; /* lanes of the third/fourth and of the fifth vector */
@@ -256,6 +261,12 @@ static inline wv v_load_m(const float *p, wm m)
 static inline void v_store_m(float *p, wm m, wv v)
 {
     _mm256_maskstore_ps(p, m, v);
+}
+
+/* Plain 16-, 8- and 4-byte stores: a vmaskmovps store is microcode on AMD's cores. */
+static inline void v_store_first(float *p, int64_t n, wv v)
+{
+    ki_store_first8(p, v, n);
 }
 
 typedef struct win_ctx {
