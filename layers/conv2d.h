@@ -97,12 +97,15 @@ struct ki_conv2d;
 /* Where a row kernel of the direct path writes: output channel oc's row at dst + oc * cstride
  * (its residual row, if any, at res + oc * cstride); fin: the epilogue applied in registers (the
  * bias from channel 0, the residual, the clamp), or NULL to store the plain sums (the caller then
- * applies the epilogue). */
+ * applies the epilogue); act: with fin, an activation applied after the clamp (ki_vact_avx2 /
+ * ki_vact_avx512, the vector epilogue's formulas), or NULL. Only the vector kernels take an act
+ * (c->direct_act). */
 typedef struct ki_conv2d_direct_dst {
     float *dst;
     const float *res;
     int64_t cstride;
     const ki_gemm_fin *fin;
+    const ki_act *act;
 } ki_conv2d_direct_dst;
 /* The direct path's micro-kernel (see ki_conv2d_direct_*): output row oy of every output channel
  * from the image x (in_ch planes of g->in.h x g->in.w) and the packed weights wp. */
@@ -144,7 +147,8 @@ typedef struct ki_conv2d {
                      float *restrict out);
     bool direct; /* the direct path pays on this CPU (an AVX2 or AVX-512 row kernel) */
     ki_conv2d_direct_row_fn direct_row; /* its row kernel (the plain C one below AVX2) */
-    ki_pool_max_s2_fn direct_pool;      /* the plane kernel of its fused max pool (c->pool) */
+    bool direct_act; /* the row kernel applies a non-clamp activation too (ki_conv2d_direct_dst) */
+    ki_pool_max_s2_fn direct_pool; /* the plane kernel of its fused max pool (c->pool) */
     /* d[i] = src[2i] for i < n, reading src[0 .. 2n-1] (im2col of stride-2 convolutions) */
     void (*gather2)(const float *src, float *restrict d, int64_t n);
     /* im2col of 3-wide stride-2 kernels (ki_conv2d_pack3s2_ok), NULL when the layer or the CPU
@@ -404,6 +408,13 @@ void ki_conv2d_pack3s2_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const f
  * level: conv2d_dw_avx512.c (16 lanes), conv2d_dw_avx2.c (8 lanes); c->dw3_planes and c->dw3_band
  * hold the CPU's. */
 bool ki_conv2d_dw3_ok(const ki_conv2d *c);
+/* Whether the vector kernels apply epilogue ep at the store: a clamp (ki_gemm_fin_of), or one of
+ * the activations of their vector epilogue (ki_vact_avx2 / ki_vact_avx512) after bias +
+ * residual. */
+bool ki_conv2d_act_in_regs(const ki_cv_epilogue *ep);
+/* Whether c's row kernel of the direct path applies its non-clamp activation in registers
+ * (conv2d_policy.c). */
+bool ki_conv2d_direct_act_ok(const ki_conv2d *c);
 void ki_conv2d_dw3_planes_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                  int64_t p0, int64_t p1, float *restrict out);
 void ki_conv2d_dw3_band_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band,

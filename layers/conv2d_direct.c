@@ -4,9 +4,10 @@
  * rows are computed one at a time for every channel by the row kernel of the CPU's level
  * (c->direct_row: conv2d_direct_avx512.c, conv2d_direct_avx2.c, or the plain C one here), which
  * sums the taps in the order (input channel, ky, kx), as the reference does, and applies the
- * epilogue in registers for clamp-type activations; other activations are applied here after the
- * row is stored. The fused max pool (c->pool) computes bands of rows into the thread's slice of
- * the workspace and pools them with c->direct_pool. Compiled without ISA flags; thread-safe. */
+ * epilogue in registers for clamp-type activations and, in the AVX2 and AVX-512 kernels, for
+ * the cheap others (ki_conv2d_direct_act_ok); the rest are applied here after the row is stored.
+ * The fused max pool (c->pool) computes bands of rows into the thread's slice of the workspace and
+ * pools them with c->direct_pool. Compiled without ISA flags; thread-safe. */
 #include <omp.h>
 #include <string.h>
 
@@ -96,11 +97,13 @@ static void row(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, co
                 int64_t n, int64_t oy, float *restrict dst, const float *res, int64_t cstride)
 {
     const float *x = in + n * c->in_ch * g->in.h * g->in.w;
-    ki_gemm_fin f;
-    const bool in_regs = ki_gemm_fin_of(&c->ep, 0, NULL, &f);
-    const ki_conv2d_direct_dst d = { dst, res, cstride, in_regs ? &f : NULL };
+    ki_gemm_fin f; /* without a clamp: lo, hi = -inf, inf */
+    const bool clamp = ki_gemm_fin_of(&c->ep, 0, NULL, &f);
+    const bool act = !clamp && ki_conv2d_direct_act_ok(c);
+    const ki_conv2d_direct_dst d = { dst, res, cstride, clamp || act ? &f : NULL,
+                                     act ? &c->ep.act : NULL };
     c->direct_row(c, g, x, wp, oy, &d);
-    if (!in_regs) {
+    if (!clamp && !act) {
         for (int64_t oc = 0; oc < c->out_ch; oc++) {
             const int64_t at = oc * cstride;
             c->epf(&c->ep, res ? res + at : NULL, oc, dst + at, (size_t)g->ow);

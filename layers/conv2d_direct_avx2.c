@@ -13,6 +13,7 @@
 #include "conv2d.h"
 #include "conv_common.h"
 #include "simd_avx2.h"
+#include "vexp_avx2.h"
 
 #define OC_GROUP 4  /* output channels a block */
 #define NV_MAX   3  /* column vectors a block */
@@ -128,10 +129,11 @@ static void blocks(const float (*st)[2 * PAR], const int64_t *ti, int64_t nrows,
 
 /* Stores the first `lanes` lanes of v to d after the epilogue f (NULL: none): + bias b, + the
  * residual res (NULL for none), then min(hi, max(lo, v)), which keeps a NaN v as the scalar form
- * does. A row's last part (squeezenet's 111 columns: 7) by plain stores of 4, 2 and 1 floats, not a
- * masked store, which AMD's Zen cores run as microcode. */
-static inline void store8(float *d, int64_t lanes, __m256 v, const ki_gemm_fin *f, float b,
-                          const float *res)
+ * does, then act (NULL: none). A row's last part (squeezenet's 111 columns: 7) by plain stores of
+ * 4, 2 and 1 floats, not a masked store, which AMD's Zen cores run as microcode. */
+static inline __attribute__((always_inline)) void store8(float *d, int64_t lanes, __m256 v,
+                                                         const ki_gemm_fin *f, float b,
+                                                         const float *res, const ki_act *act)
 {
     const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)lanes),
                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -141,6 +143,7 @@ static inline void store8(float *d, int64_t lanes, __m256 v, const ki_gemm_fin *
             v = _mm256_add_ps(v, lanes == 8 ? _mm256_loadu_ps(res) : _mm256_maskload_ps(res, m));
         }
         v = _mm256_min_ps(_mm256_set1_ps(f->hi), _mm256_max_ps(_mm256_set1_ps(f->lo), v));
+        v = act ? ki_vact_avx2(act, v) : v;
     }
     if (lanes == 8) {
         _mm256_storeu_ps(d, v);
@@ -149,17 +152,34 @@ static inline void store8(float *d, int64_t lanes, __m256 v, const ki_gemm_fin *
     }
 }
 
-/* The block's sums acc of channels oc0 .. oc0 + noc - 1 at the nx columns from ox to d. */
-static void store_block(const ki_conv2d_direct_dst *d, __m256 acc[OC_GROUP][NV_MAX], int64_t oc0,
-                        int64_t noc, int64_t ox, int64_t nx)
+/* The block's sums acc of channels oc0 .. oc0 + noc - 1 at the nx columns from ox to d, through
+ * activation act (NULL: none). */
+static inline __attribute__((always_inline)) void
+store_block_act(const ki_conv2d_direct_dst *d, __m256 acc[OC_GROUP][NV_MAX], int64_t oc0,
+                int64_t noc, int64_t ox, int64_t nx, const ki_act *act)
 {
     for (int v = 0; 8 * v < nx; v++) {
         const int64_t lanes = nx - 8 * v < 8 ? nx - 8 * v : 8;
         for (int64_t o = 0; o < noc; o++) {
             const int64_t at = (oc0 + o) * d->cstride + ox + 8 * v;
             const float b = d->fin && d->fin->bias ? d->fin->bias[oc0 + o] : 0.0f;
-            store8(d->dst + at, lanes, acc[o][v], d->fin, b, d->res ? d->res + at : NULL);
+            store8(d->dst + at, lanes, acc[o][v], d->fin, b, d->res ? d->res + at : NULL, act);
         }
+    }
+}
+
+/* store_block_act with d's activation, its kind a constant for Hardswish (the formula's switch
+ * then folds away: taken per vector, mobilenet_v3_small's stem with its Hardswish was slower in
+ * registers than after the store). */
+static void store_block(const ki_conv2d_direct_dst *d, __m256 acc[OC_GROUP][NV_MAX], int64_t oc0,
+                        int64_t noc, int64_t ox, int64_t nx)
+{
+    const ki_act_kind k = d->act ? d->act->kind : KI_ACT_NONE;
+    if (k == KI_ACT_HARDSWISH) {
+        const ki_act a = { KI_ACT_HARDSWISH, 0.0f, 0.0f };
+        store_block_act(d, acc, oc0, noc, ox, nx, &a);
+    } else {
+        store_block_act(d, acc, oc0, noc, ox, nx, d->act);
     }
 }
 

@@ -22,6 +22,7 @@ typedef struct conv_kernels {
                      int64_t cstride, int64_t c0, int64_t c1, int64_t y0, int64_t y1,
                      float *restrict out);
     ki_conv2d_direct_row_fn direct_row;
+    bool direct_act; /* direct_row applies ki_conv2d_direct_dst's act */
     ki_pool_max_s2_fn direct_pool;
     void (*pack3s2)(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t j0,
                     int64_t nr, int64_t k, int64_t pw, float *restrict dst);
@@ -36,18 +37,18 @@ typedef struct conv_kernels {
 
 static const conv_kernels kernels_of[KI_ISA_COUNT] = {
     [KI_ISA_GENERIC] = { ki_cv_epilogue_ref, ki_conv2d_gather2_ref, NULL, NULL,
-                         ki_conv2d_direct_row_ref, ki_pool_max_s2_ref, NULL, ki_wino_input_ref,
-                         ki_wino_output_ref, ki_wino_hu_ref, ki_wino_fu_ref, ki_ov_ukernel_ref,
-                         ki_ov_ukernel_h_ref, ki_ov_tile_store },
+                         ki_conv2d_direct_row_ref, false, ki_pool_max_s2_ref, NULL,
+                         ki_wino_input_ref, ki_wino_output_ref, ki_wino_hu_ref, ki_wino_fu_ref,
+                         ki_ov_ukernel_ref, ki_ov_ukernel_h_ref, ki_ov_tile_store },
 #if KI_HAVE_X86
     [KI_ISA_AVX2] = { ki_cv_epilogue_avx2, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx2,
-                      ki_conv2d_dw3_band_avx2, ki_conv2d_direct_row_avx2, ki_pool_max_s2_avx2,
+                      ki_conv2d_dw3_band_avx2, ki_conv2d_direct_row_avx2, true, ki_pool_max_s2_avx2,
                       ki_conv2d_pack3s2_avx2, ki_wino_input_avx2, ki_wino_output_avx2,
                       ki_wino_hu_ref, ki_wino_fu_avx2, ki_ov_ukernel_avx2, ki_ov_ukernel_h_ref,
                       ki_ov_tile_store_avx2 },
     /* vcvtph2ps on zmm (the binary16 kernels) is AVX512F itself */
     [KI_ISA_AVX512] = { ki_cv_epilogue_avx512, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx512,
-                        ki_conv2d_dw3_band_avx512, ki_conv2d_direct_row_avx512,
+                        ki_conv2d_dw3_band_avx512, ki_conv2d_direct_row_avx512, true,
                         ki_pool_max_s2_avx512, ki_conv2d_pack3s2_avx512, ki_wino_input_avx512,
                         ki_wino_output_avx512, ki_wino_hu_avx512, ki_wino_fu_avx512,
                         ki_ov_ukernel_avx512, ki_ov_ukernel_h_avx512, ki_ov_tile_store_avx512 },
@@ -68,6 +69,7 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa)
     c->dw3_band = k->dw3_band;
     c->direct = isa >= KI_ISA_AVX2;
     c->direct_row = k->direct_row;
+    c->direct_act = k->direct_act;
     c->direct_pool = k->direct_pool;
     c->gather2 = k->gather2;
     c->pack3s2 = k->pack3s2 && ki_conv2d_pack3s2_ok(c) ? k->pack3s2 : NULL;
@@ -78,6 +80,18 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa)
     c->ov_uk = k->ov_uk;
     c->ov_ukh = k->ov_ukh;
     c->ov_st = k->ov_st;
+}
+
+/* The direct path's row kernels apply Hardswish, Hardsigmoid and LeakyReLU in registers, where the
+ * store after the sums leaves them a few operations each; SiLU and Sigmoid (an exp each) stay
+ * after the row is stored: in registers yolov5s' 6x6 stem with its SiLU took 1.04x (AVX2) and
+ * 1.07x (AVX-512) as long, mobilenet_v3_small's stem with its Hardswish 0.86x and 0.81x
+ * (docs/performance.md). */
+bool ki_conv2d_direct_act_ok(const ki_conv2d *c)
+{
+    const ki_act_kind k = c->ep.act.kind;
+    return c->direct_act && ki_conv2d_act_in_regs(&c->ep) && k != KI_ACT_SILU &&
+           k != KI_ACT_SIGMOID;
 }
 
 /* F(4x4) also pays from KI_WINO_MIN_TILES4_SMALL tiles (13 x 13 to 16 x 16 outputs) where its

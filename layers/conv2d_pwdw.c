@@ -18,9 +18,7 @@
 #include "conv2d.h"
 #include "team.h"
 
-/* Whether the kernels apply epilogue ep at the store: a clamp (ki_gemm_fin_of), or one of the
- * activations of their vector epilogue (ki_vact_avx2 / ki_vact_avx512) after bias + residual. */
-static bool dw3_act_ok(const ki_cv_epilogue *ep)
+bool ki_conv2d_act_in_regs(const ki_cv_epilogue *ep)
 {
     ki_gemm_fin f;
     const ki_act_kind k = ep->act.kind;
@@ -33,7 +31,7 @@ bool ki_conv2d_dw3_ok(const ki_conv2d *c)
 {
     const int64_t s = c->sw, k = c->kh;
     return (k == 3 || k == 5) && c->kw == k && c->sh == s && (s == 1 || s == 2) && c->dh == 1 &&
-           c->dw == 1 && c->pad_mode == KI_CONV_PAD_ZEROS && dw3_act_ok(&c->ep);
+           c->dw == 1 && c->pad_mode == KI_CONV_PAD_ZEROS && ki_conv2d_act_in_regs(&c->ep);
 }
 
 /* Bytes a band's expanded rows may take: with the band's input and output it stays in L2. */

@@ -46,9 +46,11 @@ static void draw(uint64_t *s, dcase *d)
     d->n = trng_int(s, 1, 2);
 }
 
-static const ki_act acts[4] = {
-    { KI_ACT_NONE, 0, 0 }, { KI_ACT_RELU, 0, 0 }, { KI_ACT_RELU6, 0, 0 }, { KI_ACT_SILU, 0, 0 }
-};
+/* Clamps in the kernel's registers; SiLU, Hardswish and LeakyReLU after the clamp (the AVX2 and
+ * AVX-512 kernels) or after the store (the plain C one, or a residual added after them). */
+static const ki_act acts[6] = { { KI_ACT_NONE, 0, 0 },      { KI_ACT_RELU, 0, 0 },
+                                { KI_ACT_RELU6, 0, 0 },     { KI_ACT_SILU, 0, 0 },
+                                { KI_ACT_HARDSWISH, 0, 0 }, { KI_ACT_LEAKY_RELU, 0.1f, 0 } };
 
 /* The layer of case d with weights w and bias b (or NULL); NULL when its kernel does not fit. */
 static ki_conv2d *make(const dcase *d, const float *w, const float *b, const ki_layer_ops **ops,
@@ -72,12 +74,14 @@ static void check(const float *got, const float *want, size_t n, const char *wha
     }
 }
 
-/* Runs the direct path with the row kernel of isa on th threads into out. */
-static void run_direct(const ki_conv2d *c, const ki_conv2d_geom *g, ki_isa isa, int th,
+/* Runs the direct path with the row kernel of isa on th threads into out; regs false: every
+ * non-clamp activation after the store, as the plain C kernel has it. */
+static void run_direct(const ki_conv2d *c, const ki_conv2d_geom *g, ki_isa isa, int th, bool regs,
                        const float *x, float *out)
 {
     ki_conv2d cc = *c;
     ki_conv2d_set_isa(&cc, isa);
+    cc.direct_act = cc.direct_act && regs;
     size_t ws = ki_conv2d_workspace_for(&cc, g, KI_CONV2D_DIRECT, th);
     ki_exec ex = { th, ws ? aligned_alloc(64, (ws * (size_t)th + 63) / 64 * 64) : NULL, ws };
     omp_set_num_threads(th);
@@ -104,7 +108,7 @@ static void test_direct_vs_ref(void **unused)
         top t;
         ki_conv2d *c = make(&d, w, seed % 4 == 3 ? NULL : b, &ops, &t);
         ki_conv2d_set_isa(c, KI_ISA_AVX2);
-        c->ep.act = acts[seed % 4];
+        c->ep.act = acts[seed % 6];
         ki_conv2d_geom g;
         ki_shape in = ki_shape_make(4, (const int64_t[]){ d.n, d.in, d.h, d.w });
         ki_error err = { 0 };
@@ -117,8 +121,16 @@ static void test_direct_vs_ref(void **unused)
             c->ep.res_after = c->residual && seed % 2 == 1 && c->ep.act.kind != KI_ACT_NONE;
             ki_conv2d_forward_ref(c, &g, x, ref);
             for (int v = 0; v < 3; v++) { /* AVX2 on 1 and 2 threads, plain C on 2 */
-                run_direct(c, &g, v == 2 ? KI_ISA_GENERIC : KI_ISA_AVX2, v == 0 ? 1 : 2, x, out);
+                run_direct(c, &g, v == 2 ? KI_ISA_GENERIC : KI_ISA_AVX2, v == 0 ? 1 : 2, true, x,
+                           out);
                 check(out, ref, n, v == 2 ? "ref row" : "avx2 row", seed);
+            }
+            /* the activation in the vector kernels' registers: the bits of the epilogue after
+             * the store, at AVX2 and, where the CPU has it, AVX-512 */
+            for (int lv = 0; lv < 2 && (lv == 0 || ki_cpu_get()->isa >= KI_ISA_AVX512); lv++) {
+                run_direct(c, &g, lv ? KI_ISA_AVX512 : KI_ISA_AVX2, 2, true, x, out);
+                run_direct(c, &g, lv ? KI_ISA_AVX512 : KI_ISA_AVX2, 2, false, x, ref);
+                assert_memory_equal(out, ref, n * sizeof *out);
             }
             free(ref), free(out), free(res);
             runs++;
@@ -177,7 +189,7 @@ static void test_direct_pool_vs_ref(void **unused)
         top t, p;
         ki_conv2d *c = make(&d, w, b, &ops, &t);
         ki_conv2d_set_isa(c, KI_ISA_AVX2);
-        c->ep.act = acts[seed % 4];
+        c->ep.act = acts[seed % 6];
         const int64_t pad = seed % 3 == 0 ? 1 : 0;
         const bool ceil_mode = seed % 3 == 1;
         top_init(&p, "nn.MaxPool2d", 1, 1);
