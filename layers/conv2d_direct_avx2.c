@@ -168,15 +168,21 @@ store_block_act(const ki_conv2d_direct_dst *d, __m256 acc[OC_GROUP][NV_MAX], int
     }
 }
 
-/* store_block_act with d's activation, its kind a constant for Hardswish (the formula's switch
- * then folds away: taken per vector, mobilenet_v3_small's stem with its Hardswish was slower in
- * registers than after the store). */
+/* store_block_act with d's activation, its kind a constant (the formula's switch then folds away:
+ * taken per vector, mobilenet_v3_small's stem with its Hardswish was slower in registers than
+ * after the store). */
 static void store_block(const ki_conv2d_direct_dst *d, __m256 acc[OC_GROUP][NV_MAX], int64_t oc0,
                         int64_t noc, int64_t ox, int64_t nx)
 {
     const ki_act_kind k = d->act ? d->act->kind : KI_ACT_NONE;
     if (k == KI_ACT_HARDSWISH) {
         const ki_act a = { KI_ACT_HARDSWISH, 0.0f, 0.0f };
+        store_block_act(d, acc, oc0, noc, ox, nx, &a);
+    } else if (k == KI_ACT_HARDSIGMOID) {
+        const ki_act a = { KI_ACT_HARDSIGMOID, 0.0f, 0.0f };
+        store_block_act(d, acc, oc0, noc, ox, nx, &a);
+    } else if (k == KI_ACT_LEAKY_RELU) {
+        const ki_act a = { KI_ACT_LEAKY_RELU, d->act->a, 0.0f };
         store_block_act(d, acc, oc0, noc, ox, nx, &a);
     } else {
         store_block_act(d, acc, oc0, noc, ox, nx, d->act);
