@@ -135,21 +135,16 @@ static inline __attribute__((always_inline)) void store8(float *d, int64_t lanes
                                                          const ki_gemm_fin *f, float b,
                                                          const float *res, const ki_act *act)
 {
-    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)lanes),
-                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     if (f) {
         v = _mm256_add_ps(v, _mm256_set1_ps(b));
         if (res) {
-            v = _mm256_add_ps(v, lanes == 8 ? _mm256_loadu_ps(res) : _mm256_maskload_ps(res, m));
+            v = _mm256_add_ps(v, lanes == 8 ? _mm256_loadu_ps(res)
+                                            : _mm256_maskload_ps(res, ki_lanes_in8(0, lanes)));
         }
         v = _mm256_min_ps(_mm256_set1_ps(f->hi), _mm256_max_ps(_mm256_set1_ps(f->lo), v));
         v = act ? ki_vact_avx2(act, v) : v;
     }
-    if (lanes == 8) {
-        _mm256_storeu_ps(d, v);
-    } else {
-        ki_store_first8(d, v, lanes);
-    }
+    ki_store_first8(d, v, lanes); /* a plain store for all eight */
 }
 
 /* The block's sums acc of channels oc0 .. oc0 + noc - 1 at the nx columns from ox to d, through

@@ -136,16 +136,17 @@ void ki_conv2d_direct_row_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, co
             blocks(c, g, x, oy, ox, wb, acc);
             for (int64_t o = 0; o < noc; o++) {
                 const int64_t at = (oc0 + o) * d->cstride + ox;
-                if (f && d->act) { /* as ki_store16_fin, then the activation */
-                    const __m512 vb = _mm512_set1_ps(f->bias ? f->bias[oc0 + o] : 0.0f);
-                    __m512 v = _mm512_add_ps(acc[o], vb);
-                    v = d->res ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(mo, d->res + at)) : v;
-                    v = ki_vact_avx512(d->act, _mm512_min_ps(hi, _mm512_max_ps(lo, v)));
-                    _mm512_mask_storeu_ps(d->dst + at, mo, v);
-                } else if (f) {
-                    const __m512 vb = _mm512_set1_ps(f->bias ? f->bias[oc0 + o] : 0.0f);
-                    ki_store16_fin(d->dst + at, mo, _mm512_add_ps(acc[o], vb),
-                                   d->res ? d->res + at : NULL, lo, hi);
+                if (f) {
+                    __m512 v =
+                        _mm512_add_ps(acc[o], _mm512_set1_ps(f->bias ? f->bias[oc0 + o] : 0.0f));
+                    const float *r = d->res ? d->res + at : NULL;
+                    if (d->act) { /* as ki_store16_fin, then the activation */
+                        v = r ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(mo, r)) : v;
+                        v = ki_vact_avx512(d->act, _mm512_min_ps(hi, _mm512_max_ps(lo, v)));
+                        _mm512_mask_storeu_ps(d->dst + at, mo, v);
+                    } else {
+                        ki_store16_fin(d->dst + at, mo, v, r, lo, hi);
+                    }
                 } else {
                     _mm512_mask_storeu_ps(d->dst + at, mo, acc[o]);
                 }

@@ -236,13 +236,12 @@ static inline AI void tr8(__m256 *r0, __m256 *r1, __m256 *r2, __m256 *r3, __m256
     *r6 = _mm256_permute2f128_ps(s2, s6, 0x31), *r7 = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
-/* What a block's rows share: the clamp, the pixel mask, the pixel count (nr) and whether it is all
- * eight lanes, the row stride of d and res. */
+/* What a block's rows share: the clamp, the pixel mask and count (nr, all eight lanes or fewer),
+ * the row stride of d and res. */
 typedef struct fin8 {
     __m256 lo, hi;
     __m256i m;
     int64_t nr;
-    bool full;
     int64_t ld;
 } fin8;
 
@@ -252,8 +251,8 @@ typedef struct fin8 {
 static inline AI void store_row(const fin8 *f, float *d, const float *res, int64_t o, __m256 v)
 {
     if (res) {
-        v = _mm256_add_ps(v, f->full ? _mm256_loadu_ps(res + o * f->ld)
-                                     : _mm256_maskload_ps(res + o * f->ld, f->m));
+        v = _mm256_add_ps(v, f->nr == 8 ? _mm256_loadu_ps(res + o * f->ld)
+                                        : _mm256_maskload_ps(res + o * f->ld, f->m));
     }
     v = _mm256_min_ps(f->hi, _mm256_max_ps(f->lo, v));
     ki_store_first8(d + o * f->ld, v, f->nr);
@@ -275,7 +274,6 @@ static void store_block(const float *t, int64_t h, int64_t rows, int64_t j0, int
     __m256 r6 = tile_row(tj, 6, nr, h), r7 = tile_row(tj, 7, nr, h);
     tr8(&r0, &r1, &r2, &r3, &r4, &r5, &r6, &r7); /* r[o] lane j: pixel j0 + j of channel h + o */
     f.m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    f.full = nr == 8;
     f.nr = nr;
     d += h * f.ld + j0;
     res = res ? res + h * f.ld + j0 : NULL;
@@ -310,7 +308,7 @@ void ki_ov_tile_store_avx2(const float *t, int64_t rows, int64_t nr, float *d, i
         ki_ov_tile_store(t, rows, nr, d, ld, res, lo, hi);
         return;
     }
-    fin8 f = { _mm256_set1_ps(lo), _mm256_set1_ps(hi), _mm256_setzero_si256(), 0, false, ld };
+    fin8 f = { _mm256_set1_ps(lo), _mm256_set1_ps(hi), _mm256_setzero_si256(), 0, ld };
     for (int64_t h = 0; h < rows; h += 8) {
         for (int64_t j0 = 0; j0 < nr; j0 += 8) {
             store_block(t, h, rows - h, j0, nr - j0 < 8 ? nr - j0 : 8, d, res, f);
