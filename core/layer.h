@@ -104,13 +104,20 @@ typedef struct ki_exec {
     int n_threads;        /* size of the OpenMP team to use in this op's one parallel region */
     void *workspace;      /* workspace() bytes for each thread, 64-byte aligned, thread t at */
     size_t ws_per_thread; /*   (char *)workspace + t * ws_per_thread */
+    /* Set when every thread of the session's running team calls forward() (KI_LAYER_TEAM
+     * layers only): the layer then runs its parallel part through ki_team_run (core/team.h). */
+    struct ki_crew *crew;
 } ki_exec;
 
 enum {
     KI_LAYER_INPLACE = 1u << 0, /* output 0 may be the same buffer as input 0 (same size) */
     KI_LAYER_VIEW = 1u << 1,    /* output 0 is input 0's data under another shape */
-    KI_LAYER_GRAPH = 1u << 2    /* handled by the graph itself (pnnx.Input, pnnx.Output, tuples
+    KI_LAYER_GRAPH = 1u << 2,   /* handled by the graph itself (pnnx.Input, pnnx.Output, tuples
                                  * feeding an output); never created or run */
+    KI_LAYER_TEAM = 1u << 3     /* forward() may be called by every thread of a running team
+                                 * (ki_exec.crew): its parallel parts go through ki_team_run, and
+                                 * what it does outside them is the same on every thread, or only
+                                 * reads */
 };
 
 typedef struct ki_layer_ops {

@@ -1,5 +1,6 @@
 /* session.c - shape inference, memory planning and execution for one set of input shapes. */
 #include <omp.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,6 +8,7 @@
 #include "ckd.h"
 #include "model_internal.h"
 #include "plan.h"
+#include "team.h"
 
 struct ki_session {
     const ki_model *m;
@@ -419,23 +421,104 @@ ki_tensor ki_session_output(const ki_session *s, int i)
     return (ki_tensor){ s->shape[o], (float *)(s->arena + s->offset[o]) };
 }
 
+/* Step k's forward() on this thread. */
+static ki_status step_forward(const ki_session *s, int k, const ki_exec *ex)
+{
+    const ki_model *m = s->m;
+    const int n = m->exec[k];
+    const ki_node *nd = &m->g->nodes[n];
+    return m->layer[n]->forward(m->state[n], &s->tin[s->tin_at[k]], nd->desc.n_inputs,
+                                &s->tout[s->tout_at[k]], nd->desc.n_outputs, ex);
+}
+
+/* Whether every thread of a running team may call step k's forward(): a KI_LAYER_TEAM layer, or
+ * a view the planner aliased (its forward does nothing). */
+static bool step_in_team(const ki_session *s, int k)
+{
+    const ki_model *m = s->m;
+    const int n = m->exec[k];
+    const unsigned f = m->layer[n]->flags;
+    return (f & KI_LAYER_TEAM) || ((f & KI_LAYER_VIEW) && m->g->nodes[n].desc.n_inputs > 0 &&
+                                   s->tout[s->tout_at[k]].data == s->tin[s->tin_at[k]].data);
+}
+
+/* The shared state of a stretch of steps in one team: the first step that failed (or -1) and
+ * its status. */
+typedef struct team_run {
+    ki_crew crew;
+    atomic_int failed;
+    atomic_int status;
+} team_run;
+
+/* Steps k0..k1-1 on this thread of the team, the threads meeting after each step. */
+static void team_steps(ki_session *s, int k0, int k1, team_run *t)
+{
+    const ki_exec ex = { s->n_threads, s->ws, s->ws_per_thread, &t->crew };
+    const int tid = omp_get_thread_num();
+    for (int k = k0; k < k1; k++) {
+        const double t0 = s->profiling && tid == 0 ? omp_get_wtime() : 0.0;
+        const ki_status st = step_forward(s, k, &ex);
+        int none = -1;
+        if (st != KI_OK && atomic_compare_exchange_strong(&t->failed, &none, k)) {
+            atomic_store(&t->status, st);
+        }
+        ki_team_sync(&t->crew.step); /* step k's outputs written, by every thread */
+        if (s->profiling && tid == 0) {
+            s->step_time[k] = omp_get_wtime() - t0;
+        }
+        /* a failure at step k or before is seen by every thread after this barrier (a later one
+         * only by some: they stop at its own) */
+        const int f = atomic_load(&t->failed);
+        if (f >= 0 && f <= k) {
+            break;
+        }
+    }
+}
+
+/* Steps k0..k1-1 (all step_in_team) in one parallel region (at one thread without one). The
+ * first step that fails, if any, goes to *fail_k (*fail_st); the team stops after it. */
+static void run_team(ki_session *s, int k0, int k1, int *fail_k, ki_status *fail_st)
+{
+    team_run t = { .crew = { .step = KI_TEAM_INIT, .inner = KI_TEAM_INIT } };
+    atomic_init(&t.failed, -1);
+    atomic_init(&t.status, KI_OK);
+    if (s->n_threads > 1) {
+#pragma omp parallel num_threads(s->n_threads)
+        team_steps(s, k0, k1, &t);
+    } else {
+        team_steps(s, k0, k1, &t);
+    }
+    *fail_k = atomic_load(&t.failed);
+    *fail_st = (ki_status)atomic_load(&t.status);
+}
+
 ki_status ki_session_run(ki_session *s, ki_error *err)
 {
     const ki_model *m = s->m;
-    ki_exec ex = { s->n_threads, s->ws, s->ws_per_thread };
-    for (int k = 0; k < m->n_exec; k++) {
-        int n = m->exec[k];
-        const ki_node *nd = &m->g->nodes[n];
-        double t0 = s->profiling ? omp_get_wtime() : 0.0;
-        ki_status st = m->layer[n]->forward(m->state[n], &s->tin[s->tin_at[k]], nd->desc.n_inputs,
-                                            &s->tout[s->tout_at[k]], nd->desc.n_outputs, &ex);
-        if (s->profiling) {
-            s->step_time[k] = omp_get_wtime() - t0;
+    const ki_exec ex = { s->n_threads, s->ws, s->ws_per_thread, NULL };
+    for (int k = 0; k < m->n_exec;) {
+        int fail_k = -1, k1 = k;
+        ki_status st = KI_OK;
+        while (k1 < m->n_exec && step_in_team(s, k1)) {
+            k1++;
         }
-        if (st != KI_OK) { /* forward() has checked nothing the user gave: say which op */
+        if (k1 > k) { /* a stretch of steps in one team */
+            run_team(s, k, k1, &fail_k, &st);
+            k = k1;
+        } else { /* a step that opens its own parallel regions */
+            const double t0 = s->profiling ? omp_get_wtime() : 0.0;
+            st = step_forward(s, k, &ex);
+            if (s->profiling) {
+                s->step_time[k] = omp_get_wtime() - t0;
+            }
+            fail_k = st != KI_OK ? k : -1;
+            k++;
+        }
+        if (fail_k >= 0) { /* forward() has checked nothing the user gave: say which op */
+            const ki_node *nd = &m->g->nodes[m->exec[fail_k]];
             char in0[96] = "()";
             if (nd->desc.n_inputs > 0) {
-                ki_shape_str(&s->tin[s->tin_at[k]].shape, in0, sizeof in0);
+                ki_shape_str(&s->tin[s->tin_at[fail_k]].shape, in0, sizeof in0);
             }
             return KI_FAIL(err, st, "%s:%d: op '%s' (%s): failed at run time on input %s (%s)",
                            m->g->path, nd->desc.line, nd->desc.name, nd->desc.type, in0,

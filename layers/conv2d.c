@@ -7,6 +7,7 @@
 
 #include "../core/bigbuf.h"
 #include "../core/half.h"
+#include "../core/team.h"
 
 static ki_status check_range(const char *key, const int64_t *v, int n, int64_t lo, ki_error *err)
 {
@@ -317,13 +318,22 @@ size_t ki_conv2d_workspace_for(const ki_conv2d *c, const ki_conv2d_geom *g, ki_c
     return ((priv ? bytes : (bytes + nt - 1) / nt) + 63) / 64 * 64;
 }
 
+static void ref_body(void *arg, const ki_part *p)
+{
+    const ki_conv2d_job *j = arg;
+    (void)p;
+    ki_conv2d_forward_ref(j->c, j->g, j->in, j->out);
+}
+
 void ki_conv2d_run(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p, const float *in,
                    float *out, const ki_exec *ex)
 {
     switch (p) {
-    case KI_CONV2D_REF:
-        ki_conv2d_forward_ref(c, g, in, out);
+    case KI_CONV2D_REF: { /* on one thread (of a running team, the first) */
+        ki_conv2d_job j = { c, g, in, out, ex, false };
+        ki_team_run_n(ex, 1, ref_body, &j);
         break;
+    }
     case KI_CONV2D_GEMM:
     case KI_CONV2D_GEMM1:
         ki_conv2d_forward_gemm(c, g, p == KI_CONV2D_GEMM, in, out, ex);
@@ -562,6 +572,7 @@ static void conv_describe(const void *state, const ki_shape *in, int n_in, char 
 
 const ki_layer_ops ki_layer_conv2d = {
     .type = "nn.Conv2d",
+    .flags = KI_LAYER_TEAM,
     .create = conv_create,
     .shape = conv_shape,
     .workspace = conv_workspace,

@@ -190,6 +190,17 @@ typedef struct ki_conv2d_geom {
     int64_t oh, ow;
 } ki_conv2d_geom;
 
+/* What a convolution path's parallel body (run by ki_team_run, core/team.h) reads: each thread of
+ * a running team makes its own, the same. */
+typedef struct ki_conv2d_job {
+    const ki_conv2d *c;
+    const ki_conv2d_geom *g;
+    const float *in;
+    float *out;
+    const ki_exec *ex;
+    bool use_col; /* the GEMM path: im2col columns (KI_CONV2D_GEMM) or the input planes */
+} ki_conv2d_job;
+
 typedef enum ki_conv2d_path {
     KI_CONV2D_REF = 0, /* direct scalar loops */
     KI_CONV2D_GEMM,    /* im2col into packed panels + our SGEMM per (image, group) */

@@ -8,12 +8,11 @@
  * the cheap others (ki_conv2d_direct_act_ok); the rest are applied here after the row is stored.
  * The fused max pool (c->pool) computes bands of rows into the thread's slice of the workspace and
  * pools them with c->direct_pool. Compiled without ISA flags; thread-safe. */
-#include <omp.h>
 #include <string.h>
 
+#include "../core/team.h"
 #include "conv2d.h"
 #include "conv_common.h"
-#include "team.h"
 
 bool ki_conv2d_direct_shape_ok(const ki_conv2d *c)
 {
@@ -111,30 +110,38 @@ static void row(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, co
     }
 }
 
-void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
-                              float *restrict out, const ki_exec *ex)
+/* A thread's rows (OpenMP's static split), after packing the weights into its own workspace. */
+static void direct_body(void *arg, const ki_part *p)
 {
-    float *wp = ex->workspace; /* read by broadcasts: no alignment needed */
+    const ki_conv2d_job *j = arg;
+    const ki_conv2d *c = j->c;
+    const ki_conv2d_geom *g = j->g;
+    float *out = j->out;
+    /* read by broadcasts: no alignment needed; each thread its own copy, so no barrier */
+    float *wp = (float *)((char *)j->ex->workspace + (size_t)p->tid * j->ex->ws_per_thread);
     ki_conv2d_direct_pack(c, wp);
     const int64_t rows = g->in.n * g->oh, ohw = g->oh * g->ow;
     const bool big_out = rows * c->out_ch * g->ow >= ki_cv_prefetch_out_min();
-    ki_team team = KI_TEAM_INIT;
-#pragma omp parallel num_threads(ex->n_threads)
-    {
-#pragma omp for schedule(static) nowait
-        for (int64_t r = 0; r < rows; r++) {
-            const int64_t n = r / g->oh, oy = r % g->oh, at = (n * c->out_ch * g->oh + oy) * g->ow;
-            if (big_out && r + 1 < rows) { /* the next row of every channel */
-                const int64_t n1 = (r + 1) / g->oh, oy1 = (r + 1) % g->oh;
-                const float *q = out + (n1 * c->out_ch * g->oh + oy1) * g->ow;
-                for (int64_t oc = 0; oc < c->out_ch; oc++) {
-                    ki_cv_prefetch_out(q + oc * ohw, g->ow);
-                }
+    int64_t r0, r1;
+    ki_part_range(rows, p, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t n = r / g->oh, oy = r % g->oh, at = (n * c->out_ch * g->oh + oy) * g->ow;
+        if (big_out && r + 1 < rows) { /* the next row of every channel */
+            const int64_t n1 = (r + 1) / g->oh, oy1 = (r + 1) % g->oh;
+            const float *q = out + (n1 * c->out_ch * g->oh + oy1) * g->ow;
+            for (int64_t oc = 0; oc < c->out_ch; oc++) {
+                ki_cv_prefetch_out(q + oc * ohw, g->ow);
             }
-            row(c, g, in, wp, n, oy, out + at, c->res ? c->res + at : NULL, ohw);
         }
-        ki_team_sync(&team); /* all together into the region's closing barrier */
+        row(c, g, j->in, wp, n, oy, out + at, c->res ? c->res + at : NULL, ohw);
     }
+}
+
+void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                              float *restrict out, const ki_exec *ex)
+{
+    ki_conv2d_job j = { c, g, in, out, ex, false };
+    ki_team_run(ex, direct_body, &j);
 }
 
 void ki_conv2d_direct_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
@@ -206,28 +213,30 @@ static void pool_band(const ki_conv2d *c, const ki_conv2d_geom *g, const float *
     }
 }
 
-void ki_conv2d_forward_direct_pool(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
-                                   float *restrict out, const ki_exec *ex)
+/* A thread's bands (OpenMP's static split), the packed weights in its own workspace. */
+static void direct_pool_body(void *arg, const ki_part *p)
 {
+    const ki_conv2d_job *j = arg;
+    const ki_conv2d *c = j->c;
+    const ki_conv2d_geom *g = j->g;
     size_t wbytes, total;
     if (!pool_sizes(c, g, &wbytes, &total)) {
         return; /* conv_forward checked the workspace */
     }
-    float *wp = ex->workspace;
+    float *wp = (float *)((char *)j->ex->workspace + (size_t)p->tid * j->ex->ws_per_thread);
+    float *buf = (float *)((char *)wp + wbytes);
     ki_conv2d_direct_pack(c, wp);
     const int64_t per = (ki_conv2d_pool_dim(c, g->oh) + POOL_BAND - 1) / POOL_BAND;
-    const int64_t bands = g->in.n * per;
-    ki_team team = KI_TEAM_INIT;
-#pragma omp parallel num_threads(ex->n_threads)
-    {
-        float *buf = (float *)((char *)ex->workspace +
-                               (size_t)omp_get_thread_num() * ex->ws_per_thread + wbytes);
-        int64_t prev = -1; /* the band this thread did last */
-#pragma omp for schedule(static) nowait
-        for (int64_t b = 0; b < bands; b++) {
-            pool_band(c, g, in, wp, b, per, buf, prev == b - 1 && b % per != 0, out);
-            prev = b;
-        }
-        ki_team_sync(&team); /* all together into the region's closing barrier */
+    int64_t b0, b1;
+    ki_part_range(g->in.n * per, p, &b0, &b1);
+    for (int64_t b = b0; b < b1; b++) { /* the band before was this thread's unless b is b0 */
+        pool_band(c, g, j->in, wp, b, per, buf, b > b0 && b % per != 0, j->out);
     }
+}
+
+void ki_conv2d_forward_direct_pool(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                                   float *restrict out, const ki_exec *ex)
+{
+    ki_conv2d_job j = { c, g, in, out, ex, false };
+    ki_team_run(ex, direct_pool_body, &j);
 }

@@ -1,12 +1,11 @@
 /* conv2d_gemm.c - fast nn.Conv2d kernels: im2col straight into packed B panels + our SGEMM
  * (gemm.h), the 1x1 case that packs the input planes, and a direct depthwise kernel. Chosen by
  * ki_conv2d_pick (conv2d.c). */
-#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "../core/team.h"
 #include "conv2d.h"
-#include "team.h"
 
 /* Columns the 1x1 packing looks ahead: those of the next group of panels (up to 4 of NR), whose
  * input rows it asks the cache for while packing this one. The rows of the k input planes are
@@ -197,46 +196,39 @@ static void gemm_panel_run(const ki_conv2d *c, const ki_conv2d_geom *g, bool use
     }
 }
 
-/* One (image, group). With enough panels each thread packs one panel at a time into its own
- * slice (L2-resident) and runs all its tiles; otherwise the team packs every panel into one
- * shared buffer and splits the tiles over rows as well (see ki_conv2d_gemm_private). */
+/* One (image, group) on thread p->tid. With enough panels each thread packs one panel at a time
+ * into its own slice (L2-resident) and runs all its tiles; otherwise the team packs every panel
+ * into one shared buffer and splits the tiles over rows as well (see ki_conv2d_gemm_private).
+ * Starts and ends with the team together. */
 static void gemm_group(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col, const float *x,
-                       const ki_gemm_args *ga, const ki_exec *ex)
+                       const ki_gemm_args *ga, const ki_exec *ex, const ki_part *pt)
 {
     int64_t np = (ga->n + KI_GEMM_NR - 1) / KI_GEMM_NR;
     float *ws = ex->workspace;
     if (ki_conv2d_gemm_private(c, np, ex->n_threads)) {
+        /* groups of up to grp panels: each thread its own run in order, then what is left of the
+         * others' (ki_share) */
         const int64_t grp = ki_conv2d_gemm_group(np, ex->n_threads), ngr = (np + grp - 1) / grp;
-        ki_team team = KI_TEAM_INIT;
-        ki_share share;
-        ki_share_init(&share, ngr, ex->n_threads);
-#pragma omp parallel num_threads(ex->n_threads)
-        {
-            /* groups of up to grp panels: each thread its own run in order, then what is left of
-             * the others' (ki_share) */
-            const int tid = omp_get_thread_num();
-            float *b = (float *)((char *)ws + (size_t)tid * ex->ws_per_thread);
-            for (int64_t q = ki_share_take(&share, tid); q >= 0; q = ki_share_take(&share, tid)) {
-                const int64_t nq = ki_share_peek(&share, tid), p0 = q * grp;
-                const int64_t nx = nq * grp, ncnt = nq < 0 ? 0 : np - nx < grp ? np - nx : grp;
-                gemm_group_run(c, g, use_col, x, ga, b, p0, np - p0 < grp ? np - p0 : grp, nx,
-                               ncnt);
-            }
-            ki_team_sync(&team); /* all together into the region's closing barrier */
+        if (pt->tid == 0) {
+            ki_share_init(pt->share, ngr, pt->nt);
+        }
+        ki_part_sync(pt);
+        float *b = (float *)((char *)ws + (size_t)pt->tid * ex->ws_per_thread);
+        for (int64_t q = ki_share_take(pt->share, pt->tid); q >= 0;
+             q = ki_share_take(pt->share, pt->tid)) {
+            const int64_t nq = ki_share_peek(pt->share, pt->tid), p0 = q * grp;
+            const int64_t nx = nq * grp, ncnt = nq < 0 ? 0 : np - nx < grp ? np - nx : grp;
+            gemm_group_run(c, g, use_col, x, ga, b, p0, np - p0 < grp ? np - p0 : grp, nx, ncnt);
         }
         return;
     }
-    ki_team team = KI_TEAM_INIT;
-#pragma omp parallel num_threads(ex->n_threads)
-    {
-#pragma omp for schedule(static) nowait
-        for (int64_t p = 0; p < np; p++) {
-            pack_panel(c, g, use_col, x, p * KI_GEMM_NR, ga->k, ws + p * KI_GEMM_NR * ga->k);
-        }
-        ki_team_sync(&team);
-        ki_gemm_compute(ga, omp_get_thread_num(), omp_get_num_threads());
-        ki_team_sync(&team);
+    int64_t p0, p1;
+    ki_part_range(np, pt, &p0, &p1);
+    for (int64_t p = p0; p < p1; p++) {
+        pack_panel(c, g, use_col, x, p * KI_GEMM_NR, ga->k, ws + p * KI_GEMM_NR * ga->k);
     }
+    ki_part_sync(pt);
+    ki_gemm_compute(ga, pt->tid, pt->nt);
 }
 
 /* Item it = (image n, group gi) of a batch or a grouped layer: its GEMM arguments. */
@@ -267,18 +259,38 @@ static ki_gemm_args gemm_item_args(const ki_conv2d *c, const ki_conv2d_geom *g, 
 
 /* Whole (image, group) items per thread (ki_conv2d_gemm_by_item), handed out as threads come
  * free, each packed KI_CONV2D_ITEM_GROUP panels at a time into the thread's own slice. */
-static void gemm_items(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col, const float *in,
-                       float *out, const ki_exec *ex)
+static void gemm_items(void *arg, const ki_part *pt)
 {
+    const ki_conv2d_job *j = arg;
+    const ki_conv2d *c = j->c;
+    const ki_conv2d_geom *g = j->g;
     const int64_t np = (g->oh * g->ow + KI_GEMM_NR - 1) / KI_GEMM_NR;
-#pragma omp parallel for num_threads(ex->n_threads) schedule(dynamic, 1)
-    for (int64_t it = 0; it < g->in.n * c->groups; it++) {
+    float *b = (float *)((char *)j->ex->workspace + (size_t)pt->tid * j->ex->ws_per_thread);
+    if (pt->tid == 0) {
+        ki_share_init(pt->share, g->in.n * c->groups, pt->nt);
+    }
+    ki_part_sync(pt);
+    for (int64_t it = ki_share_take(pt->share, pt->tid); it >= 0;
+         it = ki_share_take(pt->share, pt->tid)) {
         const float *x;
-        ki_gemm_args ga = gemm_item_args(c, g, use_col, in, out, it, &x);
-        float *b =
-            (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
+        ki_gemm_args ga = gemm_item_args(c, g, j->use_col, j->in, j->out, it, &x);
         ga.bp = b;
-        gemm_panel_run(c, g, use_col, x, &ga, b, 0, np, KI_CONV2D_ITEM_GROUP);
+        gemm_panel_run(c, g, j->use_col, x, &ga, b, 0, np, KI_CONV2D_ITEM_GROUP);
+    }
+}
+
+/* Every (image, group) item in turn, the team on each (gemm_group). */
+static void gemm_each_item(void *arg, const ki_part *pt)
+{
+    const ki_conv2d_job *j = arg;
+    for (int64_t it = 0; it < j->g->in.n * j->c->groups; it++) {
+        const float *x;
+        ki_gemm_args ga = gemm_item_args(j->c, j->g, j->use_col, j->in, j->out, it, &x);
+        ga.bp = j->ex->workspace;
+        if (it > 0) {
+            ki_part_sync(pt); /* the item before is done with the shared buffers */
+        }
+        gemm_group(j->c, j->g, j->use_col, x, &ga, j->ex, pt);
     }
 }
 
@@ -290,21 +302,13 @@ void ki_conv2d_forward_gemm(const ki_conv2d *c, const ki_conv2d_geom *g, bool us
     if (g->oh * g->ow == 0 || c->out_ch / c->groups == 0) {
         return;
     }
-    if (ki_conv2d_gemm_by_item(c, g, ex->n_threads)) {
-        gemm_items(c, g, use_col, in, out, ex);
-        return;
-    }
+    ki_conv2d_job j = { c, g, in, out, ex, use_col };
     /* 1x1 into at most three row tiles: the input planes are B, read in place (a packed panel
      * would serve too few tiles to pay for its copy: mobilenet_v2's 32->16 at 112x112 0.26 ->
      * 0.19 ms, 144->24 at 56x56 0.34 -> 0.27 on one thread; with more tiles the packing's
      * streamed copy is faster: yolov5s's 64->32 at 160x160 1.07-1.21x slower in place on two
      * threads): gemm_item_args sets ga.bin then */
-    for (int64_t it = 0; it < g->in.n * c->groups; it++) {
-        const float *x;
-        ki_gemm_args ga = gemm_item_args(c, g, use_col, in, out, it, &x);
-        ga.bp = ex->workspace;
-        gemm_group(c, g, use_col, x, &ga, ex);
-    }
+    ki_team_run(ex, ki_conv2d_gemm_by_item(c, g, ex->n_threads) ? gemm_items : gemm_each_item, &j);
 }
 
 /* Outputs of ki_conv2d_forward_dot per chunk: a thread's unit, finished by the epilogue at once
@@ -315,29 +319,40 @@ void ki_conv2d_forward_gemm(const ki_conv2d *c, const ki_conv2d_geom *g, bool us
  * (mobilenet_v3_small's 16 -> 8 excitation has 128). */
 #define DOT_PAR_MIN ((int64_t)1 << 15)
 
-void ki_conv2d_forward_dot(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
-                           float *restrict out, const ki_exec *ex)
+/* A thread's chunks (OpenMP's static split). */
+static void dot_body(void *arg, const ki_part *pt)
 {
+    const ki_conv2d_job *j = arg;
+    const ki_conv2d *c = j->c;
     const int64_t k = c->in_ch, oc = c->out_ch, per = (oc + DOT_CHUNK - 1) / DOT_CHUNK;
-    const int64_t chunks = g->in.n * per;
     const ki_dot_fn dot = ki_dot_for(c->isa);
     /* the bias goes with each dot product, so the epilogue adds none */
     ki_cv_epilogue ep = c->ep;
     ep.bias = NULL;
-    int64_t macs;
-    const int nt =
-        ki_ckd_mul_i64(&macs, chunks * DOT_CHUNK, k) && macs >= DOT_PAR_MIN ? ex->n_threads : 1;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t i = 0; i < chunks; i++) {
+    int64_t i0, i1;
+    ki_part_range(j->g->in.n * per, pt, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) {
         const int64_t n = i / per, o0 = i % per * DOT_CHUNK;
         const int64_t o1 = oc - o0 < DOT_CHUNK ? oc : o0 + DOT_CHUNK;
-        const float *x = in + n * k;
-        float *y = out + n * oc;
+        const float *x = j->in + n * k;
+        float *y = j->out + n * oc;
         for (int64_t o = o0; o < o1; o++) {
             y[o] = dot(c->weight + o * k, x, k) + (c->ep.bias ? c->ep.bias[o] : 0.0f);
         }
         c->epf(&ep, c->res ? c->res + n * oc + o0 : NULL, 0, y + o0, (size_t)(o1 - o0));
     }
+}
+
+void ki_conv2d_forward_dot(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                           float *restrict out, const ki_exec *ex)
+{
+    const int64_t per = (c->out_ch + DOT_CHUNK - 1) / DOT_CHUNK, chunks = g->in.n * per;
+    int64_t macs;
+    const int nt = ki_ckd_mul_i64(&macs, chunks * DOT_CHUNK, c->in_ch) && macs >= DOT_PAR_MIN
+                       ? ex->n_threads
+                       : 1;
+    ki_conv2d_job j = { c, g, in, out, ex, false };
+    ki_team_run_n(ex, nt, dot_body, &j);
 }
 
 /* One depthwise plane: accumulate each kernel tap over the output rows it reaches. */
@@ -388,44 +403,52 @@ static void pad_plane(const ki_conv2d *c, const ki_conv2d_geom *g, const float *
 }
 #endif
 
-void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
-                          float *restrict out, const ki_exec *ex)
+/* Each thread its share of the planes in one call; epilogue at the store. */
+static void dw_in_place_body(void *arg, const ki_part *pt)
 {
-    int64_t planes = g->in.n * c->in_ch, hw = g->in.h * g->in.w, ohw = g->oh * g->ow, floats;
-    bool direct = ki_conv2d_dw_in_place(c);
-    bool padded = !direct && ki_conv2d_dw_padded(c, g, &floats);
-    bool simd = !direct && !padded && c->dw_avx2 && g->in.w <= INT32_MAX / 2 && ow_fits_i32(g, c);
-    (void)simd;   /* read only where the x86 kernels are built */
-    if (direct) { /* each thread its share of the planes in one call; epilogue at the store */
-        ki_team team = KI_TEAM_INIT;
-#pragma omp parallel num_threads(ex->n_threads)
-        {
-            int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-            c->dw3_planes(c, g, in, planes * tid / nt, planes * (tid + 1) / nt, out);
-            ki_team_sync(&team); /* all together into the region's closing barrier */
-        }
-        return;
-    }
-#pragma omp parallel for num_threads(ex->n_threads) schedule(static)
-    for (int64_t p = 0; p < planes; p++) {
+    const ki_conv2d_job *j = arg;
+    const int64_t planes = j->g->in.n * j->c->in_ch;
+    j->c->dw3_planes(j->c, j->g, j->in, planes * pt->tid / pt->nt, planes * (pt->tid + 1) / pt->nt,
+                     j->out);
+}
+
+/* A thread's planes (OpenMP's static split), one at a time. */
+static void dw_body(void *arg, const ki_part *pt)
+{
+    const ki_conv2d_job *j = arg;
+    const ki_conv2d *c = j->c;
+    const ki_conv2d_geom *g = j->g;
+    int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow, floats, p0, p1;
+    bool padded = ki_conv2d_dw_padded(c, g, &floats);
+    bool simd = !padded && c->dw_avx2 && g->in.w <= INT32_MAX / 2 && ow_fits_i32(g, c);
+    (void)simd; /* read only where the x86 kernels are built */
+    ki_part_range(g->in.n * c->in_ch, pt, &p0, &p1);
+    for (int64_t p = p0; p < p1; p++) {
         int64_t ch = p % c->in_ch;
         const float *w = c->weight + ch * c->kh * c->kw;
         const float *res = c->res ? c->res + p * ohw : NULL;
 #if KI_HAVE_X86 /* padded and simd need the AVX2 kernels (c->dw_avx2) */
         if (padded) {
             float *xp =
-                (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
-            pad_plane(c, g, in + p * hw, xp, floats);
-            if (ki_conv2d_dw_plane_padded_avx2(c, g, xp, ch, res, out + p * ohw)) {
+                (float *)((char *)j->ex->workspace + (size_t)pt->tid * j->ex->ws_per_thread);
+            pad_plane(c, g, j->in + p * hw, xp, floats);
+            if (ki_conv2d_dw_plane_padded_avx2(c, g, xp, ch, res, j->out + p * ohw)) {
                 continue; /* epilogue applied at the store */
             }
         } else if (simd) {
-            ki_conv2d_dw_plane_avx2(c, g, in + p * hw, w, out + p * ohw);
+            ki_conv2d_dw_plane_avx2(c, g, j->in + p * hw, w, j->out + p * ohw);
         } else
 #endif
         {
-            dw_plane(c, g, in + p * hw, w, out + p * ohw);
+            dw_plane(c, g, j->in + p * hw, w, j->out + p * ohw);
         }
-        c->epf(&c->ep, res, ch, out + p * ohw, (size_t)ohw);
+        c->epf(&c->ep, res, ch, j->out + p * ohw, (size_t)ohw);
     }
+}
+
+void ki_conv2d_forward_dw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                          float *restrict out, const ki_exec *ex)
+{
+    ki_conv2d_job j = { c, g, in, out, ex, false };
+    ki_team_run(ex, ki_conv2d_dw_in_place(c) ? dw_in_place_body : dw_body, &j);
 }

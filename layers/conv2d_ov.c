@@ -6,13 +6,12 @@
  * tile is computed by the same operations whatever the thread count, so results do not depend
  * on it. */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/half.h"
+#include "../core/team.h"
 #include "conv2d.h"
-#include "team.h"
 
 bool ki_conv2d_ov_shape_ok(const ki_conv2d *c)
 {
@@ -360,7 +359,7 @@ static void prefetch_rows(const float *x, int64_t ld, int64_t q0, int64_t q1, in
  * input channels the layer before wrote on its core); then, after a barrier, each thread its
  * share of the pixel blocks: P_0 + P_1, the bias and clamp, the store, the other activations. */
 static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
-                               float *y, const float *res, const ki_exec *ex)
+                               float *y, const float *res, const ki_exec *ex, const ki_part *me)
 {
     const int64_t k = c->in_ch, hw = g->in.h * g->in.w, n = g->oh * g->ow, kh = k / 2;
     int64_t pw, nb, nob;
@@ -373,10 +372,8 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
     ki_gemm_fin gf;
     const ov_fin f = { ki_gemm_fin_of(&c->ep, 0, NULL, &gf), gf.lo, gf.hi };
     const int64_t items = 2 * nob * nb;
-    ki_team team = KI_TEAM_INIT;
-#pragma omp parallel num_threads(ex->n_threads)
     {
-        const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
+        const int64_t tid = me->tid, nt = me->nt;
         const int64_t i0 = items * tid / nt, i1 = items * (tid + 1) / nt;
         /* k blocks outermost within a half (the weights' blocks of KI_OV_KC rows, cut at the
          * half), so a weight block serves the thread's pixel blocks from L1 */
@@ -404,7 +401,7 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
                 }
             }
         }
-        ki_team_sync(&team);
+        ki_part_sync(me);
         const int64_t p0 = nb * tid / nt, p1 = nb * (tid + 1) / nt;
         const bool kclamp = f.clamp && !res;
         /* without the clamp, max(-inf, v) and min(inf, v) give v itself (-0 and NaN too) */
@@ -448,18 +445,26 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
                 ov_epilogue(c, ob, p0, p1, pw, n, y, res);
             }
         }
-        ki_team_sync(&team); /* all together into the region's closing barrier */
     }
 }
 
-void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
-                          float *restrict out, const ki_exec *ex)
+/* Each image in turn, the team on it. */
+static void ov_body(void *arg, const ki_part *me)
 {
+    const ki_conv2d_job *job = arg;
+    const ki_conv2d *c = job->c;
+    const ki_conv2d_geom *g = job->g;
+    const float *in = job->in;
+    float *out = job->out;
+    const ki_exec *ex = job->ex;
     if (ov_split_k(c)) {
         const int64_t hw = g->in.h * g->in.w, n = g->oh * g->ow;
         for (int64_t img = 0; img < g->in.n; img++) {
+            if (img > 0) {
+                ki_part_sync(me); /* the image before is done with the partial sums */
+            }
             ov_forward_split_k(c, g, in + img * c->in_ch * hw, out + img * c->out_ch * n,
-                               c->res ? c->res + img * c->out_ch * n : NULL, ex);
+                               c->res ? c->res + img * c->out_ch * n : NULL, ex, me);
         }
         return;
     }
@@ -481,19 +486,21 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
         const float *x = in + img * c->in_ch * hw;
         float *y = out + img * c->out_ch * n;
         const float *res = c->res ? c->res + img * c->out_ch * n : NULL;
-        ki_team team = KI_TEAM_INIT;
-#pragma omp parallel num_threads(ex->n_threads)
+        if (img > 0) {
+            ki_part_sync(me); /* the image before is done with the packed columns */
+        }
         {
             if (packs && !l.by_pixels) {
-#pragma omp for schedule(static) nowait
-                for (int64_t pb = 0; pb < nb; pb++) {
+                int64_t pb0, pb1;
+                ki_part_range(nb, me, &pb0, &pb1);
+                for (int64_t pb = pb0; pb < pb1; pb++) {
                     int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
                     ov_pack(c, g, x, j0, nr, k, pw, bp + pb * k * pw);
                 }
-                ki_team_sync(&team);
+                ki_part_sync(me);
             }
             /* a thread per part (parts_n parts however many threads the team has) */
-            for (int64_t pt = omp_get_thread_num(); pt < parts_n; pt += omp_get_num_threads()) {
+            for (int64_t pt = me->tid; pt < parts_n; pt += me->nt) {
                 int64_t i0, q0, q1, cnt = ov_part(&l, pt, parts_n, &i0, &q0, &q1);
                 float *tp = (float *)(parts + (size_t)pt * part_stride);
                 float bias[KI_OV_MV];
@@ -579,7 +586,13 @@ void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
                     }
                 }
             }
-            ki_team_sync(&team); /* all together into the region's closing barrier */
         }
     }
+}
+
+void ki_conv2d_forward_ov(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                          float *restrict out, const ki_exec *ex)
+{
+    ki_conv2d_job job = { c, g, in, out, ex, false };
+    ki_team_run(ex, ov_body, &job);
 }

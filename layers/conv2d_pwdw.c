@@ -12,11 +12,10 @@
  * layers' bit for bit. Taken by nn.Conv2d's fuse() (conv2d.c) when the CPU has a depthwise band
  * kernel (c->dw3_band: AVX2 or AVX-512). Also here, being plain C that generic code calls, the
  * shape test of those kernels (ki_conv2d_dw3_ok). */
-#include <omp.h>
 #include <string.h>
 
+#include "../core/team.h"
 #include "conv2d.h"
-#include "team.h"
 
 bool ki_conv2d_act_in_regs(const ki_cv_epilogue *ep)
 {
@@ -183,28 +182,32 @@ static void rows_of_image(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_
     }
 }
 
-void ki_conv2d_forward_pwdw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
-                            float *restrict out, const ki_exec *ex)
+/* Each thread a run of output rows, its band buffer and packed weights in its own slice. */
+static void pwdw_body(void *arg, const ki_part *pt)
 {
+    const ki_conv2d_job *j = arg;
+    const ki_conv2d *c = j->c;
+    const ki_conv2d_geom *g = j->g;
     ki_conv2d_geom dg;
     pwdw_plan p;
     if (ki_conv2d_pwdw_geom(c, g, &dg, NULL) != KI_OK || !plan_of(c, &dg, &p)) {
         return; /* conv_forward checked the workspace */
     }
     const int64_t oh = dg.oh, ohw = oh * dg.ow;
-    ki_team team = KI_TEAM_INIT;
-#pragma omp parallel num_threads(ex->n_threads)
-    {
-        const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-        float *buf = (float *)((char *)ex->workspace + (size_t)tid * ex->ws_per_thread);
-        float *pack = (float *)((char *)buf + p.buf_bytes);
-        const int64_t y0 = oh * tid / nt, y1 = oh * (tid + 1) / nt; /* each thread a run of rows */
-        if (!ki_conv2d_is_pointwise(c)) {
-            ki_conv2d_direct_pack(c, pack); /* each thread its own copy: no barrier */
-        }
-        for (int64_t n = 0; n < g->in.n && y0 < y1; n++) {
-            rows_of_image(c, g, &dg, &p, in, n, y0, y1, buf, pack, out + n * c->out_ch * ohw);
-        }
-        ki_team_sync(&team); /* all together into the region's closing barrier */
+    float *buf = (float *)((char *)j->ex->workspace + (size_t)pt->tid * j->ex->ws_per_thread);
+    float *pack = (float *)((char *)buf + p.buf_bytes);
+    const int64_t y0 = oh * pt->tid / pt->nt, y1 = oh * (pt->tid + 1) / pt->nt;
+    if (!ki_conv2d_is_pointwise(c)) {
+        ki_conv2d_direct_pack(c, pack); /* each thread its own copy: no barrier */
     }
+    for (int64_t n = 0; n < g->in.n && y0 < y1; n++) {
+        rows_of_image(c, g, &dg, &p, j->in, n, y0, y1, buf, pack, j->out + n * c->out_ch * ohw);
+    }
+}
+
+void ki_conv2d_forward_pwdw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                            float *restrict out, const ki_exec *ex)
+{
+    ki_conv2d_job j = { c, g, in, out, ex, false };
+    ki_team_run(ex, pwdw_body, &j);
 }

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "../core/half.h"
-#include "team.h"
+#include "../core/team.h"
 
 #define KI_WINO_SUFFIX _ref
 #include "wino_xform.h"
@@ -456,7 +456,7 @@ static void wino_blocked_run(const wino_run *r, const float *x, float *y, const 
 /* Shared: the team splits each step over the whole image (see KI_WINO_BLOCKED). Call from
  * every thread of the team. */
 static void wino_shared_run(const wino_run *r, const float *x, float *y, const float *res,
-                            float *vbuf, float *priv, ki_team *team)
+                            float *vbuf, float *priv, const ki_part *pt)
 {
     const ki_conv2d *c = r->c;
     const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
@@ -469,7 +469,7 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
         c->wino_in(x + ch * hw, r->g->in.h, r->g->in.w, &r->tg, 0, tp, vbuf + ch * KI_GEMM_NR,
                    ic * KI_GEMM_NR, vps);
     }
-    ki_team_sync(team);
+    ki_part_sync(pt);
     const int64_t nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
     if (wino_formed(c)) {
 #pragma omp for schedule(static) nowait
@@ -494,29 +494,41 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
             wino_products(r, pos, vbuf + pos * vps, mbuf + pos * mps, r->tg.tiles, tp, p0, cnt);
         }
     }
-    ki_team_sync(team);
+    ki_part_sync(pt);
 #pragma omp for schedule(static) nowait
     for (int64_t ch = 0; ch < oc; ch++) {
         wino_finish(r, mbuf + ch * tp, mps, y, res, ch, 0, tp);
     }
 }
 
-/* Whole images per thread (wino_by_image): image n's blocked run on thread tid alone, then its
- * activation when it is not a clamp. */
-static void wino_images(const wino_run *r, const float *in, float *out, const ki_exec *ex)
+typedef struct wino_job {
+    const wino_run *r;
+    const float *in;
+    float *out;
+    const ki_exec *ex;
+} wino_job;
+
+/* Whole images per thread (wino_by_image), handed out as threads come free (ki_share): image
+ * n's blocked run on the thread alone, then its activation when it is not a clamp. */
+static void wino_images(void *arg, const ki_part *pt)
 {
+    const wino_job *j = arg;
+    const wino_run *r = j->r;
     const ki_conv2d *c = r->c;
     const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
     const int64_t ohw = r->g->oh * r->g->ow;
     const ki_cv_epilogue act_only = { NULL, c->ep.act, c->ep.res_after };
-#pragma omp parallel for num_threads(ex->n_threads) schedule(dynamic, 1)
-    for (int64_t n = 0; n < r->g->in.n; n++) {
-        int tid = omp_get_thread_num();
-        float *v = (float *)((char *)ex->workspace + (size_t)tid * ex->ws_per_thread);
-        float *priv = wino_formed(c) ? wino_private(ex, r->np, true, tid) : NULL;
-        float *y = out + n * oc * ohw;
+    float *v = (float *)((char *)j->ex->workspace + (size_t)pt->tid * j->ex->ws_per_thread);
+    float *priv = wino_formed(c) ? wino_private(j->ex, r->np, true, pt->tid) : NULL;
+    if (pt->tid == 0) {
+        ki_share_init(pt->share, r->g->in.n, pt->nt);
+    }
+    ki_part_sync(pt);
+    for (int64_t n = ki_share_take(pt->share, pt->tid); n >= 0;
+         n = ki_share_take(pt->share, pt->tid)) {
+        float *y = j->out + n * oc * ohw;
         const float *res = c->res ? c->res + n * oc * ohw : NULL;
-        wino_blocked_run(r, in + n * ic * hw, y, c->ep.res_after ? NULL : res, v, priv, 0, 1);
+        wino_blocked_run(r, j->in + n * ic * hw, y, c->ep.res_after ? NULL : res, v, priv, 0, 1);
         for (int64_t ch = 0; r->post && ch < oc; ch++) {
             c->epf(&act_only, c->ep.res_after && res ? res + ch * ohw : NULL, ch, y + ch * ohw,
                    (size_t)ohw);
@@ -524,12 +536,51 @@ static void wino_images(const wino_run *r, const float *in, float *out, const ki
     }
 }
 
+/* Each image in turn, the team on it: blocked (each thread its own tiles) or shared. */
+static void wino_each_image(void *arg, const ki_part *pt)
+{
+    const wino_job *j = arg;
+    const wino_run *r = j->r;
+    const ki_conv2d *c = r->c;
+    const ki_exec *ex = j->ex;
+    const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
+    const int64_t ohw = r->g->oh * r->g->ow;
+    /* a residual after the activation is added there too (the output transform leaves it) */
+    const ki_cv_epilogue act_only = { NULL, c->ep.act, c->ep.res_after };
+    const bool blocked = wino_blocked(r->np, ex->n_threads);
+    float *priv = wino_formed(c) ? wino_private(ex, r->np, blocked, pt->tid) : NULL;
+    for (int64_t n = 0; n < r->g->in.n; n++) {
+        const float *x = j->in + n * ic * hw;
+        float *y = j->out + n * oc * ohw;
+        const float *res = c->res ? c->res + n * oc * ohw : NULL;
+        const float *res_tr = c->ep.res_after ? NULL : res;   /* the output transform's */
+        const float *res_post = c->ep.res_after ? res : NULL; /* after the activation */
+        if (n > 0) {
+            ki_part_sync(pt); /* the image before is done with the shared buffers */
+        }
+        if (blocked) {
+            float *v = (float *)((char *)ex->workspace + (size_t)pt->tid * ex->ws_per_thread);
+            wino_blocked_run(r, x, y, res_tr, v, priv, pt->tid, pt->nt);
+        } else {
+            wino_shared_run(r, x, y, res_tr, ex->workspace, priv, pt);
+        }
+        if (r->post) {
+            int64_t c0, c1;
+            ki_part_sync(pt);
+            ki_part_range(oc, pt, &c0, &c1);
+            for (int64_t ch = c0; ch < c1; ch++) {
+                c->epf(&act_only, res_post ? res_post + ch * ohw : NULL, ch, y + ch * ohw,
+                       (size_t)ohw);
+            }
+        }
+    }
+}
+
 void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex)
 {
-    const int64_t wm = c->wino_m, ic = c->in_ch, oc = c->out_ch;
+    const int64_t wm = c->wino_m;
     const int64_t tiles = ki_conv2d_wino_tiles(g->oh, g->ow, (int)wm);
-    const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
     ki_gemm_fin gf;
     /* clamp-type activations finish in the output transform, the others on the plane after it */
     bool post = !ki_gemm_fin_of(&c->ep, 0, NULL, &gf);
@@ -541,42 +592,9 @@ void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const f
                    post,
                    post ? -INFINITY : gf.lo,
                    post ? INFINITY : gf.hi };
-    /* a residual after the activation is added there too (the output transform leaves it) */
-    const ki_cv_epilogue act_only = { NULL, c->ep.act, c->ep.res_after };
-    const bool blocked = wino_blocked(r.np, ex->n_threads);
-    if (tiles == 0 || oc == 0) {
+    if (tiles == 0 || c->out_ch == 0) {
         return;
     }
-    if (wino_by_image(g, ex->n_threads)) {
-        wino_images(&r, in, out, ex);
-        return;
-    }
-    for (int64_t n = 0; n < g->in.n; n++) {
-        const float *x = in + n * ic * hw;
-        float *y = out + n * oc * ohw;
-        const float *res = c->res ? c->res + n * oc * ohw : NULL;
-        const float *res_tr = c->ep.res_after ? NULL : res;   /* the output transform's */
-        const float *res_post = c->ep.res_after ? res : NULL; /* after the activation */
-        ki_team team = KI_TEAM_INIT;
-#pragma omp parallel num_threads(ex->n_threads)
-        {
-            int tid = omp_get_thread_num(), nth = omp_get_num_threads();
-            float *priv = wino_formed(c) ? wino_private(ex, r.np, blocked, tid) : NULL;
-            if (blocked) {
-                float *v = (float *)((char *)ex->workspace + (size_t)tid * ex->ws_per_thread);
-                wino_blocked_run(&r, x, y, res_tr, v, priv, tid, nth);
-            } else {
-                wino_shared_run(&r, x, y, res_tr, ex->workspace, priv, &team);
-            }
-            if (post) {
-                ki_team_sync(&team);
-#pragma omp for schedule(static) nowait
-                for (int64_t ch = 0; ch < oc; ch++) {
-                    c->epf(&act_only, res_post ? res_post + ch * ohw : NULL, ch, y + ch * ohw,
-                           (size_t)ohw);
-                }
-            }
-            ki_team_sync(&team); /* all together into the region's closing barrier */
-        }
-    }
+    wino_job j = { &r, in, out, ex };
+    ki_team_run(ex, wino_by_image(g, ex->n_threads) ? wino_images : wino_each_image, &j);
 }

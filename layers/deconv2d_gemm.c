@@ -118,7 +118,7 @@ void ki_deconv2d_forward_gemm(const ki_deconv2d *c, const ki_conv2d_geom *g, con
     /* the team's workspace: the GEMM's slices of conv bytes one after another, then col (m x hw)
      * and the transposed weight when it is made here */
     const size_t conv_al = (conv + 63) / 64 * 64;
-    const ki_exec sub = { ex->n_threads, ex->workspace, conv_al };
+    const ki_exec sub = { ex->n_threads, ex->workspace, conv_al, ex->crew };
     float *col = (float *)(void *)((char *)ex->workspace + nt * conv_al);
     float *wt = c->wt ? c->wt : col + col_b / sizeof(float);
     if (!c->wt) {

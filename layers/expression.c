@@ -18,6 +18,7 @@
 
 #include "../core/ckd.h"
 #include "../core/layer.h"
+#include "../core/team.h"
 #include "../parser/expr.h"
 #include "binop.h"
 #include "shape_common.h"
@@ -326,33 +327,53 @@ static void binop_rows(const expr_state *s, const geom *g, const ki_tensor *in, 
     }
 }
 
+typedef struct expr_job {
+    const expr_state *s;
+    const ki_tensor *in;
+    ki_tensor *out;
+    const ki_exec *ex;
+    geom g;
+    int64_t rows, per_row, n_items;
+} expr_job;
+
+/* A binary operator: each thread a run of whole rows. */
+static void binop_body(void *arg, const ki_part *p)
+{
+    const expr_job *j = arg;
+    binop_rows(j->s, &j->g, j->in, j->out->data, j->rows * p->tid / p->nt,
+               j->rows * (p->tid + 1) / p->nt);
+}
+
+/* The stack machine: each thread its chunks (OpenMP's static split), its stack in its slice. */
+static void chunks_body(void *arg, const ki_part *p)
+{
+    const expr_job *j = arg;
+    const int64_t inner = j->g.d[j->g.nd - 1];
+    float *stack = (float *)((char *)j->ex->workspace + (size_t)p->tid * j->ex->ws_per_thread);
+    int64_t t0, t1;
+    ki_part_range(j->n_items, p, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t c0 = (t % j->per_row) * EXPR_CHUNK;
+        size_t len = (size_t)(inner - c0 < EXPR_CHUNK ? inner - c0 : EXPR_CHUNK);
+        run_chunk(j->s, &j->g, j->in, j->out->data, t / j->per_row, c0, len, stack);
+    }
+}
+
 static void forward_tensor(const expr_state *s, const ki_tensor *in, ki_tensor *out,
                            const ki_exec *ex)
 {
-    geom g;
-    build_geom(s, in, &out->shape, &g);
-    int64_t inner = g.d[g.nd - 1];
-    int64_t per_row = (inner + EXPR_CHUNK - 1) / EXPR_CHUNK;
-    int64_t rows = ki_shape_count(&out->shape) / (inner ? inner : 1);
-    int64_t n_items = inner ? rows * per_row : 0;
-    if (s->binop && n_items > 0) { /* each thread a run of whole rows */
+    expr_job j = { .s = s, .in = in, .out = out, .ex = ex };
+    build_geom(s, in, &out->shape, &j.g);
+    int64_t inner = j.g.d[j.g.nd - 1];
+    j.per_row = (inner + EXPR_CHUNK - 1) / EXPR_CHUNK;
+    j.rows = ki_shape_count(&out->shape) / (inner ? inner : 1);
+    j.n_items = inner ? j.rows * j.per_row : 0;
+    if (s->binop && j.n_items > 0) {
         /* rows * inner: the output's floats */
-        const int nt = rows * inner > EXPR_BINOP_PAR_MIN ? ex->n_threads : 1;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-        {
-            const int t = omp_get_thread_num(), n = omp_get_num_threads();
-            binop_rows(s, &g, in, out->data, rows * t / n, rows * (t + 1) / n);
-        }
+        ki_team_run_n(ex, j.rows * inner > EXPR_BINOP_PAR_MIN ? ex->n_threads : 1, binop_body, &j);
         return;
     }
-#pragma omp parallel for num_threads(ex->n_threads) schedule(static) if (n_items > 1)
-    for (int64_t t = 0; t < n_items; t++) {
-        float *stack =
-            (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
-        int64_t c0 = (t % per_row) * EXPR_CHUNK;
-        size_t len = (size_t)(inner - c0 < EXPR_CHUNK ? inner - c0 : EXPR_CHUNK);
-        run_chunk(s, &g, in, out->data, t / per_row, c0, len, stack);
-    }
+    ki_team_run_n(ex, j.n_items > 1 ? ex->n_threads : 1, chunks_body, &j);
 }
 
 /* Scalar and list results: evaluated from the run-time values (a failure, which shape() has
@@ -390,7 +411,7 @@ static ki_status expr_forward(const void *state, const ki_tensor *in, int n_in, 
     }
     if (out[0].shape.kind == KI_KIND_TENSOR) {
         forward_tensor(s, in, &out[0], ex);
-    } else {
+    } else if (!ex->crew || omp_get_thread_num() == 0) { /* one thread of a running team */
         forward_values(s, in, &out[0], ex);
     }
     return KI_OK;
@@ -398,7 +419,7 @@ static ki_status expr_forward(const void *state, const ki_tensor *in, int n_in, 
 
 const ki_layer_ops ki_layer_expression = {
     .type = "pnnx.Expression",
-    .flags = KI_LAYER_INPLACE,
+    .flags = KI_LAYER_INPLACE | KI_LAYER_TEAM,
     .create = expr_create,
     .shape = expr_shape,
     .workspace = expr_workspace,

@@ -10,12 +10,12 @@
  * (half the bytes to stream each run, the same dot products) and releases the originals. F.linear,
  * whose weight and bias are inputs, runs the same kernels on them in place (nothing packed: they
  * may change between runs). */
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/bigbuf.h"
 #include "../core/half.h"
+#include "../core/team.h"
 #include "conv_common.h"
 #include "gemm.h"
 
@@ -206,13 +206,25 @@ static void finish_rows(const linear *l, const float *res, float *y, int64_t n)
     }
 }
 
-/* Rows of x: y[r][o] = act(W[o] . x[r] + b[o]), the rows' outputs split over the team. */
-static void gemv(const linear *l, const float *x, int64_t rows, float *restrict y, int n_threads)
+typedef struct linear_job {
+    const linear *l;
+    const float *x;
+    int64_t rows;
+    const float *res;
+    float *y;
+} linear_job;
+
+/* Rows of x: y[r][o] = act(W[o] . x[r] + b[o]) (then the residual), the rows' outputs split over
+ * the team (OpenMP's static split). */
+static void gemv_body(void *arg, const ki_part *p)
 {
-#pragma omp parallel for num_threads(n_threads) schedule(static)
-    for (int64_t i = 0; i < rows * l->out_f; i++) {
+    const linear_job *j = arg;
+    const linear *l = j->l;
+    int64_t i0, i1;
+    ki_part_range(j->rows * l->out_f, p, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) {
         const int64_t r = i / l->out_f, o = i % l->out_f;
-        const float *xr = x + r * l->in_f;
+        const float *xr = j->x + r * l->in_f;
 #if KI_HAVE_X86 /* wh is set only with AVX-512 (keep_half) */
         float v = l->wh ? ki_linear_dot_h_avx512(l->wh + o * l->in_f, xr, l->in_f)
                         : l->dot(l->weight + o * l->in_f, xr, l->in_f);
@@ -220,28 +232,29 @@ static void gemv(const linear *l, const float *x, int64_t rows, float *restrict 
         float v = l->dot(l->weight + o * l->in_f, xr, l->in_f);
 #endif
         v += l->bias ? l->bias[o] : 0.0f;
-        y[i] = l->residual && !l->res_after ? v : ki_act_apply(&l->act, v);
+        j->y[i] = l->residual && !l->res_after ? v : ki_act_apply(&l->act, v);
     }
+    finish_rows(l, j->res ? j->res + i0 : NULL, j->y + i0, i1 - i0);
 }
 
 /* y = x W^T on the packed panels, each thread finishing its rows (bias, activation, residual). */
-static void gemm_rows(const linear *l, const float *x, int64_t rows, const float *res,
-                      float *restrict y, int nt)
+static void gemm_body(void *arg, const ki_part *p)
 {
-    const ki_gemm_col_finish f = { l->bias, res, { NULL, l->act, l->res_after }, l->epf };
-    const ki_gemm_args ga = { .m = rows,
+    const linear_job *j = arg;
+    const linear *l = j->l;
+    const ki_gemm_col_finish f = { l->bias, j->res, { NULL, l->act, l->res_after }, l->epf };
+    const ki_gemm_args ga = { .m = j->rows,
                               .n = l->out_f,
                               .k = l->in_f,
-                              .a = x,
+                              .a = j->x,
                               .lda = l->in_f,
                               .bp = l->wp,
-                              .c = y,
+                              .c = j->y,
                               .ldc = l->out_f,
                               .uk = l->uk,
                               .rows_done = ki_gemm_finish_cols,
                               .done_ctx = &f };
-#pragma omp parallel num_threads(nt)
-    ki_gemm_compute(&ga, omp_get_thread_num(), omp_get_num_threads());
+    ki_gemm_compute(&ga, p->tid, p->nt);
 }
 
 /* y = act(x W^T + b) (with a fused residual: + res before or after the activation) for an input
@@ -249,16 +262,13 @@ static void gemm_rows(const linear *l, const float *x, int64_t rows, const float
 static void run(const linear *l, const ki_tensor *x, const float *res, float *restrict y,
                 const ki_exec *ex)
 {
-    int64_t rows = 1;
+    linear_job j = { l, x->data, 1, res, y };
     for (int i = 0; i < x->shape.ndim - 1; i++) {
-        rows *= x->shape.d[i];
+        j.rows *= x->shape.d[i];
     }
-    if (rows == 1 || !l->wp || l->in_f == 0) { /* no panels (binary16 weights): row by row */
-        gemv(l, x->data, rows, y, ex->n_threads);
-        finish_rows(l, res, y, rows * l->out_f);
-        return;
-    }
-    gemm_rows(l, x->data, rows, res, y, ex->n_threads);
+    /* no panels (binary16 weights): row by row */
+    const bool by_row = j.rows == 1 || !l->wp || l->in_f == 0;
+    ki_team_run(ex, by_row ? gemv_body : gemm_body, &j);
 }
 
 static ki_status linear_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
@@ -311,6 +321,7 @@ static void linear_destroy(void *state)
 
 const ki_layer_ops ki_layer_linear = {
     .type = "nn.Linear",
+    .flags = KI_LAYER_TEAM,
     .create = linear_create,
     .shape = linear_shape,
     .forward = linear_forward,

@@ -3,7 +3,8 @@
  * ...], with Python's slice rules for None, negative and out-of-range bounds) and
  * torch.scatter_add(input, dim, index, src) (out[.., index[i..], ..] += src[i..] along dim, in
  * index order, as PyTorch's CPU kernel sums). Indices arrive as float32 holding whole numbers;
- * one negative or out of range fails the run (KI_ERR_LIMIT), as PyTorch raises. State: the parsed parameters, immutable; thread-safe. */
+ * one negative or out of range fails the run (KI_ERR_LIMIT), as PyTorch raises. State: the parsed
+ * parameters, immutable; thread-safe. */
 #include <math.h>
 #include <string.h>
 

@@ -19,8 +19,8 @@ typedef struct ln_state {
     int64_t dims[KI_MAX_DIMS]; /* normalized_shape */
     int64_t row;               /* product of dims */
     float eps;
-    int w_in, b_in;     /* input indices of runtime weight/bias, or -1 */
-    const float *w, *b; /* attribute data or NULL */
+    int w_in, b_in;      /* input indices of runtime weight/bias, or -1 */
+    const float *w, *b;  /* attribute data or NULL */
     ki_ln_row_fn kernel; /* the level's row kernel */
 } ln_state;
 

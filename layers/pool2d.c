@@ -6,11 +6,11 @@
  * With return_indices the second output holds each maximum's flat index h*W+w in its plane,
  * stored as float. */
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/team.h"
 #include "conv_common.h"
 
 typedef struct pool2d {
@@ -427,66 +427,79 @@ int ki_pool_max_s1_ref(const float *src, int64_t h, int64_t w, float *restrict d
     return 0;
 }
 
-static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
-                              int n_out, const ki_exec *ex)
-{
-    const pool2d *p = state;
+typedef enum { POOL_S1, POOL_S2, POOL_ROWS } pool_mode;
+
+typedef struct pool_job {
+    const pool2d *p;
     ki_cv_nchw x;
     int64_t oh, ow;
-    (void)n_in;
-    if (pool_geom(p, &in[0].shape, &x, &oh, &ow, NULL) != KI_OK) {
-        return KI_ERR_SHAPE;
-    }
-    int64_t planes = x.n * x.c, hw = x.h * x.w, ohw = oh * ow;
-    const float *src = in[0].data;
-    float *dst = out[0].data, *ind = n_out > 1 ? out[1].data : NULL;
-    int64_t hmf;
-    bool rows = rows_path(p, ind != NULL);
-    bool sep = rows && separable_pays(p, x.h, oh) && ki_ckd_mul_i64(&hmf, x.h, ow) &&
-               ex->ws_per_thread / sizeof *dst >= (size_t)hmf;
-    const size_t s1f = s1_path(p, ind != NULL) ? ki_pool_max_s1_floats(x.h, ow, p->kw) : 0;
-    if (s1f > 0 && ex->ws_per_thread / sizeof *dst >= s1f) {
-#pragma omp parallel for num_threads(ex->n_threads) schedule(static)
-        for (int64_t pl = 0; pl < planes; pl++) {
-            const float *s = src + pl * hw;
-            float *d = dst + pl * ohw;
-            float *ws =
-                (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
-            if (p->s1k(s, x.h, x.w, d, oh, ow, p->kh, p->kw, p->ph, p->pw, ws)) {
-                pool_plane_ref(p, &x, s, d, NULL, ohw, ow);
+    const float *src;
+    float *dst, *ind;
+    const ki_exec *ex;
+    pool_mode mode;
+    bool rows, sep;
+} pool_job;
+
+/* Each thread its planes (OpenMP's static split), by the kernel pool_forward chose. */
+static void pool_body(void *arg, const ki_part *pt)
+{
+    const pool_job *j = arg;
+    const pool2d *p = j->p;
+    const ki_cv_nchw *x = &j->x;
+    const int64_t planes = x->n * x->c, hw = x->h * x->w, oh = j->oh, ow = j->ow, ohw = oh * ow;
+    /* the thread's slice (no workspace when the kernel needs none: not even an offset from NULL) */
+    float *ws = j->mode == POOL_S1 || j->sep
+                    ? (float *)((char *)j->ex->workspace + (size_t)pt->tid * j->ex->ws_per_thread)
+                    : NULL;
+    int64_t p0, p1;
+    ki_part_range(planes, pt, &p0, &p1);
+    for (int64_t pl = p0; pl < p1; pl++) {
+        const float *s = j->src + pl * hw;
+        float *d = j->dst + pl * ohw;
+        if (j->mode == POOL_S1) {
+            if (p->s1k(s, x->h, x->w, d, oh, ow, p->kh, p->kw, p->ph, p->pw, ws)) {
+                pool_plane_ref(p, x, s, d, NULL, ohw, ow);
             }
-        }
-        return KI_OK;
-    }
-    /* 2- or 3-wide windows at column stride 2: every tap in registers (resnet's 3x3 stride-2
-     * pool 2.3x faster than tap by tap) */
-    const bool s2 = rows && !sep && p->s2k && p->sw == 2 && (p->kw == 2 || p->kw == 3) &&
-                    p->dw == 1 && p->dh == 1;
-    if (s2) {
-#pragma omp parallel for num_threads(ex->n_threads) schedule(static)
-        for (int64_t pl = 0; pl < planes; pl++) {
-            const float *s = src + pl * hw;
-            float *d = dst + pl * ohw;
+        } else if (j->mode == POOL_S2) {
             if (pl + 1 < planes) {
                 ki_cv_prefetch_l2(s + hw, hw);
             }
-            if (p->s2k(s, x.h, x.w, d, oh, ow, p->kh, p->kw, p->sh, p->ph, p->pw)) {
-                pool_plane_ref(p, &x, s, d, NULL, ohw, ow);
+            if (p->s2k(s, x->h, x->w, d, oh, ow, p->kh, p->kw, p->sh, p->ph, p->pw)) {
+                pool_plane_ref(p, x, s, d, NULL, ohw, ow);
             }
-        }
-        return KI_OK;
-    }
-#pragma omp parallel for num_threads(ex->n_threads) schedule(static)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        const float *s = src + pl * hw;
-        float *hm = sep ? (float *)((char *)ex->workspace +
-                                    (size_t)omp_get_thread_num() * ex->ws_per_thread)
-                        : NULL; /* no workspace otherwise (not even an offset from NULL) */
-        if (!rows || (sep ? max_plane_sep(p, &x, s, dst + pl * ohw, oh, ow, hm)
-                          : max_plane_taps(p, &x, s, dst + pl * ohw, oh, ow))) {
-            pool_plane_ref(p, &x, s, dst + pl * ohw, ind ? ind + pl * ohw : NULL, ohw, ow);
+        } else if (!j->rows || (j->sep ? max_plane_sep(p, x, s, d, oh, ow, ws)
+                                       : max_plane_taps(p, x, s, d, oh, ow))) {
+            pool_plane_ref(p, x, s, d, j->ind ? j->ind + pl * ohw : NULL, ohw, ow);
         }
     }
+}
+
+static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
+                              int n_out, const ki_exec *ex)
+{
+    pool_job j = { .p = state, .src = in[0].data, .ex = ex };
+    const pool2d *p = j.p;
+    (void)n_in;
+    if (pool_geom(p, &in[0].shape, &j.x, &j.oh, &j.ow, NULL) != KI_OK) {
+        return KI_ERR_SHAPE;
+    }
+    j.dst = out[0].data, j.ind = n_out > 1 ? out[1].data : NULL;
+    int64_t hmf;
+    j.rows = rows_path(p, j.ind != NULL);
+    j.sep = j.rows && separable_pays(p, j.x.h, j.oh) && ki_ckd_mul_i64(&hmf, j.x.h, j.ow) &&
+            ex->ws_per_thread / sizeof *j.dst >= (size_t)hmf;
+    const size_t s1f = s1_path(p, j.ind != NULL) ? ki_pool_max_s1_floats(j.x.h, j.ow, p->kw) : 0;
+    /* 2- or 3-wide windows at column stride 2: every tap in registers (resnet's 3x3 stride-2
+     * pool 2.3x faster than tap by tap) */
+    const bool s2 = j.rows && !j.sep && p->s2k && p->sw == 2 && (p->kw == 2 || p->kw == 3) &&
+                    p->dw == 1 && p->dh == 1;
+    j.mode = s1f > 0 && ex->ws_per_thread / sizeof *j.dst >= s1f ? POOL_S1
+             : s2                                                ? POOL_S2
+                                                                 : POOL_ROWS;
+    if (j.mode == POOL_S1) {
+        j.sep = false;
+    }
+    ki_team_run(ex, pool_body, &j);
     return KI_OK;
 }
 
@@ -498,6 +511,7 @@ static void pool_destroy(void *state)
 #define POOL_OPS(sym, name, create_fn)                                                             \
     const ki_layer_ops sym = {                                                                     \
         .type = name,                                                                              \
+        .flags = KI_LAYER_TEAM,                                                                    \
         .create = create_fn,                                                                       \
         .shape = pool_shape,                                                                       \
         .workspace = pool_workspace,                                                               \

@@ -2,10 +2,10 @@
  * F.adaptive_max_pool2d. Output cell i covers [floor(i*H/oh), ceil((i+1)*H/oh)), as PyTorch;
  * an output size of 0 or None keeps the input size. Direct loops, parallel over planes. */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/team.h"
 #include "conv_common.h"
 
 typedef struct apool {
@@ -154,47 +154,60 @@ static void cell(bool is_max, const float *x, int64_t w, const int64_t r[4], flo
     *idx = (float)at;
 }
 
+typedef struct apool_job {
+    const apool *a;
+    ki_cv_nchw x;
+    int64_t oh, ow;
+    const float *src;
+    float *dst, *ind;
+} apool_job;
+
+/* A global average: each thread a run of planes, their sums side by side (the same floats as
+ * sum_run), then the mean as cell() takes it. */
+static void global_avg_body(void *arg, const ki_part *p)
+{
+    const apool_job *j = arg;
+    const int64_t planes = j->x.n * j->x.c, hw = j->x.h * j->x.w;
+    const int64_t p0 = planes * p->tid / p->nt, p1 = planes * (p->tid + 1) / p->nt;
+    j->a->sums(j->src + p0 * hw, hw, hw, p1 - p0, j->dst + p0);
+    for (int64_t q = p0; q < p1; q++) {
+        j->dst[q] /= (float)hw;
+    }
+}
+
+/* Each thread its planes (OpenMP's static split), cell by cell. */
+static void cells_body(void *arg, const ki_part *p)
+{
+    const apool_job *j = arg;
+    const int64_t hw = j->x.h * j->x.w, ow = j->ow, ohw = j->oh * ow;
+    int64_t p0, p1;
+    ki_part_range(j->x.n * j->x.c, p, &p0, &p1);
+    for (int64_t pl = p0; pl < p1; pl++) {
+        for (int64_t i = 0; i < ohw; i++) {
+            int64_t r[4];
+            ki_cv_adaptive_range(i / ow, j->x.h, j->oh, &r[0], &r[1]);
+            ki_cv_adaptive_range(i % ow, j->x.w, ow, &r[2], &r[3]);
+            float v, at;
+            cell(j->a->is_max, j->src + pl * hw, j->x.w, r, &v, &at);
+            j->dst[pl * ohw + i] = v;
+            if (j->ind) {
+                j->ind[pl * ohw + i] = at;
+            }
+        }
+    }
+}
+
 static ki_status apool_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
                                int n_out, const ki_exec *ex)
 {
-    const apool *a = state;
-    ki_cv_nchw x;
-    int64_t oh, ow;
+    apool_job j = { .a = state, .src = in[0].data };
     (void)n_in;
-    if (apool_geom(a, &in[0].shape, &x, &oh, &ow, NULL) != KI_OK) {
+    if (apool_geom(j.a, &in[0].shape, &j.x, &j.oh, &j.ow, NULL) != KI_OK) {
         return KI_ERR_SHAPE;
     }
-    int64_t planes = x.n * x.c, hw = x.h * x.w, ohw = oh * ow;
-    const float *src = in[0].data;
-    float *dst = out[0].data, *ind = n_out > 1 ? out[1].data : NULL;
-    if (!a->is_max && ohw == 1 && hw > 0) {
-        /* a global average: each thread a run of planes, their sums side by side (the same
-         * floats as sum_run), then the mean as cell() takes it */
-#pragma omp parallel num_threads(ex->n_threads)
-        {
-            const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-            const int64_t p0 = planes * t / nt, p1 = planes * (t + 1) / nt;
-            a->sums(src + p0 * hw, hw, hw, p1 - p0, dst + p0);
-            for (int64_t p = p0; p < p1; p++) {
-                dst[p] /= (float)hw;
-            }
-        }
-        return KI_OK;
-    }
-#pragma omp parallel for num_threads(ex->n_threads) schedule(static)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        for (int64_t i = 0; i < ohw; i++) {
-            int64_t r[4];
-            ki_cv_adaptive_range(i / ow, x.h, oh, &r[0], &r[1]);
-            ki_cv_adaptive_range(i % ow, x.w, ow, &r[2], &r[3]);
-            float v, at;
-            cell(a->is_max, src + pl * hw, x.w, r, &v, &at);
-            dst[pl * ohw + i] = v;
-            if (ind) {
-                ind[pl * ohw + i] = at;
-            }
-        }
-    }
+    j.dst = out[0].data, j.ind = n_out > 1 ? out[1].data : NULL;
+    const bool global_avg = !j.a->is_max && j.oh * j.ow == 1 && j.x.h * j.x.w > 0;
+    ki_team_run(ex, global_avg ? global_avg_body : cells_body, &j);
     return KI_OK;
 }
 
@@ -206,6 +219,7 @@ static void apool_destroy(void *state)
 #define APOOL_OPS(sym, name, create_fn)                                                            \
     const ki_layer_ops sym = {                                                                     \
         .type = name,                                                                              \
+        .flags = KI_LAYER_TEAM,                                                                    \
         .create = create_fn,                                                                       \
         .shape = apool_shape,                                                                      \
         .forward = apool_forward,                                                                  \

@@ -76,7 +76,7 @@ static ki_status cat_forward(const void *state, const ki_tensor *in, int n_in, k
     (void)n_out;
     ki_axis_norm(st->dim, out[0].shape.ndim, &axis);
     int64_t outer = ki_shapeop_prod(out[0].shape.d, 0, axis);
-    ki_shapeop_join(in, n_in, outer, out[0].data, ex->n_threads);
+    ki_shapeop_join(in, n_in, outer, out[0].data, ex);
     return KI_OK;
 }
 
@@ -283,6 +283,7 @@ static ki_status split_forward(const void *state, const ki_tensor *in, int n_in,
 
 const ki_layer_ops ki_layer_torch_cat = {
     .type = "torch.cat",
+    .flags = KI_LAYER_TEAM,
     .create = cat_create,
     .shape = cat_shape,
     .forward = cat_forward,
@@ -292,6 +293,7 @@ const ki_layer_ops ki_layer_torch_cat = {
 
 const ki_layer_ops ki_layer_torch_stack = {
     .type = "torch.stack",
+    .flags = KI_LAYER_TEAM,
     .create = cat_create,
     .shape = stack_shape,
     .forward = cat_forward,

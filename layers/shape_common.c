@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/team.h"
+
 void ki_shapeop_strides(int ndim, const int64_t *d, int64_t *strides)
 {
     int64_t s = 1;
@@ -100,21 +102,36 @@ static int64_t row_total(const ki_tensor *pieces, int n, int64_t outer)
     return total;
 }
 
-void ki_shapeop_join(const ki_tensor *pieces, int n, int64_t outer, float *joined, int n_threads)
+typedef struct join_job {
+    const ki_tensor *pieces;
+    int n;
+    int64_t outer, total;
+    float *joined;
+} join_job;
+
+/* A thread's rows of the output (OpenMP's static split). */
+static void join_body(void *arg, const ki_part *pt)
 {
-    int64_t total = row_total(pieces, n, outer);
-    int nt = outer * total < KI_SHAPEOP_PAR_MIN ? 1 : n_threads;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t o = 0; o < outer; o++) {
-        float *dst = joined + o * total;
-        for (int p = 0; p < n; p++) {
-            int64_t len = ki_shape_count(&pieces[p].shape) / outer;
-            if (pieces[p].data + o * len != dst) { /* else planned in place (joins) */
-                memcpy(dst, pieces[p].data + o * len, (size_t)len * sizeof *dst);
+    const join_job *j = arg;
+    int64_t o0, o1;
+    ki_part_range(j->outer, pt, &o0, &o1);
+    for (int64_t o = o0; o < o1; o++) {
+        float *dst = j->joined + o * j->total;
+        for (int p = 0; p < j->n; p++) {
+            int64_t len = ki_shape_count(&j->pieces[p].shape) / j->outer;
+            if (j->pieces[p].data + o * len != dst) { /* else planned in place (joins) */
+                memcpy(dst, j->pieces[p].data + o * len, (size_t)len * sizeof *dst);
             }
             dst += len;
         }
     }
+}
+
+void ki_shapeop_join(const ki_tensor *pieces, int n, int64_t outer, float *joined,
+                     const ki_exec *ex)
+{
+    join_job j = { pieces, n, outer, row_total(pieces, n, outer), joined };
+    ki_team_run_n(ex, outer * j.total < KI_SHAPEOP_PAR_MIN ? 1 : ex->n_threads, join_body, &j);
 }
 
 void ki_shapeop_split(const float *joined, int64_t outer, ki_tensor *pieces, int n, int n_threads)

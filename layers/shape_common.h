@@ -40,7 +40,8 @@ void ki_shapeop_copy_run(const ki_shapeop_copy *c, const float *src, float *dst,
 /* The joined tensor is (outer, sum of the pieces' row lengths) and piece p is (outer, len_p)
  * with len_p = numel(p) / outer. join gathers pieces into it (cat, stack); split scatters it
  * (chunk, split, unbind). outer must be > 0 and divide every piece's element count. */
-void ki_shapeop_join(const ki_tensor *pieces, int n, int64_t outer, float *joined, int n_threads);
+void ki_shapeop_join(const ki_tensor *pieces, int n, int64_t outer, float *joined,
+                     const ki_exec *ex);
 void ki_shapeop_split(const float *joined, int64_t outer, ki_tensor *pieces, int n, int n_threads);
 
 /* Product of d[from..to-1] (1 when empty). Only for shapes already checked. */

@@ -4,20 +4,21 @@
  * (outer, n, inner) around the softmax dim; work is split into tiles of up to TILE adjacent inner
  * positions of one outer index, so every pass reads contiguous memory whatever the dim. The
  * state is the malloc'd softmax_state, read-only after create. */
+#include "softmax.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/layer.h"
-#include "softmax.h"
 
 #define TILE 64
 
 typedef struct softmax_state {
     bool has_dim; /* false: PyTorch's legacy implicit dim (nn.Softmax(dim=None)) */
     int64_t dim;
-    bool take_log; /* log_softmax */
-    float sign;    /* -1: softmin, the softmax of -x */
+    bool take_log;         /* log_softmax */
+    float sign;            /* -1: softmin, the softmax of -x */
     ki_softmax_row_fn row; /* softmax over the last dim, row by row */
 } softmax_state;
 
@@ -41,7 +42,8 @@ static ki_status softmax_create(const ki_op_desc *op, void **state, ki_error *er
     p->take_log = strstr(op->type, "log_softmax") || strstr(op->type, "LogSoftmax");
     p->sign = strstr(op->type, "oftmin") ? -1.0f : 1.0f;
     p->row = ki_softmax_row_for(ki_cpu_isa());
-    if (strcmp(op->type, "nn.Softmax2d") == 0) { /* over the channels of (N, C, H, W) or (C, H, W) */
+    if (strcmp(op->type, "nn.Softmax2d") ==
+        0) { /* over the channels of (N, C, H, W) or (C, H, W) */
         p->has_dim = true, p->dim = -3;
     }
     *state = p;

@@ -327,8 +327,8 @@ typedef struct up_col {
 
 /* One output row of (bi/tri)linear upsampling: a weighted sum of up to four input rows
  * (d0/d1 x h0/h1), each interpolated along W through the column table. */
-static void row_linear(const up_state *p, const up_axis *ax, const up_col *col,
-                       const float *plane, int64_t od, int64_t oh, float *restrict y)
+static void row_linear(const up_state *p, const up_axis *ax, const up_col *col, const float *plane,
+                       int64_t od, int64_t oh, float *restrict y)
 {
     int64_t di[2], hi[2];
     float dl[2], hl[2], cw[4];

@@ -376,7 +376,7 @@ static ki_status yd_forward(const void *state, const ki_tensor *in, int n_in, ki
         return KI_ERR_SHAPE;
     }
     /* thread slices of `conv` bytes first, z after them (yd_workspace reserved both) */
-    const ki_exec sub = { ex->n_threads, ex->workspace, conv };
+    const ki_exec sub = { ex->n_threads, ex->workspace, conv, ex->crew };
     float *z = (float *)((char *)ex->workspace + conv * (size_t)ex->n_threads);
     if (conv > ex->ws_per_thread) {
         return KI_ERR_INTERNAL;

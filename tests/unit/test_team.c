@@ -3,7 +3,10 @@
  * round's; a thread held back past the spinning and yielding phases (into the naps) still meets
  * the others; one thread passes straight through. ki_share: every item is taken exactly once,
  * each thread's own items in order, a held-back thread's items by the others, shares sized for
- * more threads than the team has, no items at all. */
+ * more threads than the team has, no items at all. ki_part_range splits as OpenMP's static
+ * schedule does. ki_team_run and ki_team_run_n, without a crew (a region of their own, none at one
+ * thread) and inside a running team with one (the threads already there, only the first nt for
+ * ki_team_run_n): every item done once, ki_part_sync between two passes, the right thread ids. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,9 +17,11 @@
 
 #include <omp.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 
-#include "../../layers/team.h"
+#include "../../core/layer.h"
+#include "../../core/team.h"
 
 #define ROUNDS 2000
 #define MAX_TH 4
@@ -140,12 +145,156 @@ static void test_share(void **unused)
     assert_true(share_with(2000, 2, 2, 20000) > 0);
 }
 
+/* Every thread's items from ki_part_range are those OpenMP's schedule(static) gives it. */
+static void test_part_range(void **unused)
+{
+    (void)unused;
+    for (int nt = 1; nt <= MAX_TH; nt++) {
+        for (int64_t n = 0; n <= 11; n++) {
+            int owner[16];
+#pragma omp parallel num_threads(nt)
+            {
+#pragma omp for schedule(static)
+                for (int64_t i = 0; i < n; i++) {
+                    owner[i] = omp_get_thread_num();
+                }
+            }
+            for (int tid = 0; tid < nt; tid++) {
+                const ki_part p = { tid, nt, NULL, NULL };
+                int64_t lo, hi;
+                ki_part_range(n, &p, &lo, &hi);
+                assert_true(lo >= 0 && lo <= hi && hi <= n);
+                for (int64_t i = lo; i < hi; i++) {
+                    assert_int_equal(owner[i], tid);
+                }
+            }
+            int64_t lo, hi, sum = 0;
+            for (int tid = 0; tid < nt; tid++) {
+                const ki_part p = { tid, nt, NULL, NULL };
+                ki_part_range(n, &p, &lo, &hi);
+                sum += hi - lo;
+            }
+            assert_int_equal(sum, n);
+        }
+    }
+}
+
+#define ITEMS 1000
+
+/* Two passes over ITEMS: each thread adds 1 to its items, syncs, then checks every item is 1 and
+ * adds 1 to its items of the reversed order (other threads' items of the first pass). */
+typedef struct run_check {
+    atomic_int count[ITEMS];
+    atomic_int bad, calls, max_nt;
+    atomic_int tids; /* bit per thread id seen */
+} run_check;
+
+/* Counts the call and its thread; the thread's items. */
+static void note_call(run_check *r, const ki_part *p, int64_t *lo, int64_t *hi)
+{
+    atomic_fetch_add(&r->calls, 1);
+    atomic_fetch_or(&r->tids, 1 << p->tid);
+    if (p->nt > atomic_load(&r->max_nt)) {
+        atomic_store(&r->max_nt, p->nt);
+    }
+    ki_part_range(ITEMS, p, lo, hi);
+}
+
+static void two_passes(void *arg, const ki_part *p)
+{
+    run_check *r = arg;
+    int64_t lo, hi;
+    note_call(r, p, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+        atomic_fetch_add(&r->count[i], 1);
+    }
+    ki_part_sync(p);
+    for (int i = 0; i < ITEMS; i++) {
+        if (atomic_load(&r->count[i]) < 1) {
+            atomic_fetch_add(&r->bad, 1);
+        }
+    }
+    ki_part_sync(p); /* every thread has looked before any adds again */
+    for (int64_t i = lo; i < hi; i++) {
+        atomic_fetch_add(&r->count[ITEMS - 1 - i], 1);
+    }
+}
+
+/* One pass, no sync: what ki_team_run_n's bodies may do. */
+static void one_pass(void *arg, const ki_part *p)
+{
+    run_check *r = arg;
+    int64_t lo, hi;
+    note_call(r, p, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+        atomic_fetch_add(&r->count[i], 2);
+    }
+}
+
+static void check_run(run_check *r, int calls, int nt)
+{
+    for (int i = 0; i < ITEMS; i++) {
+        assert_int_equal(atomic_load(&r->count[i]), 2);
+    }
+    assert_int_equal(atomic_load(&r->bad), 0);
+    assert_int_equal(atomic_load(&r->calls), calls);
+    assert_int_equal(atomic_load(&r->max_nt), nt);
+    assert_int_equal(atomic_load(&r->tids), (1 << nt) - 1);
+}
+
+static void test_run_alone(void **unused)
+{
+    (void)unused;
+    for (int th = 1; th <= MAX_TH; th++) {
+        static run_check r;
+        memset(&r, 0, sizeof r);
+        const ki_exec ex = { th, NULL, 0, NULL };
+        ki_team_run(&ex, two_passes, &r);
+        check_run(&r, th, th);
+        for (int nt = 1; nt <= th + 1; nt++) { /* never more than the team asked for */
+            memset(&r, 0, sizeof r);
+            ki_team_run_n(&ex, nt, one_pass, &r);
+            check_run(&r, nt < th ? nt : th, nt < th ? nt : th);
+        }
+    }
+}
+
+/* Inside a running team with a crew, as ki_session_run calls a KI_LAYER_TEAM layer: each thread
+ * calls ki_team_run, several times in a row with the session's barrier between. */
+static void test_run_in_crew(void **unused)
+{
+    (void)unused;
+    for (int th = 1; th <= MAX_TH; th++) {
+        for (int nt = 1; nt <= th; nt++) {
+            static run_check r[3];
+            static ki_crew crew;
+            memset(r, 0, sizeof r);
+            memset(&crew, 0, sizeof crew);
+#pragma omp parallel num_threads(th)
+            {
+                const ki_exec ex = { th, NULL, 0, &crew };
+                for (int step = 0; step < 3; step++) {
+                    if (step == 1) {
+                        ki_team_run_n(&ex, nt, one_pass, &r[step]);
+                    } else {
+                        ki_team_run(&ex, two_passes, &r[step]);
+                    }
+                    ki_team_sync(&crew.step);
+                }
+            }
+            check_run(&r[0], th, th);
+            check_run(&r[1], nt, nt);
+            check_run(&r[2], th, th);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rounds),
-        cmocka_unit_test(test_late_thread),
-        cmocka_unit_test(test_share),
+        cmocka_unit_test(test_rounds),    cmocka_unit_test(test_late_thread),
+        cmocka_unit_test(test_share),     cmocka_unit_test(test_part_range),
+        cmocka_unit_test(test_run_alone), cmocka_unit_test(test_run_in_crew),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
-/* team.h - a barrier for the threads of one OpenMP team (ki_team_sync), used inside a layer's
- * parallel region in place of OpenMP's own barriers and before the region's end.
+/* team.h - a barrier for the threads of one OpenMP team (ki_team_sync), used inside a parallel
+ * region in place of OpenMP's own barriers and before the region's end; a work share (ki_share);
+ * and the team a session's run keeps across its steps (ki_crew, ki_team_run).
  *
  * libgomp's barriers spin for the time the CLI sets (GOMP_SPINCOUNT for KI_SPIN_NS), then sleep
  * on a futex, and waking a sleeping thread took 35-46 us in the VMs this was measured on. A
@@ -19,6 +20,7 @@
 #define KI_TEAM_H
 
 #include <stdatomic.h>
+#include <stdint.h>
 
 typedef struct ki_team {
     atomic_int arrived; /* threads at the current barrier */
@@ -32,6 +34,8 @@ typedef struct ki_team {
 
 /* Waits until every thread of the calling OpenMP team has called it (a no-op for one thread). */
 void ki_team_sync(ki_team *t);
+/* The same for the first n threads of the team (those that run a ki_part_sync). */
+void ki_team_sync_n(ki_team *t, int n);
 
 /* Items 0..n-1 shared by a team: each thread takes its own contiguous share from the front, in
  * order (so what it reads next is what it asked the cache for), and once that is empty takes
@@ -55,5 +59,43 @@ void ki_share_init(ki_share *s, long long items, int n_threads);
 long long ki_share_take(ki_share *s, int tid);
 /* The next item of thread tid's own share without taking it, or -1 (for asking ahead). */
 long long ki_share_peek(const ki_share *s, int tid);
+
+/* ---- one team for a run ----
+ * ki_session_run runs each stretch of steps whose layers are KI_LAYER_TEAM in one parallel region
+ * (an OpenMP region costs about a microsecond to enter and leave, libgomp waking its threads
+ * through a futex each time: docs/performance.md). Every thread of it calls each step's forward()
+ * with ki_exec.crew set, and the threads meet at crew->step after each step. Such a forward
+ * opens no region of its own: it hands its parallel part, a body, to ki_team_run, which runs it
+ * on the threads already there; without a crew (a layer run on its own, as the unit tests do)
+ * ki_team_run opens a region for it as a layer did before. */
+typedef struct ki_crew {
+    ki_team step;   /* the session's barrier between steps */
+    ki_team inner;  /* the layers' barrier inside a step (ki_part_sync) */
+    ki_share share; /* a work share for a body (ki_part.share) */
+} ki_crew;
+
+/* One thread's part of a body run by ki_team_run: thread tid of nt. */
+typedef struct ki_part {
+    int tid, nt;
+    ki_team *sync;   /* the nt threads' barrier: ki_part_sync */
+    ki_share *share; /* shared by the nt threads; thread 0 inits it, then ki_part_sync */
+} ki_part;
+
+typedef void (*ki_team_body)(void *arg, const ki_part *p);
+struct ki_exec;
+
+/* Runs body(arg, part) on every thread of ex's team (ex->n_threads threads, or those of the
+ * session's region, which has at most that many). arg is the caller's (one per thread in a
+ * crew: each thread computes the same one); it ends when every thread has finished the body
+ * (a crew's threads meet at the session's barrier instead). The body may use orphaned OpenMP
+ * loops (`omp for ... nowait`: they bind to the team running it) and ki_part_sync. */
+void ki_team_run(const struct ki_exec *ex, ki_team_body body, void *arg);
+/* The same on the first nt threads only (the others pass): for work too small to share among
+ * all. Such a body neither syncs nor uses OpenMP loops; ki_part_range splits its items. */
+void ki_team_run_n(const struct ki_exec *ex, int nt, ki_team_body body, void *arg);
+void ki_part_sync(const ki_part *p);
+/* Thread p->tid's items [lo, hi) of n: OpenMP's static split (contiguous, the first n % nt
+ * threads one more). */
+void ki_part_range(int64_t n, const ki_part *p, int64_t *lo, int64_t *hi);
 
 #endif

@@ -6,7 +6,8 @@
 #include <sched.h>
 #include <time.h>
 
-#include "../core/cpu.h"
+#include "cpu.h"
+#include "layer.h"
 
 /* Spinning with the CPU's pause hint for KI_SPIN_NS (as libgomp's barriers do before they
  * sleep), then yielding until KI_TEAM_YIELD_NS, then napping (team.h, docs/performance.md). */
@@ -33,7 +34,11 @@ static long long now_ns(void)
 
 void ki_team_sync(ki_team *t)
 {
-    const int nth = omp_get_num_threads();
+    ki_team_sync_n(t, omp_get_num_threads());
+}
+
+void ki_team_sync_n(ki_team *t, int nth)
+{
     if (nth <= 1) {
         return;
     }
@@ -113,4 +118,51 @@ long long ki_share_take(ki_share *s, int tid)
         }
     }
     return -1;
+}
+
+void ki_part_sync(const ki_part *p)
+{
+    ki_team_sync_n(p->sync, p->nt);
+}
+
+void ki_part_range(int64_t n, const ki_part *p, int64_t *lo, int64_t *hi)
+{
+    int64_t q = n / p->nt, r = n % p->nt;
+    if (p->tid < r) {
+        q++, r = 0;
+    }
+    *lo = q * p->tid + r;
+    *hi = *lo + q;
+}
+
+void ki_team_run_n(const ki_exec *ex, int nt, ki_team_body body, void *arg)
+{
+    nt = nt < ex->n_threads ? nt : ex->n_threads;
+    nt = nt > 1 ? nt : 1;
+    if (ex->crew) { /* inside the session's region: the threads are here */
+        const int tid = omp_get_thread_num(), team = omp_get_num_threads();
+        const ki_part p = { tid, nt < team ? nt : team, &ex->crew->inner, &ex->crew->share };
+        if (tid < p.nt) {
+            body(arg, &p);
+        }
+        return;
+    }
+    ki_team inner = KI_TEAM_INIT;
+    ki_share share; /* thread 0 of the body inits it */
+    if (nt == 1) {  /* no region to enter and leave */
+        const ki_part p = { 0, 1, &inner, &share };
+        body(arg, &p);
+        return;
+    }
+#pragma omp parallel num_threads(nt)
+    {
+        const ki_part p = { omp_get_thread_num(), omp_get_num_threads(), &inner, &share };
+        body(arg, &p);
+        ki_team_sync_n(&inner, p.nt); /* all together into the region's closing barrier */
+    }
+}
+
+void ki_team_run(const ki_exec *ex, ki_team_body body, void *arg)
+{
+    ki_team_run_n(ex, ex->n_threads, body, arg);
 }
