@@ -36,6 +36,7 @@ typedef struct ki_bench_result {
     double min_ms, median_ms, max_ms;
     size_t planned_bytes, weight_bytes;
     long peak_rss_kb;
+    long solo_runs;  /* timed runs the session made on one thread (ki_session_solo_runs) */
     char shape[128]; /* input 0's shape as "(1,3,224,224)" */
 } ki_bench_result;
 

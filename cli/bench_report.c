@@ -35,11 +35,11 @@ void ki_bench_print(const ki_bench_result *r, bool json, FILE *f)
                 ",\"input_shape\":\"%s\",\"threads\":%d,\"runs\":%d,\"warmup\":%d,"
                 "\"min_ms\":%.4f,\"median_ms\":%.4f,\"max_ms\":%.4f,\"planned_bytes\":%zu,"
                 "\"weight_bytes\":%zu,\"peak_rss_kb\":%ld,\"isa\":\"%s\",\"cpu_isa\":\"%s\","
-                "\"l1d_bytes\":%zu,\"l2_bytes\":%zu,\"l3_bytes\":%zu",
+                "\"l1d_bytes\":%zu,\"l2_bytes\":%zu,\"l3_bytes\":%zu,\"solo_runs\":%ld",
                 r->shape, r->threads, r->runs, r->warmup, r->min_ms, r->median_ms, r->max_ms,
                 r->planned_bytes, r->weight_bytes, r->peak_rss_kb, ki_isa_name(ki_cpu_isa()),
                 ki_isa_name(ki_cpu_get()->isa), ki_cpu_get()->l1d, ki_cpu_get()->l2,
-                ki_cpu_get()->l3);
+                ki_cpu_get()->l3, r->solo_runs);
         return;
     }
     fprintf(f, "%s %s, %d thread%s: min %.3f  median %.3f  max %.3f ms (%d runs, %d warm-up)\n",
@@ -51,6 +51,12 @@ void ki_bench_print(const ki_bench_result *r, bool json, FILE *f)
     fprintf(f, "memory: planned %.1f MiB, weights %.1f MiB, peak RSS %.1f MiB\n",
             (double)r->planned_bytes / mib, (double)r->weight_bytes / mib,
             (double)r->peak_rss_kb / 1024.0);
+    if (r->solo_runs > 0) {
+        fprintf(f,
+                "threads: %ld of the %d runs on one thread (faster than the team then: another "
+                "process held a core)\n",
+                r->solo_runs, r->runs);
+    }
 }
 
 static const ki_attr *find_attr(const ki_op_desc *d, const char *key)

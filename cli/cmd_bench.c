@@ -146,11 +146,13 @@ static ki_status time_runs(ki_session *s, const bench_opts *o, ki_bench_result *
     for (int i = 0; st == KI_OK && i < o->warmup; i++) {
         st = ki_session_run(s, err);
     }
+    const long solo0 = ki_session_solo_runs(s);
     for (int i = 0; st == KI_OK && i < o->runs; i++) {
         double t0 = now_ms();
         st = ki_session_run(s, err);
         t[i] = now_ms() - t0;
     }
+    r->solo_runs = ki_session_solo_runs(s) - solo0;
     if (st == KI_OK) {
         qsort(t, (size_t)o->runs, sizeof *t, cmp_double);
         r->min_ms = t[0];

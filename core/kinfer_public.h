@@ -57,6 +57,10 @@ ki_status ki_session_run(ki_session *s, ki_error *err);
 ki_tensor ki_session_output(const ki_session *s, int i);
 /* Bytes of the planned tensor arena plus workspace. */
 size_t ki_session_planned_bytes(const ki_session *s);
+/* Runs ki_session_run made on one thread although the session has more threads: it times its
+ * runs, and when the team's become slow (another process holding a core) and one thread is
+ * faster, it runs on one, trying the team again now and then. The results are the same bits. */
+long ki_session_solo_runs(const ki_session *s);
 /* Profiling: when on, ki_session_run records each step's wall time (omp_get_wtime). */
 void ki_session_set_profiling(ki_session *s, bool on);
 /* Steps are the executed operators in order (pnnx.Input/Output and output tuples excluded). */

@@ -8,6 +8,7 @@
 #include "ckd.h"
 #include "model_internal.h"
 #include "plan.h"
+#include "solo.h"
 #include "team.h"
 
 struct ki_session {
@@ -24,6 +25,8 @@ struct ki_session {
     int *tin_at, *tout_at;
     bool profiling;
     double *step_time; /* per step, seconds of the last profiled run */
+    ki_solo solo;      /* runs on one thread while another process holds a core (core/solo.h) */
+    long solo_runs;    /* runs made on one thread so far */
 };
 
 #define ALIGN              64
@@ -359,6 +362,7 @@ ki_status ki_session_create(const ki_model *m, const ki_shape *input_shapes, int
     }
     s->m = m;
     s->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : 1;
+    ki_solo_init(&s->solo);
     for (int i = 0; i < n_inputs && st == KI_OK; i++) {
         st = check_input(m, i, &input_shapes[i], err);
         s->shape[g->inputs[i]] = input_shapes[i];
@@ -477,12 +481,12 @@ static void team_steps(ki_session *s, int k0, int k1, team_run *t)
 
 /* Steps k0..k1-1 (all step_in_team) in one parallel region (at one thread without one). The
  * first step that fails, if any, goes to *fail_k (*fail_st); the team stops after it. */
-static void run_team(ki_session *s, int k0, int k1, int *fail_k, ki_status *fail_st)
+static void run_team(ki_session *s, int k0, int k1, bool solo, int *fail_k, ki_status *fail_st)
 {
     team_run t = { .crew = { .step = KI_TEAM_INIT, .inner = KI_TEAM_INIT } };
     atomic_init(&t.failed, -1);
     atomic_init(&t.status, KI_OK);
-    if (s->n_threads > 1) {
+    if (s->n_threads > 1 && !solo) {
 #pragma omp parallel num_threads(s->n_threads)
         team_steps(s, k0, k1, &t);
     } else {
@@ -496,6 +500,9 @@ ki_status ki_session_run(ki_session *s, ki_error *err)
 {
     const ki_model *m = s->m;
     const ki_exec ex = { s->n_threads, s->ws, s->ws_per_thread, NULL };
+    const bool solo = s->n_threads > 1 && ki_solo_next(&s->solo);
+    const double t0 = s->n_threads > 1 ? omp_get_wtime() : 0.0;
+    s->solo_runs += solo;
     for (int k = 0; k < m->n_exec;) {
         int fail_k = -1, k1 = k;
         ki_status st = KI_OK;
@@ -503,13 +510,13 @@ ki_status ki_session_run(ki_session *s, ki_error *err)
             k1++;
         }
         if (k1 > k) { /* a stretch of steps in one team */
-            run_team(s, k, k1, &fail_k, &st);
+            run_team(s, k, k1, solo, &fail_k, &st);
             k = k1;
         } else { /* a step that opens its own parallel regions */
-            const double t0 = s->profiling ? omp_get_wtime() : 0.0;
+            const double ts = s->profiling ? omp_get_wtime() : 0.0;
             st = step_forward(s, k, &ex);
             if (s->profiling) {
-                s->step_time[k] = omp_get_wtime() - t0;
+                s->step_time[k] = omp_get_wtime() - ts;
             }
             fail_k = st != KI_OK ? k : -1;
             k++;
@@ -525,7 +532,15 @@ ki_status ki_session_run(ki_session *s, ki_error *err)
                            ki_status_name(st));
         }
     }
+    if (s->n_threads > 1) {
+        ki_solo_after(&s->solo, solo, omp_get_wtime() - t0);
+    }
     return KI_OK;
+}
+
+long ki_session_solo_runs(const ki_session *s)
+{
+    return s->solo_runs;
 }
 
 size_t ki_session_planned_bytes(const ki_session *s)

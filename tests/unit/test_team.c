@@ -1,4 +1,4 @@
-/* test_team.c - ki_team_sync (layers/team.h): with one to four threads, over many rounds, every
+/* test_team.c - ki_team_sync (core/team.h): with one to four threads, over many rounds, every
  * thread sees every other thread's write of the round before the barrier and none of the next
  * round's; a thread held back past the spinning and yielding phases (into the naps) still meets
  * the others; one thread passes straight through. ki_share: every item is taken exactly once,

@@ -1,0 +1,40 @@
+/* solo.c - the session's choice between its team and one thread (solo.h). */
+#include "solo.h"
+
+void ki_solo_init(ki_solo *a)
+{
+    *a = (ki_solo){ .gap = KI_SOLO_GAP_MIN };
+}
+
+bool ki_solo_next(const ki_solo *a)
+{
+    return a->solo ? a->wait > 0 : a->wait <= 0 && a->slow;
+}
+
+static int doubled(int gap)
+{
+    return 2 * gap < KI_SOLO_GAP_MAX ? 2 * gap : KI_SOLO_GAP_MAX;
+}
+
+void ki_solo_after(ki_solo *a, bool solo, double wall)
+{
+    a->wait -= a->wait > 0;
+    if (!solo) {
+        a->best_team = a->best_team > 0 && a->best_team < wall ? a->best_team : wall;
+        a->team = wall;
+        a->slow = wall > KI_SOLO_SLOWER * a->best_team;
+        if (a->solo) { /* a try of the team: it stays on one thread unless the team won */
+            a->solo = wall >= a->one;
+            a->gap = a->solo ? doubled(a->gap) : KI_SOLO_GAP_MIN;
+            a->wait = a->solo ? a->gap : 0;
+        }
+        return;
+    }
+    a->one = wall;
+    if (!a->solo) { /* a try of one thread, after a slow team run */
+        a->solo = wall < a->team;
+        a->gap = a->solo ? KI_SOLO_GAP_MIN : doubled(a->gap);
+        a->wait = a->gap;
+        a->slow = false;
+    }
+}

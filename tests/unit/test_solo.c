@@ -1,0 +1,107 @@
+/* test_solo.c - the session's choice between its team and one thread (core/solo.h), driven by
+ * made-up run times: a steady team never tries one thread; a slow team run brings a one-thread
+ * try; a faster one thread is kept, the team tried again after KI_SOLO_GAP_MIN runs, then twice as
+ * long while one thread keeps winning, up to KI_SOLO_GAP_MAX; the team back when it wins; a
+ * losing one-thread try blocks the next for a gap that doubles. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+// clang-format off
+#include <cmocka.h>
+// clang-format on
+
+#include "../../core/solo.h"
+
+/* One run: on one thread or not as ki_solo_next says, taking team or one seconds; returns
+ * whether it went on one thread. */
+static bool run(ki_solo *a, double team, double one)
+{
+    const bool solo = ki_solo_next(a);
+    ki_solo_after(a, solo, solo ? one : team);
+    return solo;
+}
+
+static void test_steady_team(void **unused)
+{
+    (void)unused;
+    ki_solo a;
+    ki_solo_init(&a);
+    for (int i = 0; i < 1000; i++) { /* within KI_SOLO_SLOWER of the best: never one thread */
+        assert_false(run(&a, 1.0 + 0.25 * (i % 3) / 2, 2.0));
+    }
+}
+
+static void test_busy_then_quiet(void **unused)
+{
+    (void)unused;
+    ki_solo a;
+    ki_solo_init(&a);
+    assert_false(run(&a, 1.0, 2.0));
+    assert_false(run(&a, 1.0, 2.0));
+    /* another process takes a core: the team now takes 5, one thread 2.5 */
+    assert_false(run(&a, 5.0, 2.5)); /* the slow team run */
+    assert_true(run(&a, 5.0, 2.5));  /* the try of one thread: it wins */
+    for (int gap = KI_SOLO_GAP_MIN, round = 0; round < 7; round++) {
+        for (int i = 0; i < gap; i++) {
+            assert_true(run(&a, 5.0, 2.5));
+        }
+        assert_false(run(&a, 5.0, 2.5)); /* the team tried: it loses */
+        gap = 2 * gap < KI_SOLO_GAP_MAX ? 2 * gap : KI_SOLO_GAP_MAX;
+    }
+    /* runs on one thread for at most KI_SOLO_GAP_MAX between tries, however long it lasts */
+    int solo = 0, team = 0, longest = 0, stretch = 0;
+    for (int i = 0; i < 2000; i++) {
+        if (run(&a, 5.0, 2.5)) {
+            solo++, stretch++;
+            longest = stretch > longest ? stretch : longest;
+        } else {
+            team++, stretch = 0;
+        }
+    }
+    assert_true(longest <= KI_SOLO_GAP_MAX);
+    assert_true(team >= 2000 / (KI_SOLO_GAP_MAX + 1) && team <= 2000 / KI_SOLO_GAP_MAX + 8);
+    /* the process ends: the next team try wins and the team stays */
+    int tries = 0;
+    while (run(&a, 1.0, 2.5)) {
+        tries++;
+        assert_true(tries <= KI_SOLO_GAP_MAX);
+    }
+    for (int i = 0; i < 500; i++) {
+        assert_false(run(&a, 1.0, 2.5));
+    }
+}
+
+static void test_losing_tries_back_off(void **unused)
+{
+    (void)unused;
+    ki_solo a;
+    ki_solo_init(&a);
+    assert_false(run(&a, 1.0, 3.0));
+    /* the team is slow now (2x its best) but one thread slower still: tries become rarer */
+    int tries = 0, last = -1, gaps[8], n = 0;
+    for (int i = 0; i < 400; i++) {
+        if (run(&a, 2.0, 3.0)) {
+            if (last >= 0 && n < 8) {
+                gaps[n++] = i - last;
+            }
+            last = i, tries++;
+        }
+    }
+    assert_true(tries >= 4 && tries <= 12);
+    for (int k = 1; k < n; k++) { /* each gap at least the one before, up to the most */
+        assert_true(gaps[k] >= gaps[k - 1]);
+        assert_true(gaps[k] <= KI_SOLO_GAP_MAX + 2);
+    }
+    assert_true(gaps[n - 1] >= KI_SOLO_GAP_MAX);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_steady_team),
+        cmocka_unit_test(test_busy_then_quiet),
+        cmocka_unit_test(test_losing_tries_back_off),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
