@@ -399,57 +399,84 @@ static void wino_finish(const wino_run *r, const float *m, int64_t pstride, floa
                 c->ep.bias ? c->ep.bias[ch] : 0.0f, r->lo, r->hi);
 }
 
-/* Where share i of nth of the tiles starts: i/nth of them, at the nearest multiple of
- * KI_WINO_LANES (the transforms take tiles in such groups, and an output group past a share's end
- * would write the next share's tiles); the last share ends at the tiles. */
-static int64_t tile_share(int64_t tiles, int i, int nth)
-{
-    const int64_t at = (tiles * i / nth + KI_WINO_LANES / 2) / KI_WINO_LANES * KI_WINO_LANES;
-    return i >= nth || at > tiles ? tiles : at;
-}
-
-/* Blocked: this thread's panels of image n, one at a time (see KI_WINO_BLOCKED). The GEMM's
- * products cost a whole panel however few of its tiles are valid, so each thread takes a run of
- * whole panels; the OV kernel's cost follows the valid tiles, so there each thread takes an equal
- * run of tiles (tile_share), in panels of up to KI_GEMM_NR (100 tiles on two threads: 48 and 52,
- * where whole panels gave 64 and 36; yolov5s's 128-channel 40x40 layers at --isa avx2 took 1.5x
- * their one-thread time on two threads). The same operations per tile either way, so the same bits.
- */
-static void wino_blocked_run(const wino_run *r, const float *x, float *y, const float *res,
-                             float *v, float *priv, int tid, int nth)
+/* Tiles [tb, te) of image x through the three steps in this thread's slice (v, then the products
+ * m after it): a panel of up to KI_GEMM_NR tiles. */
+static void wino_panel(const wino_run *r, const float *x, float *y, const float *res, float *v,
+                       float *priv, int64_t tb, int64_t te)
 {
     const ki_conv2d *c = r->c;
     const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
     const int64_t vps = ic * KI_GEMM_NR + KI_WINO_SKEW, mps = oc * KI_GEMM_NR + KI_WINO_SKEW;
-    const int64_t tiles = r->tg.tiles;
-    const bool by_tiles = c->wino_ov || wino_formed(c);
-    const int64_t t0 = by_tiles ? tile_share(tiles, tid, nth) : r->np * tid / nth * KI_GEMM_NR;
-    const int64_t t1 =
-        by_tiles ? tile_share(tiles, tid + 1, nth) : r->np * (tid + 1) / nth * KI_GEMM_NR;
     float *m = v + r->npos * vps;
-    for (int64_t tb = t0; tb < t1; tb += KI_GEMM_NR) {
-        /* a whole panel on the GEMM (its last one past the tiles, as the shared run's) */
-        const int64_t te = by_tiles && t1 - tb < KI_GEMM_NR ? t1 : tb + KI_GEMM_NR;
-        for (int64_t ch = 0; ch < ic; ch++) {
-            c->wino_in(x + ch * hw, r->g->in.h, r->g->in.w, &r->tg, tb, te, v + ch * KI_GEMM_NR, 0,
-                       vps);
+    for (int64_t ch = 0; ch < ic; ch++) {
+        c->wino_in(x + ch * hw, r->g->in.h, r->g->in.w, &r->tg, tb, te, v + ch * KI_GEMM_NR, 0,
+                   vps);
+    }
+    const int64_t valid = (te < r->tg.tiles ? te : r->tg.tiles) - tb;
+    if (wino_formed(c)) {
+        wino_products_h(r, v, vps, 0, m, mps, KI_GEMM_NR, valid, 1, 0,
+                        (oc + KI_OV_MV - 1) / KI_OV_MV, priv, priv + KI_WINO_H_UFLOATS);
+    }
+    for (int64_t pos = 0; pos < r->npos && !wino_formed(c); pos++) {
+        if (c->wino_ov) {
+            wino_products_ov(r, pos, v + pos * vps, m + pos * mps, KI_GEMM_NR, valid, 0,
+                             (oc + KI_OV_MV - 1) / KI_OV_MV);
+        } else {
+            wino_products(r, pos, v + pos * vps, m + pos * mps, valid, KI_GEMM_NR, 0, 1);
         }
-        const int64_t valid = (te < tiles ? te : tiles) - tb;
-        if (wino_formed(c)) {
-            wino_products_h(r, v, vps, 0, m, mps, KI_GEMM_NR, valid, 1, 0,
-                            (oc + KI_OV_MV - 1) / KI_OV_MV, priv, priv + KI_WINO_H_UFLOATS);
+    }
+    for (int64_t ch = 0; ch < oc; ch++) {
+        wino_finish(r, m + ch * KI_GEMM_NR, mps, y, res, ch, tb, te);
+    }
+}
+
+/* The OV kernel's cost follows the valid tiles (the GEMM's is a whole panel's however few are
+ * valid), so its runs go in groups of KI_WINO_LANES tiles (the transforms' unit; an output group
+ * past a run's end would write tiles another thread computes), a panel being up to two; the GEMM's
+ * in whole panels, the last one past the tiles. The same operations per tile either way, so the
+ * same bits however they are grouped. */
+static bool wino_by_lanes(const ki_conv2d *c)
+{
+    return c->wino_ov || wino_formed(c);
+}
+
+/* The whole image x on this thread alone, panel by panel. */
+static void wino_image_alone(const wino_run *r, const float *x, float *y, const float *res,
+                             float *v, float *priv)
+{
+    const int64_t tiles = r->tg.tiles, end = wino_by_lanes(r->c) ? tiles : r->np * KI_GEMM_NR;
+    for (int64_t tb = 0; tb < end; tb += KI_GEMM_NR) {
+        wino_panel(r, x, y, res, v, priv, tb, tb + KI_GEMM_NR < end ? tb + KI_GEMM_NR : end);
+    }
+}
+
+/* Blocked: the team's panels of image x, each thread its own slice (see KI_WINO_BLOCKED). Each
+ * thread takes its share of the items (groups of tiles or panels, wino_by_lanes) from the front,
+ * two groups a panel where they follow each other, then what is left of the others' from their
+ * back (ki_share): a thread that runs slower (another process on its core) leaves its last items
+ * to the others. yolov5s's 128-channel 40x40 layers at --isa avx2 took 1.5x their one-thread time
+ * on two threads when the shares were whole panels (64 and 36 of 100 tiles). */
+static void wino_blocked_team(const wino_run *r, const float *x, float *y, const float *res,
+                              float *v, float *priv, const ki_part *pt)
+{
+    const bool lanes = wino_by_lanes(r->c);
+    const int64_t tiles = r->tg.tiles, unit = lanes ? KI_WINO_LANES : KI_GEMM_NR;
+    const int64_t items = lanes ? (tiles + unit - 1) / unit : r->np;
+    if (pt->tid == 0) {
+        ki_share_init(pt->share, items, pt->nt);
+    }
+    ki_part_sync(pt);
+    for (int64_t q = ki_share_take(pt->share, pt->tid), pending = -1; q >= 0;) {
+        int64_t n = 1;
+        if (lanes && ki_share_peek(pt->share, pt->tid) == q + 1) { /* a panel of two groups */
+            const int64_t q2 = ki_share_take(pt->share, pt->tid);
+            n = q2 == q + 1 ? 2 : 1;
+            pending = n == 2 ? -1 : q2; /* taken by a thief meanwhile: q2 is another item */
         }
-        for (int64_t pos = 0; pos < r->npos && !wino_formed(c); pos++) {
-            if (c->wino_ov) {
-                wino_products_ov(r, pos, v + pos * vps, m + pos * mps, KI_GEMM_NR, valid, 0,
-                                 (oc + KI_OV_MV - 1) / KI_OV_MV);
-            } else {
-                wino_products(r, pos, v + pos * vps, m + pos * mps, valid, KI_GEMM_NR, 0, 1);
-            }
-        }
-        for (int64_t ch = 0; ch < oc; ch++) {
-            wino_finish(r, m + ch * KI_GEMM_NR, mps, y, res, ch, tb, te);
-        }
+        const int64_t tb = q * unit, te = lanes && tb + n * unit > tiles ? tiles : tb + n * unit;
+        wino_panel(r, x, y, res, v, priv, tb, te);
+        q = pending >= 0 ? pending : ki_share_take(pt->share, pt->tid);
+        pending = -1;
     }
 }
 
@@ -528,7 +555,7 @@ static void wino_images(void *arg, const ki_part *pt)
          n = ki_share_take(pt->share, pt->tid)) {
         float *y = j->out + n * oc * ohw;
         const float *res = c->res ? c->res + n * oc * ohw : NULL;
-        wino_blocked_run(r, j->in + n * ic * hw, y, c->ep.res_after ? NULL : res, v, priv, 0, 1);
+        wino_image_alone(r, j->in + n * ic * hw, y, c->ep.res_after ? NULL : res, v, priv);
         for (int64_t ch = 0; r->post && ch < oc; ch++) {
             c->epf(&act_only, c->ep.res_after && res ? res + ch * ohw : NULL, ch, y + ch * ohw,
                    (size_t)ohw);
@@ -560,7 +587,7 @@ static void wino_each_image(void *arg, const ki_part *pt)
         }
         if (blocked) {
             float *v = (float *)((char *)ex->workspace + (size_t)pt->tid * ex->ws_per_thread);
-            wino_blocked_run(r, x, y, res_tr, v, priv, pt->tid, pt->nt);
+            wino_blocked_team(r, x, y, res_tr, v, priv, pt);
         } else {
             wino_shared_run(r, x, y, res_tr, ex->workspace, priv, pt);
         }
