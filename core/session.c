@@ -483,7 +483,8 @@ static void team_steps(ki_session *s, int k0, int k1, team_run *t)
  * first step that fails, if any, goes to *fail_k (*fail_st); the team stops after it. */
 static void run_team(ki_session *s, int k0, int k1, bool solo, int *fail_k, ki_status *fail_st)
 {
-    team_run t = { .crew = { .step = KI_TEAM_INIT, .inner = KI_TEAM_INIT } };
+    team_run t;
+    ki_crew_init(&t.crew, s->n_threads);
     atomic_init(&t.failed, -1);
     atomic_init(&t.status, KI_OK);
     if (s->n_threads > 1 && !solo) {

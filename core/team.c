@@ -125,6 +125,31 @@ void ki_part_sync(const ki_part *p)
     ki_team_sync_n(p->sync, p->nt);
 }
 
+void ki_share_begin(const ki_part *p, long long items)
+{
+    if (p->nt > KI_SHARE_MAX) {
+        if (p->tid == 0) {
+            ki_share_init(p->share, items, p->nt);
+        }
+        ki_part_sync(p);
+        return;
+    }
+    const long long m = items < 0 ? 0 : items > 0x7fffffffLL ? 0x7fffffffLL : items;
+    atomic_store_explicit(&p->share->range[p->tid].v,
+                          pack((unsigned long long)(m * p->tid / p->nt),
+                               (unsigned long long)(m * (p->tid + 1) / p->nt)),
+                          memory_order_relaxed);
+}
+
+/* An empty share of n ranges (ki_share_begin sets each). */
+static void share_empty(ki_share *s, int n)
+{
+    s->n = n < KI_SHARE_MAX ? n : KI_SHARE_MAX;
+    for (int i = 0; i < s->n; i++) {
+        atomic_init(&s->range[i].v, 0);
+    }
+}
+
 void ki_part_range(int64_t n, const ki_part *p, int64_t *lo, int64_t *hi)
 {
     int64_t q = n / p->nt, r = n % p->nt;
@@ -148,8 +173,9 @@ void ki_team_run_n(const ki_exec *ex, int nt, ki_team_body body, void *arg)
         return;
     }
     ki_team inner = KI_TEAM_INIT;
-    ki_share share; /* thread 0 of the body inits it */
-    if (nt == 1) {  /* no region to enter and leave */
+    ki_share share;
+    share_empty(&share, nt);
+    if (nt == 1) { /* no region to enter and leave */
         const ki_part p = { 0, 1, &inner, &share };
         body(arg, &p);
         return;
@@ -165,4 +191,11 @@ void ki_team_run_n(const ki_exec *ex, int nt, ki_team_body body, void *arg)
 void ki_team_run(const ki_exec *ex, ki_team_body body, void *arg)
 {
     ki_team_run_n(ex, ex->n_threads, body, arg);
+}
+
+void ki_crew_init(ki_crew *c, int n_threads)
+{
+    c->step = (ki_team)KI_TEAM_INIT;
+    c->inner = (ki_team)KI_TEAM_INIT;
+    share_empty(&c->share, n_threads);
 }

@@ -74,11 +74,14 @@ typedef struct ki_crew {
     ki_share share; /* a work share for a body (ki_part.share) */
 } ki_crew;
 
+/* A crew for a team of up to n_threads threads. */
+void ki_crew_init(ki_crew *c, int n_threads);
+
 /* One thread's part of a body run by ki_team_run: thread tid of nt. */
 typedef struct ki_part {
     int tid, nt;
     ki_team *sync;   /* the nt threads' barrier: ki_part_sync */
-    ki_share *share; /* shared by the nt threads; thread 0 inits it, then ki_part_sync */
+    ki_share *share; /* shared by the nt threads: ki_share_begin, then ki_share_take */
 } ki_part;
 
 typedef void (*ki_team_body)(void *arg, const ki_part *p);
@@ -94,6 +97,11 @@ void ki_team_run(const struct ki_exec *ex, ki_team_body body, void *arg);
  * all. Such a body neither syncs nor uses OpenMP loops; ki_part_range splits its items. */
 void ki_team_run_n(const struct ki_exec *ex, int nt, ki_team_body body, void *arg);
 void ki_part_sync(const ki_part *p);
+/* Starts a use of p->share for items 0..items-1, called by each of the nt threads: each sets its
+ * own range, without waiting for the others (a thread that looks at a range its owner has not set
+ * yet finds it empty, as every use leaves every range: the owner then does it all). With more
+ * threads than KI_SHARE_MAX ranges, thread 0 sets them all and the threads meet. */
+void ki_share_begin(const ki_part *p, long long items);
 /* Thread p->tid's items [lo, hi) of n: OpenMP's static split (contiguous, the first n % nt
  * threads one more). */
 void ki_part_range(int64_t n, const ki_part *p, int64_t *lo, int64_t *hi);

@@ -110,25 +110,26 @@ static void row(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, co
     }
 }
 
-/* A thread's rows (OpenMP's static split), after packing the weights into its own workspace. */
+/* The team's rows: each thread its share from the front, then what is left of the others' from
+ * their back (ki_share: a thread that runs slower, another process on its core, leaves its last
+ * rows to the others), after packing the weights into its own workspace. */
 static void direct_body(void *arg, const ki_part *p)
 {
     const ki_conv2d_job *j = arg;
     const ki_conv2d *c = j->c;
     const ki_conv2d_geom *g = j->g;
     float *out = j->out;
-    /* read by broadcasts: no alignment needed; each thread its own copy, so no barrier */
+    /* read by broadcasts: no alignment needed; each thread its own copy */
     float *wp = (float *)((char *)j->ex->workspace + (size_t)p->tid * j->ex->ws_per_thread);
     ki_conv2d_direct_pack(c, wp);
     const int64_t rows = g->in.n * g->oh, ohw = g->oh * g->ow;
     const bool big_out = rows * c->out_ch * g->ow >= ki_cv_prefetch_out_min();
-    int64_t r0, r1;
-    ki_part_range(rows, p, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
+    ki_share_begin(p, rows);
+    for (int64_t r = ki_share_take(p->share, p->tid); r >= 0; r = ki_share_take(p->share, p->tid)) {
         const int64_t n = r / g->oh, oy = r % g->oh, at = (n * c->out_ch * g->oh + oy) * g->ow;
-        if (big_out && r + 1 < rows) { /* the next row of every channel */
-            const int64_t n1 = (r + 1) / g->oh, oy1 = (r + 1) % g->oh;
-            const float *q = out + (n1 * c->out_ch * g->oh + oy1) * g->ow;
+        const int64_t r1 = ki_share_peek(p->share, p->tid); /* this thread's next row */
+        if (big_out && r1 >= 0) {                           /* its row of every channel */
+            const float *q = out + (r1 / g->oh * c->out_ch * g->oh + r1 % g->oh) * g->ow;
             for (int64_t oc = 0; oc < c->out_ch; oc++) {
                 ki_cv_prefetch_out(q + oc * ohw, g->ow);
             }
@@ -213,7 +214,8 @@ static void pool_band(const ki_conv2d *c, const ki_conv2d_geom *g, const float *
     }
 }
 
-/* A thread's bands (OpenMP's static split), the packed weights in its own workspace. */
+/* The team's bands as direct_body shares its rows (ki_share), the packed weights in each
+ * thread's own workspace. */
 static void direct_pool_body(void *arg, const ki_part *p)
 {
     const ki_conv2d_job *j = arg;
@@ -227,10 +229,11 @@ static void direct_pool_body(void *arg, const ki_part *p)
     float *buf = (float *)((char *)wp + wbytes);
     ki_conv2d_direct_pack(c, wp);
     const int64_t per = (ki_conv2d_pool_dim(c, g->oh) + POOL_BAND - 1) / POOL_BAND;
-    int64_t b0, b1;
-    ki_part_range(g->in.n * per, p, &b0, &b1);
-    for (int64_t b = b0; b < b1; b++) { /* the band before was this thread's unless b is b0 */
-        pool_band(c, g, j->in, wp, b, per, buf, b > b0 && b % per != 0, j->out);
+    ki_share_begin(p, g->in.n * per);
+    int64_t prev = -1; /* the band this thread did last: its last rows are in buf */
+    for (int64_t b = ki_share_take(p->share, p->tid); b >= 0; b = ki_share_take(p->share, p->tid)) {
+        pool_band(c, g, j->in, wp, b, per, buf, prev == b - 1 && b % per != 0, j->out);
+        prev = b;
     }
 }
 

@@ -209,10 +209,7 @@ static void gemm_group(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
         /* groups of up to grp panels: each thread its own run in order, then what is left of the
          * others' (ki_share) */
         const int64_t grp = ki_conv2d_gemm_group(np, ex->n_threads), ngr = (np + grp - 1) / grp;
-        if (pt->tid == 0) {
-            ki_share_init(pt->share, ngr, pt->nt);
-        }
-        ki_part_sync(pt);
+        ki_share_begin(pt, ngr);
         float *b = (float *)((char *)ws + (size_t)pt->tid * ex->ws_per_thread);
         for (int64_t q = ki_share_take(pt->share, pt->tid); q >= 0;
              q = ki_share_take(pt->share, pt->tid)) {
@@ -266,10 +263,7 @@ static void gemm_items(void *arg, const ki_part *pt)
     const ki_conv2d_geom *g = j->g;
     const int64_t np = (g->oh * g->ow + KI_GEMM_NR - 1) / KI_GEMM_NR;
     float *b = (float *)((char *)j->ex->workspace + (size_t)pt->tid * j->ex->ws_per_thread);
-    if (pt->tid == 0) {
-        ki_share_init(pt->share, g->in.n * c->groups, pt->nt);
-    }
-    ki_part_sync(pt);
+    ki_share_begin(pt, g->in.n * c->groups);
     for (int64_t it = ki_share_take(pt->share, pt->tid); it >= 0;
          it = ki_share_take(pt->share, pt->tid)) {
         const float *x;

@@ -462,10 +462,7 @@ static void wino_blocked_team(const wino_run *r, const float *x, float *y, const
     const bool lanes = wino_by_lanes(r->c);
     const int64_t tiles = r->tg.tiles, unit = lanes ? KI_WINO_LANES : KI_GEMM_NR;
     const int64_t items = lanes ? (tiles + unit - 1) / unit : r->np;
-    if (pt->tid == 0) {
-        ki_share_init(pt->share, items, pt->nt);
-    }
-    ki_part_sync(pt);
+    ki_share_begin(pt, items);
     for (int64_t q = ki_share_take(pt->share, pt->tid), pending = -1; q >= 0;) {
         int64_t n = 1;
         if (lanes && ki_share_peek(pt->share, pt->tid) == q + 1) { /* a panel of two groups */
@@ -547,10 +544,7 @@ static void wino_images(void *arg, const ki_part *pt)
     const ki_cv_epilogue act_only = { NULL, c->ep.act, c->ep.res_after };
     float *v = (float *)((char *)j->ex->workspace + (size_t)pt->tid * j->ex->ws_per_thread);
     float *priv = wino_formed(c) ? wino_private(j->ex, r->np, true, pt->tid) : NULL;
-    if (pt->tid == 0) {
-        ki_share_init(pt->share, r->g->in.n, pt->nt);
-    }
-    ki_part_sync(pt);
+    ki_share_begin(pt, r->g->in.n);
     for (int64_t n = ki_share_take(pt->share, pt->tid); n >= 0;
          n = ki_share_take(pt->share, pt->tid)) {
         float *y = j->out + n * oc * ohw;

@@ -269,7 +269,7 @@ static void test_run_in_crew(void **unused)
             static run_check r[3];
             static ki_crew crew;
             memset(r, 0, sizeof r);
-            memset(&crew, 0, sizeof crew);
+            ki_crew_init(&crew, th);
 #pragma omp parallel num_threads(th)
             {
                 const ki_exec ex = { th, NULL, 0, &crew };
@@ -289,12 +289,70 @@ static void test_run_in_crew(void **unused)
     }
 }
 
+/* ki_share_begin: every item taken exactly once, over uses one after another in a crew, some with
+ * a thread that starts late (the others find its range empty or take from it). */
+typedef struct share_check {
+    atomic_int count[ITEMS];
+    int items, late; /* the thread that starts late, or -1 */
+} share_check;
+
+static void share_pass(void *arg, const ki_part *p)
+{
+    share_check *r = arg;
+    if (p->tid == r->late) {
+        const struct timespec t = { 0, 2000000 };
+        nanosleep(&t, NULL);
+    }
+    ki_share_begin(p, r->items);
+    for (long long q = ki_share_take(p->share, p->tid); q >= 0;
+         q = ki_share_take(p->share, p->tid)) {
+        atomic_fetch_add(&r->count[q], 1);
+    }
+}
+
+static void test_share_begin(void **unused)
+{
+    (void)unused;
+    for (int th = 1; th <= MAX_TH; th++) {
+        static share_check r[6];
+        static ki_crew crew;
+        memset(r, 0, sizeof r);
+        for (int u = 0; u < 6; u++) {
+            r[u].items = (int[]){ 1000, 7, 0, 1, 500, 3 }[u];
+            r[u].late = u % 2 ? u % th : -1;
+        }
+        ki_crew_init(&crew, th);
+#pragma omp parallel num_threads(th)
+        {
+            const ki_exec ex = { th, NULL, 0, &crew };
+            for (int u = 0; u < 6; u++) {
+                ki_team_run(&ex, share_pass, &r[u]);
+                ki_team_sync(&crew.step);
+            }
+        }
+        for (int u = 0; u < 6; u++) {
+            for (int i = 0; i < ITEMS; i++) {
+                assert_int_equal(atomic_load(&r[u].count[i]), i < r[u].items ? 1 : 0);
+            }
+        }
+        /* without a crew: a region of the team's own, each use a new share */
+        memset(r, 0, sizeof r);
+        r[0].items = 999, r[0].late = th - 1;
+        const ki_exec ex = { th, NULL, 0, NULL };
+        ki_team_run(&ex, share_pass, &r[0]);
+        for (int i = 0; i < ITEMS; i++) {
+            assert_int_equal(atomic_load(&r[0].count[i]), i < 999 ? 1 : 0);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rounds),    cmocka_unit_test(test_late_thread),
-        cmocka_unit_test(test_share),     cmocka_unit_test(test_part_range),
-        cmocka_unit_test(test_run_alone), cmocka_unit_test(test_run_in_crew),
+        cmocka_unit_test(test_rounds),      cmocka_unit_test(test_late_thread),
+        cmocka_unit_test(test_share),       cmocka_unit_test(test_part_range),
+        cmocka_unit_test(test_run_alone),   cmocka_unit_test(test_run_in_crew),
+        cmocka_unit_test(test_share_begin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
