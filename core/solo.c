@@ -8,7 +8,7 @@ void ki_solo_init(ki_solo *a)
 
 bool ki_solo_next(const ki_solo *a)
 {
-    return a->solo ? a->wait > 0 : a->wait <= 0 && a->slow;
+    return a->solo ? a->wait > 0 : a->wait <= 0 && a->slow >= KI_SOLO_RECENT;
 }
 
 static int doubled(int gap)
@@ -21,12 +21,14 @@ void ki_solo_after(ki_solo *a, bool solo, double wall)
     a->wait -= a->wait > 0;
     if (!solo) {
         a->best_team = a->best_team > 0 && a->best_team < wall ? a->best_team : wall;
-        a->team = wall;
-        a->slow = wall > KI_SOLO_SLOWER * a->best_team;
+        const bool slow = wall > KI_SOLO_SLOWER * a->best_team;
+        a->team = slow && a->slow > 0 && a->team < wall ? a->team : wall;
+        a->slow = slow ? a->slow + 1 : 0;
         if (a->solo) { /* a try of the team: it stays on one thread unless the team won */
             a->solo = wall >= a->one;
             a->gap = a->solo ? doubled(a->gap) : KI_SOLO_GAP_MIN;
             a->wait = a->solo ? a->gap : 0;
+            a->slow = a->solo ? a->slow : 0; /* back on the team: a fresh look */
         }
         return;
     }
@@ -35,6 +37,6 @@ void ki_solo_after(ki_solo *a, bool solo, double wall)
         a->solo = wall < a->team;
         a->gap = a->solo ? KI_SOLO_GAP_MIN : doubled(a->gap);
         a->wait = a->gap;
-        a->slow = false;
+        a->slow = 0;
     }
 }

@@ -1,6 +1,7 @@
 /* test_solo.c - the session's choice between its team and one thread (core/solo.h), driven by
- * made-up run times: a steady team never tries one thread; a slow team run brings a one-thread
- * try; a faster one thread is kept, the team tried again after KI_SOLO_GAP_MIN runs, then twice as
+ * made-up run times: a steady team never tries one thread, nor does one slow run now and then;
+ * KI_SOLO_RECENT slow team runs in a row bring a one-thread try, which must beat the fastest of
+ * them; a faster one thread is kept, the team tried again after KI_SOLO_GAP_MIN runs, then twice as
  * long while one thread keeps winning, up to KI_SOLO_GAP_MAX; the team back when it wins; a
  * losing one-thread try blocks the next for a gap that doubles. */
 #include <setjmp.h>
@@ -40,8 +41,10 @@ static void test_busy_then_quiet(void **unused)
     assert_false(run(&a, 1.0, 2.0));
     assert_false(run(&a, 1.0, 2.0));
     /* another process takes a core: the team now takes 5, one thread 2.5 */
-    assert_false(run(&a, 5.0, 2.5)); /* the slow team run */
-    assert_true(run(&a, 5.0, 2.5));  /* the try of one thread: it wins */
+    for (int i = 0; i < KI_SOLO_RECENT; i++) {
+        assert_false(run(&a, 5.0, 2.5)); /* the slow team runs */
+    }
+    assert_true(run(&a, 5.0, 2.5)); /* the try of one thread: it wins */
     for (int gap = KI_SOLO_GAP_MIN, round = 0; round < 7; round++) {
         for (int i = 0; i < gap; i++) {
             assert_true(run(&a, 5.0, 2.5));
@@ -69,6 +72,27 @@ static void test_busy_then_quiet(void **unused)
     }
     for (int i = 0; i < 500; i++) {
         assert_false(run(&a, 1.0, 2.5));
+    }
+}
+
+/* A single slow team run, or slow ones that one thread does not beat, bring no change. */
+static void test_noise(void **unused)
+{
+    (void)unused;
+    ki_solo a;
+    ki_solo_init(&a);
+    assert_false(run(&a, 1.0, 2.0));
+    for (int i = 0; i < 300; i++) { /* every third run slow: never three in a row */
+        assert_false(run(&a, i % 3 ? 1.0 : 3.0, 1.5));
+    }
+    /* a slow stretch whose fastest run one thread does not beat: one try, then the team */
+    const double team[] = { 3.0, 1.4, 3.0 };
+    for (int i = 0; i < 3; i++) {
+        assert_false(run(&a, team[i], 2.0));
+    }
+    assert_true(run(&a, 3.0, 2.0)); /* the try: 2.0 against 1.4, it loses */
+    for (int i = 0; i < 2 * KI_SOLO_GAP_MIN; i++) {
+        assert_false(run(&a, 1.0, 2.0));
     }
 }
 
@@ -101,6 +125,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_steady_team),
         cmocka_unit_test(test_busy_then_quiet),
+        cmocka_unit_test(test_noise),
         cmocka_unit_test(test_losing_tries_back_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
