@@ -109,6 +109,12 @@ typedef struct ki_exec {
     struct ki_crew *crew;
 } ki_exec;
 
+/* Thread tid's slice of ex's workspace. */
+static inline float *ki_exec_slice(const ki_exec *ex, int tid)
+{
+    return (float *)(void *)((char *)ex->workspace + (size_t)tid * ex->ws_per_thread);
+}
+
 enum {
     KI_LAYER_INPLACE = 1u << 0, /* output 0 may be the same buffer as input 0 (same size) */
     KI_LAYER_VIEW = 1u << 1,    /* output 0 is input 0's data under another shape */

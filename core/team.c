@@ -77,15 +77,20 @@ static unsigned long long pack(unsigned long long lo, unsigned long long hi)
     return lo | hi << 32;
 }
 
+/* Share i of n of items 0..items-1 (at most 2^31 - 1 of them), packed. */
+static unsigned long long share_of(long long items, int i, int n)
+{
+    const long long m = items < 0 ? 0 : items > 0x7fffffffLL ? 0x7fffffffLL : items;
+    return pack((unsigned long long)(m * i / n), (unsigned long long)(m * (i + 1) / n));
+}
+
 void ki_share_init(ki_share *s, long long items, int n_threads)
 {
     /* more threads than KI_SHARE_MAX: the threads past the shares only take what is left */
     const int n = n_threads < 1 ? 1 : n_threads > KI_SHARE_MAX ? KI_SHARE_MAX : n_threads;
-    const long long m = items < 0 ? 0 : items > 0x7fffffffLL ? 0x7fffffffLL : items;
     s->n = n;
     for (int i = 0; i < n; i++) {
-        atomic_init(&s->range[i].v,
-                    pack((unsigned long long)(m * i / n), (unsigned long long)(m * (i + 1) / n)));
+        atomic_init(&s->range[i].v, share_of(items, i, n));
     }
 }
 
@@ -134,10 +139,7 @@ void ki_share_begin(const ki_part *p, long long items)
         ki_part_sync(p);
         return;
     }
-    const long long m = items < 0 ? 0 : items > 0x7fffffffLL ? 0x7fffffffLL : items;
-    atomic_store_explicit(&p->share->range[p->tid].v,
-                          pack((unsigned long long)(m * p->tid / p->nt),
-                               (unsigned long long)(m * (p->tid + 1) / p->nt)),
+    atomic_store_explicit(&p->share->range[p->tid].v, share_of(items, p->tid, p->nt),
                           memory_order_relaxed);
 }
 

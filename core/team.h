@@ -90,11 +90,11 @@ struct ki_exec;
 /* Runs body(arg, part) on every thread of ex's team (ex->n_threads threads, or those of the
  * session's region, which has at most that many). arg is the caller's (one per thread in a
  * crew: each thread computes the same one); it ends when every thread has finished the body
- * (a crew's threads meet at the session's barrier instead). The body may use orphaned OpenMP
- * loops (`omp for ... nowait`: they bind to the team running it) and ki_part_sync. */
+ * (a crew's threads meet at the session's barrier instead). The body splits its items with
+ * ki_part_range or p->share and may meet the others with ki_part_sync. */
 void ki_team_run(const struct ki_exec *ex, ki_team_body body, void *arg);
 /* The same on the first nt threads only (the others pass): for work too small to share among
- * all. Such a body neither syncs nor uses OpenMP loops; ki_part_range splits its items. */
+ * all. Such a body neither syncs nor uses p->share; ki_part_range splits its items. */
 void ki_team_run_n(const struct ki_exec *ex, int nt, ki_team_body body, void *arg);
 void ki_part_sync(const ki_part *p);
 /* Starts a use of p->share for items 0..items-1, called by each of the nt threads: each sets its

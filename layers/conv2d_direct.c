@@ -120,7 +120,7 @@ static void direct_body(void *arg, const ki_part *p)
     const ki_conv2d_geom *g = j->g;
     float *out = j->out;
     /* read by broadcasts: no alignment needed; each thread its own copy */
-    float *wp = (float *)((char *)j->ex->workspace + (size_t)p->tid * j->ex->ws_per_thread);
+    float *wp = ki_exec_slice(j->ex, p->tid);
     ki_conv2d_direct_pack(c, wp);
     const int64_t rows = g->in.n * g->oh, ohw = g->oh * g->ow;
     const bool big_out = rows * c->out_ch * g->ow >= ki_cv_prefetch_out_min();
@@ -225,7 +225,7 @@ static void direct_pool_body(void *arg, const ki_part *p)
     if (!pool_sizes(c, g, &wbytes, &total)) {
         return; /* conv_forward checked the workspace */
     }
-    float *wp = (float *)((char *)j->ex->workspace + (size_t)p->tid * j->ex->ws_per_thread);
+    float *wp = ki_exec_slice(j->ex, p->tid);
     float *buf = (float *)((char *)wp + wbytes);
     ki_conv2d_direct_pack(c, wp);
     const int64_t per = (ki_conv2d_pool_dim(c, g->oh) + POOL_BAND - 1) / POOL_BAND;

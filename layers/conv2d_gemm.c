@@ -210,7 +210,7 @@ static void gemm_group(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
          * others' (ki_share) */
         const int64_t grp = ki_conv2d_gemm_group(np, ex->n_threads), ngr = (np + grp - 1) / grp;
         ki_share_begin(pt, ngr);
-        float *b = (float *)((char *)ws + (size_t)pt->tid * ex->ws_per_thread);
+        float *b = ki_exec_slice(ex, pt->tid);
         for (int64_t q = ki_share_take(pt->share, pt->tid); q >= 0;
              q = ki_share_take(pt->share, pt->tid)) {
             const int64_t nq = ki_share_peek(pt->share, pt->tid), p0 = q * grp;
@@ -262,7 +262,7 @@ static void gemm_items(void *arg, const ki_part *pt)
     const ki_conv2d *c = j->c;
     const ki_conv2d_geom *g = j->g;
     const int64_t np = (g->oh * g->ow + KI_GEMM_NR - 1) / KI_GEMM_NR;
-    float *b = (float *)((char *)j->ex->workspace + (size_t)pt->tid * j->ex->ws_per_thread);
+    float *b = ki_exec_slice(j->ex, pt->tid);
     ki_share_begin(pt, g->in.n * c->groups);
     for (int64_t it = ki_share_take(pt->share, pt->tid); it >= 0;
          it = ki_share_take(pt->share, pt->tid)) {
@@ -423,8 +423,7 @@ static void dw_body(void *arg, const ki_part *pt)
         const float *res = c->res ? c->res + p * ohw : NULL;
 #if KI_HAVE_X86 /* padded and simd need the AVX2 kernels (c->dw_avx2) */
         if (padded) {
-            float *xp =
-                (float *)((char *)j->ex->workspace + (size_t)pt->tid * j->ex->ws_per_thread);
+            float *xp = ki_exec_slice(j->ex, pt->tid);
             pad_plane(c, g, j->in + p * hw, xp, floats);
             if (ki_conv2d_dw_plane_padded_avx2(c, g, xp, ch, res, j->out + p * ohw)) {
                 continue; /* epilogue applied at the store */

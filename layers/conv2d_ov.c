@@ -372,78 +372,75 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
     ki_gemm_fin gf;
     const ov_fin f = { ki_gemm_fin_of(&c->ep, 0, NULL, &gf), gf.lo, gf.hi };
     const int64_t items = 2 * nob * nb;
-    {
-        const int64_t tid = me->tid, nt = me->nt;
-        const int64_t i0 = items * tid / nt, i1 = items * (tid + 1) / nt;
-        /* k blocks outermost within a half (the weights' blocks of KI_OV_KC rows, cut at the
-         * half), so a weight block serves the thread's pixel blocks from L1 */
-        for (int h = 0; h < 2; h++) {
-            const int64_t lo = h * nob * nb > i0 ? h * nob * nb : i0;
-            const int64_t hi = (h + 1) * nob * nb < i1 ? (h + 1) * nob * nb : i1;
-            const int64_t q0 = h ? kh : 0, q1 = h ? k : kh;
-            for (int64_t kb = q0 / KI_OV_KC * KI_OV_KC; kb < q1 && lo < hi; kb += KI_OV_KC) {
-                const int64_t kcb = k - kb < KI_OV_KC ? k - kb : KI_OV_KC; /* the block's rows */
-                const int64_t s0 = kb > q0 ? kb : q0, s1 = kb + kcb < q1 ? kb + kcb : q1;
-                for (int64_t it = lo; it < hi; it++) {
-                    const int64_t ob = it % (nob * nb) / nb, pb = it % nb;
-                    const int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
-                    const int64_t at = (kb * nob + ob * kcb) * KI_OV_MV + (s0 - kb) * KI_OV_MV;
-                    float *t =
-                        part + (size_t)h * half + (size_t)(ob * nb + pb) * (size_t)pw * KI_OV_MV;
-                    const float *b = x + s0 * hw + j0;
-                    if (c->ov_h) {
-                        c->ov_ukh(s1 - s0, c->ov_h + at, b, (int)nr, hw, s0 > q0, NULL, -INFINITY,
-                                  INFINITY, t, KI_OV_NO_PF);
-                    } else {
-                        c->ov_uk(s1 - s0, c->ov_a + at, b, (int)nr, hw, s0 > q0, NULL, -INFINITY,
-                                 INFINITY, t, KI_OV_NO_PF);
-                    }
+    const int64_t tid = me->tid, nt = me->nt;
+    const int64_t i0 = items * tid / nt, i1 = items * (tid + 1) / nt;
+    /* k blocks outermost within a half (the weights' blocks of KI_OV_KC rows, cut at the
+     * half), so a weight block serves the thread's pixel blocks from L1 */
+    for (int h = 0; h < 2; h++) {
+        const int64_t lo = h * nob * nb > i0 ? h * nob * nb : i0;
+        const int64_t hi = (h + 1) * nob * nb < i1 ? (h + 1) * nob * nb : i1;
+        const int64_t q0 = h ? kh : 0, q1 = h ? k : kh;
+        for (int64_t kb = q0 / KI_OV_KC * KI_OV_KC; kb < q1 && lo < hi; kb += KI_OV_KC) {
+            const int64_t kcb = k - kb < KI_OV_KC ? k - kb : KI_OV_KC; /* the block's rows */
+            const int64_t s0 = kb > q0 ? kb : q0, s1 = kb + kcb < q1 ? kb + kcb : q1;
+            for (int64_t it = lo; it < hi; it++) {
+                const int64_t ob = it % (nob * nb) / nb, pb = it % nb;
+                const int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
+                const int64_t at = (kb * nob + ob * kcb) * KI_OV_MV + (s0 - kb) * KI_OV_MV;
+                float *t = part + (size_t)h * half + (size_t)(ob * nb + pb) * (size_t)pw * KI_OV_MV;
+                const float *b = x + s0 * hw + j0;
+                if (c->ov_h) {
+                    c->ov_ukh(s1 - s0, c->ov_h + at, b, (int)nr, hw, s0 > q0, NULL, -INFINITY,
+                              INFINITY, t, KI_OV_NO_PF);
+                } else {
+                    c->ov_uk(s1 - s0, c->ov_a + at, b, (int)nr, hw, s0 > q0, NULL, -INFINITY,
+                             INFINITY, t, KI_OV_NO_PF);
                 }
             }
         }
-        ki_part_sync(me);
-        const int64_t p0 = nb * tid / nt, p1 = nb * (tid + 1) / nt;
-        const bool kclamp = f.clamp && !res;
-        /* without the clamp, max(-inf, v) and min(inf, v) give v itself (-0 and NaN too) */
-        const float lo = kclamp ? f.lo : -INFINITY, hi = kclamp ? f.hi : INFINITY;
-        for (int64_t ob = 0; ob < nob; ob++) {
-            const int64_t oc0 = ob * KI_OV_MV;
-            const int64_t rows = c->out_ch - oc0 < KI_OV_MV ? c->out_ch - oc0 : KI_OV_MV;
-            const float *bias = f.clamp && c->ep.bias ? c->ep.bias + oc0 : NULL;
-            float bv[KI_OV_MV]; /* the block's bias, zero past out_ch (lanes never stored) */
-            for (int r = 0; r < KI_OV_MV; r++) {
-                bv[r] = bias && r < rows ? bias[r] : 0.0f;
-            }
-            for (int64_t pb = p0; pb < p1; pb++) {
-                const int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
-                const size_t off = (size_t)(ob * nb + pb) * (size_t)pw * KI_OV_MV;
-                float *t = part + off;
-                const float *u = part + half + off;
-                /* as the micro-kernel finishes a tile: the sum, + bias, max(lo, .), min(hi, .);
-                 * a pixel's 32 channels a loop the compiler vectorises (a scalar loop over the
-                 * tile took 15-23 us of a 55 us 384 -> 64 layer at 14x14) */
-                for (int64_t j = 0; j < nr; j++) {
-                    float *tj = t + j * KI_OV_MV;
-                    const float *uj = u + j * KI_OV_MV;
-                    if (bias) {
+    }
+    ki_part_sync(me);
+    const int64_t p0 = nb * tid / nt, p1 = nb * (tid + 1) / nt;
+    const bool kclamp = f.clamp && !res;
+    /* without the clamp, max(-inf, v) and min(inf, v) give v itself (-0 and NaN too) */
+    const float lo = kclamp ? f.lo : -INFINITY, hi = kclamp ? f.hi : INFINITY;
+    for (int64_t ob = 0; ob < nob; ob++) {
+        const int64_t oc0 = ob * KI_OV_MV;
+        const int64_t rows = c->out_ch - oc0 < KI_OV_MV ? c->out_ch - oc0 : KI_OV_MV;
+        const float *bias = f.clamp && c->ep.bias ? c->ep.bias + oc0 : NULL;
+        float bv[KI_OV_MV]; /* the block's bias, zero past out_ch (lanes never stored) */
+        for (int r = 0; r < KI_OV_MV; r++) {
+            bv[r] = bias && r < rows ? bias[r] : 0.0f;
+        }
+        for (int64_t pb = p0; pb < p1; pb++) {
+            const int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
+            const size_t off = (size_t)(ob * nb + pb) * (size_t)pw * KI_OV_MV;
+            float *t = part + off;
+            const float *u = part + half + off;
+            /* as the micro-kernel finishes a tile: the sum, + bias, max(lo, .), min(hi, .);
+             * a pixel's 32 channels a loop the compiler vectorises (a scalar loop over the
+             * tile took 15-23 us of a 55 us 384 -> 64 layer at 14x14) */
+            for (int64_t j = 0; j < nr; j++) {
+                float *tj = t + j * KI_OV_MV;
+                const float *uj = u + j * KI_OV_MV;
+                if (bias) {
 #pragma GCC ivdep
-                        for (int r = 0; r < KI_OV_MV; r++) {
-                            const float v = tj[r] + uj[r] + bv[r], w = lo > v ? lo : v;
-                            tj[r] = hi < w ? hi : w;
-                        }
-                    } else {
+                    for (int r = 0; r < KI_OV_MV; r++) {
+                        const float v = tj[r] + uj[r] + bv[r], w = lo > v ? lo : v;
+                        tj[r] = hi < w ? hi : w;
+                    }
+                } else {
 #pragma GCC ivdep
-                        for (int r = 0; r < KI_OV_MV; r++) {
-                            const float v = tj[r] + uj[r], w = lo > v ? lo : v;
-                            tj[r] = hi < w ? hi : w;
-                        }
+                    for (int r = 0; r < KI_OV_MV; r++) {
+                        const float v = tj[r] + uj[r], w = lo > v ? lo : v;
+                        tj[r] = hi < w ? hi : w;
                     }
                 }
-                ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res);
             }
-            if (!f.clamp && p1 > p0) {
-                ov_epilogue(c, ob, p0, p1, pw, n, y, res);
-            }
+            ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res);
+        }
+        if (!f.clamp && p1 > p0) {
+            ov_epilogue(c, ob, p0, p1, pw, n, y, res);
         }
     }
 }
@@ -489,101 +486,98 @@ static void ov_body(void *arg, const ki_part *me)
         if (img > 0) {
             ki_part_sync(me); /* the image before is done with the packed columns */
         }
-        {
-            if (packs && !l.by_pixels) {
-                int64_t pb0, pb1;
-                ki_part_range(nb, me, &pb0, &pb1);
-                for (int64_t pb = pb0; pb < pb1; pb++) {
-                    int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
-                    ov_pack(c, g, x, j0, nr, k, pw, bp + pb * k * pw);
-                }
-                ki_part_sync(me);
+        if (packs && !l.by_pixels) {
+            int64_t pb0, pb1;
+            ki_part_range(nb, me, &pb0, &pb1);
+            for (int64_t pb = pb0; pb < pb1; pb++) {
+                int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
+                ov_pack(c, g, x, j0, nr, k, pw, bp + pb * k * pw);
             }
-            /* a thread per part (parts_n parts however many threads the team has) */
-            for (int64_t pt = me->tid; pt < parts_n; pt += me->nt) {
-                int64_t i0, q0, q1, cnt = ov_part(&l, pt, parts_n, &i0, &q0, &q1);
-                float *tp = (float *)(parts + (size_t)pt * part_stride);
-                float bias[KI_OV_MV];
-                for (int64_t pb = q0; pb < q1 && packs; pb++) { /* by pixels: its own blocks */
+            ki_part_sync(me);
+        }
+        /* a thread per part (parts_n parts however many threads the team has) */
+        for (int64_t pt = me->tid; pt < parts_n; pt += me->nt) {
+            int64_t i0, q0, q1, cnt = ov_part(&l, pt, parts_n, &i0, &q0, &q1);
+            float *tp = (float *)(parts + (size_t)pt * part_stride);
+            float bias[KI_OV_MV];
+            for (int64_t pb = q0; pb < q1 && packs; pb++) { /* by pixels: its own blocks */
+                int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
+                ov_pack(c, g, x, j0, nr, k, pw, bp + pb * k * pw);
+            }
+            /* by pixels, in place: the part's pixels of the next k block's rows, requested
+             * a block ahead (the first at once); the layer before wrote half of them on the
+             * other core, and the kernel's strided reads would fetch them a line at a time */
+            const int64_t pj0 = q0 * pw, pj1 = q1 * pw < n ? q1 * pw : n;
+            bool ahead = !packs && l.by_pixels && q1 > q0;
+            if (ahead && k * (pj1 - pj0) <= KI_OV_PREFETCH_ALL) { /* all of it at once */
+                prefetch_rows(x + pj0, hw, 0, k, pj1 - pj0);
+                ahead = false;
+            } else if (ahead) {
+                prefetch_rows(x + pj0, hw, 0, k < KI_OV_KC ? k : KI_OV_KC, pj1 - pj0);
+            }
+            for (int64_t k0 = 0; k0 < k; k0 += KI_OV_KC) {
+                int64_t kc = k - k0 < KI_OV_KC ? k - k0 : KI_OV_KC;
+                bool last = k0 + kc >= k, kclamp = last && f.clamp && !res;
+                if (ahead && !last) {
+                    prefetch_rows(x + pj0, hw, k0 + kc,
+                                  k - k0 - kc < KI_OV_KC ? k : k0 + kc + KI_OV_KC, pj1 - pj0);
+                }
+                for (int64_t u = 0; u < cnt; u++) {
+                    int64_t ob, pb, span, at;
+                    if (l.by_pixels) {
+                        ob = u / (q1 - q0), pb = q0 + u % (q1 - q0);
+                        span = q1 - q0, at = pb - q0;
+                    } else {
+                        ob = (i0 + u) / nb, pb = (i0 + u) % nb, span = nb, at = pb;
+                    }
+                    int64_t oc0 = ob * KI_OV_MV;
+                    int64_t rows = c->out_ch - oc0 < KI_OV_MV ? c->out_ch - oc0 : KI_OV_MV;
+                    float *t = tp + (k > KI_OV_KC ? u * pw * KI_OV_MV : 0);
+                    const float *bv = NULL;
+                    if (last && f.clamp && c->ep.bias) {
+                        for (int64_t r = 0; r < KI_OV_MV; r++) {
+                            bias[r] = r < rows ? c->ep.bias[oc0 + r] : 0.0f;
+                        }
+                        bv = bias;
+                    }
+                    const int64_t at_a = (k0 * nob + ob * kc) * KI_OV_MV;
+                    const char *a =
+                        c->ov_h ? (const char *)(c->ov_h + at_a) : (const char *)(c->ov_a + at_a);
+                    /* the weights come from memory once per run, in blocks the hardware
+                     * prefetchers do not follow: while this block serves the part's pixel
+                     * blocks, fetch the next one (the next channel block's), a share per
+                     * tile, spread over the tile's k loop (ki_ov_pf) */
+                    const int64_t lines = kc * KI_OV_MV * (c->ov_h ? 2 : 4) / 64;
+                    const int64_t q0l = at * lines / span;
+                    const ki_ov_pf pf = { a + (lines + q0l) * 64, (at + 1) * lines / span - q0l };
+                    /* in place, the last block multiplies only its own pixels (the packed
+                     * one's zero padding is not there to read) */
                     int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
-                    ov_pack(c, g, x, j0, nr, k, pw, bp + pb * k * pw);
-                }
-                /* by pixels, in place: the part's pixels of the next k block's rows, requested
-                 * a block ahead (the first at once); the layer before wrote half of them on the
-                 * other core, and the kernel's strided reads would fetch them a line at a time */
-                const int64_t pj0 = q0 * pw, pj1 = q1 * pw < n ? q1 * pw : n;
-                bool ahead = !packs && l.by_pixels && q1 > q0;
-                if (ahead && k * (pj1 - pj0) <= KI_OV_PREFETCH_ALL) { /* all of it at once */
-                    prefetch_rows(x + pj0, hw, 0, k, pj1 - pj0);
-                    ahead = false;
-                } else if (ahead) {
-                    prefetch_rows(x + pj0, hw, 0, k < KI_OV_KC ? k : KI_OV_KC, pj1 - pj0);
-                }
-                for (int64_t k0 = 0; k0 < k; k0 += KI_OV_KC) {
-                    int64_t kc = k - k0 < KI_OV_KC ? k - k0 : KI_OV_KC;
-                    bool last = k0 + kc >= k, kclamp = last && f.clamp && !res;
-                    if (ahead && !last) {
-                        prefetch_rows(x + pj0, hw, k0 + kc,
-                                      k - k0 - kc < KI_OV_KC ? k : k0 + kc + KI_OV_KC, pj1 - pj0);
+                    const float *b = packs ? bp + (pb * k + k0) * pw : x + k0 * hw + j0;
+                    const int bw = packs ? (int)pw : (int)nr;
+                    const int64_t ldb = packs ? pw : hw;
+                    const float lo = kclamp ? f.lo : -INFINITY, hi = kclamp ? f.hi : INFINITY;
+                    if (c->ov_h) {
+                        c->ov_ukh(kc, (const uint16_t *)(const void *)a, b, bw, ldb, k0 > 0, bv, lo,
+                                  hi, t, pf);
+                    } else {
+                        c->ov_uk(kc, (const float *)(const void *)a, b, bw, ldb, k0 > 0, bv, lo, hi,
+                                 t, pf);
                     }
-                    for (int64_t u = 0; u < cnt; u++) {
-                        int64_t ob, pb, span, at;
-                        if (l.by_pixels) {
-                            ob = u / (q1 - q0), pb = q0 + u % (q1 - q0);
-                            span = q1 - q0, at = pb - q0;
-                        } else {
-                            ob = (i0 + u) / nb, pb = (i0 + u) % nb, span = nb, at = pb;
-                        }
-                        int64_t oc0 = ob * KI_OV_MV;
-                        int64_t rows = c->out_ch - oc0 < KI_OV_MV ? c->out_ch - oc0 : KI_OV_MV;
-                        float *t = tp + (k > KI_OV_KC ? u * pw * KI_OV_MV : 0);
-                        const float *bv = NULL;
-                        if (last && f.clamp && c->ep.bias) {
-                            for (int64_t r = 0; r < KI_OV_MV; r++) {
-                                bias[r] = r < rows ? c->ep.bias[oc0 + r] : 0.0f;
-                            }
-                            bv = bias;
-                        }
-                        const int64_t at_a = (k0 * nob + ob * kc) * KI_OV_MV;
-                        const char *a = c->ov_h ? (const char *)(c->ov_h + at_a)
-                                                : (const char *)(c->ov_a + at_a);
-                        /* the weights come from memory once per run, in blocks the hardware
-                         * prefetchers do not follow: while this block serves the part's pixel
-                         * blocks, fetch the next one (the next channel block's), a share per
-                         * tile, spread over the tile's k loop (ki_ov_pf) */
-                        const int64_t lines = kc * KI_OV_MV * (c->ov_h ? 2 : 4) / 64;
-                        const int64_t q0l = at * lines / span;
-                        const ki_ov_pf pf = { a + (lines + q0l) * 64,
-                                              (at + 1) * lines / span - q0l };
-                        /* in place, the last block multiplies only its own pixels (the packed
-                         * one's zero padding is not there to read) */
-                        int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
-                        const float *b = packs ? bp + (pb * k + k0) * pw : x + k0 * hw + j0;
-                        const int bw = packs ? (int)pw : (int)nr;
-                        const int64_t ldb = packs ? pw : hw;
-                        const float lo = kclamp ? f.lo : -INFINITY, hi = kclamp ? f.hi : INFINITY;
-                        if (c->ov_h) {
-                            c->ov_ukh(kc, (const uint16_t *)(const void *)a, b, bw, ldb, k0 > 0, bv,
-                                      lo, hi, t, pf);
-                        } else {
-                            c->ov_uk(kc, (const float *)(const void *)a, b, bw, ldb, k0 > 0, bv, lo,
-                                     hi, t, pf);
-                        }
-                        if (last) {
-                            ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res);
-                        }
+                    if (last) {
+                        ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res);
                     }
                 }
-                if (!f.clamp && cnt > 0) {
-                    int64_t ob0 = l.by_pixels ? 0 : i0 / nb;
-                    int64_t ob1 = l.by_pixels ? nob : (i0 + cnt + nb - 1) / nb;
-                    for (int64_t ob = ob0; ob < ob1; ob++) {
-                        int64_t p0 = q0, p1 = q1;
-                        if (!l.by_pixels) {
-                            ki_row_span(i0, i0 + cnt, ob, nb, &p0, &p1);
-                        }
-                        ov_epilogue(c, ob, p0, p1, pw, n, y, res);
+            }
+            if (!f.clamp && cnt > 0) {
+                int64_t ob0 = l.by_pixels ? 0 : i0 / nb;
+                int64_t ob1 = l.by_pixels ? nob : (i0 + cnt + nb - 1) / nb;
+                for (int64_t ob = ob0; ob < ob1; ob++) {
+                    int64_t p0 = q0, p1 = q1;
+                    if (!l.by_pixels) {
+                        ki_row_span(i0, i0 + cnt, ob, nb, &p0, &p1);
                     }
+                    ov_epilogue(c, ob, p0, p1, pw, n, y, res);
                 }
             }
         }

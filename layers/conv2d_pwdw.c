@@ -194,7 +194,7 @@ static void pwdw_body(void *arg, const ki_part *pt)
         return; /* conv_forward checked the workspace */
     }
     const int64_t oh = dg.oh, ohw = oh * dg.ow;
-    float *buf = (float *)((char *)j->ex->workspace + (size_t)pt->tid * j->ex->ws_per_thread);
+    float *buf = ki_exec_slice(j->ex, pt->tid);
     float *pack = (float *)((char *)buf + p.buf_bytes);
     const int64_t y0 = oh * pt->tid / pt->nt, y1 = oh * (pt->tid + 1) / pt->nt;
     if (!ki_conv2d_is_pointwise(c)) {

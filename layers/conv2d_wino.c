@@ -8,7 +8,6 @@
  * channels during the products: as binary16 when all of them are such values (wino_h: a fifth
  * of float32 U's bytes to stream), else as float32 (wino_f: 9/16 of them). */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -488,22 +487,23 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
     const int64_t ngrp = (np + grp - 1) / grp;
     const int64_t vps = ic * tp + KI_WINO_SKEW, mps = oc * tp + KI_WINO_SKEW;
     float *mbuf = vbuf + r->npos * vps;
-#pragma omp for schedule(static) nowait
-    for (int64_t ch = 0; ch < ic; ch++) {
+    int64_t i0, i1;
+    ki_part_range(ic, pt, &i0, &i1);
+    for (int64_t ch = i0; ch < i1; ch++) {
         c->wino_in(x + ch * hw, r->g->in.h, r->g->in.w, &r->tg, 0, tp, vbuf + ch * KI_GEMM_NR,
                    ic * KI_GEMM_NR, vps);
     }
     ki_part_sync(pt);
     const int64_t nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
     if (wino_formed(c)) {
-#pragma omp for schedule(static) nowait
-        for (int64_t ob = 0; ob < nob; ob++) {
+        ki_part_range(nob, pt, &i0, &i1);
+        for (int64_t ob = i0; ob < i1; ob++) {
             wino_products_h(r, vbuf, vps, KI_GEMM_NR * ic, mbuf, mps, tp, r->tg.tiles, np, ob,
                             ob + 1, priv, priv + KI_WINO_H_UFLOATS);
         }
     } else if (c->wino_ov) {
-#pragma omp for schedule(static) nowait
-        for (int64_t item = 0; item < r->npos * nob; item++) {
+        ki_part_range(r->npos * nob, pt, &i0, &i1);
+        for (int64_t item = i0; item < i1; item++) {
             int64_t pos = item / nob, ob = item % nob;
             for (int64_t p = 0; p < np; p++) {
                 wino_products_ov(r, pos, vbuf + pos * vps + p * KI_GEMM_NR * ic,
@@ -512,15 +512,15 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
             }
         }
     } else {
-#pragma omp for schedule(static) nowait
-        for (int64_t item = 0; item < r->npos * ngrp; item++) {
+        ki_part_range(r->npos * ngrp, pt, &i0, &i1);
+        for (int64_t item = i0; item < i1; item++) {
             int64_t pos = item / ngrp, p0 = item % ngrp * grp, cnt = np - p0 < grp ? np - p0 : grp;
             wino_products(r, pos, vbuf + pos * vps, mbuf + pos * mps, r->tg.tiles, tp, p0, cnt);
         }
     }
     ki_part_sync(pt);
-#pragma omp for schedule(static) nowait
-    for (int64_t ch = 0; ch < oc; ch++) {
+    ki_part_range(oc, pt, &i0, &i1);
+    for (int64_t ch = i0; ch < i1; ch++) {
         wino_finish(r, mbuf + ch * tp, mps, y, res, ch, 0, tp);
     }
 }
@@ -542,7 +542,7 @@ static void wino_images(void *arg, const ki_part *pt)
     const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
     const int64_t ohw = r->g->oh * r->g->ow;
     const ki_cv_epilogue act_only = { NULL, c->ep.act, c->ep.res_after };
-    float *v = (float *)((char *)j->ex->workspace + (size_t)pt->tid * j->ex->ws_per_thread);
+    float *v = ki_exec_slice(j->ex, pt->tid);
     float *priv = wino_formed(c) ? wino_private(j->ex, r->np, true, pt->tid) : NULL;
     ki_share_begin(pt, r->g->in.n);
     for (int64_t n = ki_share_take(pt->share, pt->tid); n >= 0;
@@ -580,7 +580,7 @@ static void wino_each_image(void *arg, const ki_part *pt)
             ki_part_sync(pt); /* the image before is done with the shared buffers */
         }
         if (blocked) {
-            float *v = (float *)((char *)ex->workspace + (size_t)pt->tid * ex->ws_per_thread);
+            float *v = ki_exec_slice(ex, pt->tid);
             wino_blocked_team(r, x, y, res_tr, v, priv, pt);
         } else {
             wino_shared_run(r, x, y, res_tr, ex->workspace, priv, pt);

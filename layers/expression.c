@@ -12,7 +12,6 @@
  * is then a run of floats (step 1) or a single repeated float (step 0). The state is the
  * compiled expression, read-only after create. */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -349,7 +348,7 @@ static void chunks_body(void *arg, const ki_part *p)
 {
     const expr_job *j = arg;
     const int64_t inner = j->g.d[j->g.nd - 1];
-    float *stack = (float *)((char *)j->ex->workspace + (size_t)p->tid * j->ex->ws_per_thread);
+    float *stack = ki_exec_slice(j->ex, p->tid);
     int64_t t0, t1;
     ki_part_range(j->n_items, p, &t0, &t1);
     for (int64_t t = t0; t < t1; t++) {
@@ -378,12 +377,16 @@ static void forward_tensor(const expr_state *s, const ki_tensor *in, ki_tensor *
 
 /* Scalar and list results: evaluated from the run-time values (a failure, which shape() has
  * already ruled out for known values, gives NaN rather than an error). */
-static void forward_values(const expr_state *s, const ki_tensor *in, ki_tensor *out,
-                           const ki_exec *ex)
+static void values_body(void *arg, const ki_part *p)
 {
+    const expr_job *j = arg;
+    const expr_state *s = j->s;
+    const ki_tensor *in = j->in;
+    ki_tensor *out = j->out;
     ki_expr_input x[EXPR_MAX_INPUTS];
+    (void)p;
     int n = out->shape.kind == KI_KIND_LIST ? (int)out->shape.d[0] : 1, got = 0;
-    ki_expr_scalar *stack = ex->workspace;
+    ki_expr_scalar *stack = j->ex->workspace;
     double *vals = (double *)(stack + s->e->max_stack);
     for (int i = 0; i < s->n_inputs; i++) {
         x[i] = (ki_expr_input){ .ndim = in[i].shape.kind == KI_KIND_OPAQUE ? -1 : in[i].shape.ndim,
@@ -411,8 +414,9 @@ static ki_status expr_forward(const void *state, const ki_tensor *in, int n_in, 
     }
     if (out[0].shape.kind == KI_KIND_TENSOR) {
         forward_tensor(s, in, &out[0], ex);
-    } else if (!ex->crew || omp_get_thread_num() == 0) { /* one thread of a running team */
-        forward_values(s, in, &out[0], ex);
+    } else { /* on one thread (of a running team, the first) */
+        expr_job j = { .s = s, .in = in, .out = &out[0], .ex = ex };
+        ki_team_run_n(ex, 1, values_body, &j);
     }
     return KI_OK;
 }

@@ -448,9 +448,7 @@ static void pool_body(void *arg, const ki_part *pt)
     const ki_cv_nchw *x = &j->x;
     const int64_t planes = x->n * x->c, hw = x->h * x->w, oh = j->oh, ow = j->ow, ohw = oh * ow;
     /* the thread's slice (no workspace when the kernel needs none: not even an offset from NULL) */
-    float *ws = j->mode == POOL_S1 || j->sep
-                    ? (float *)((char *)j->ex->workspace + (size_t)pt->tid * j->ex->ws_per_thread)
-                    : NULL;
+    float *ws = j->mode == POOL_S1 || j->sep ? ki_exec_slice(j->ex, pt->tid) : NULL;
     int64_t p0, p1;
     ki_part_range(planes, pt, &p0, &p1);
     for (int64_t pl = p0; pl < p1; pl++) {
@@ -496,9 +494,6 @@ static ki_status pool_forward(const void *state, const ki_tensor *in, int n_in, 
     j.mode = s1f > 0 && ex->ws_per_thread / sizeof *j.dst >= s1f ? POOL_S1
              : s2                                                ? POOL_S2
                                                                  : POOL_ROWS;
-    if (j.mode == POOL_S1) {
-        j.sep = false;
-    }
     ki_team_run(ex, pool_body, &j);
     return KI_OK;
 }
