@@ -15,9 +15,9 @@
 #include "simd_avx2.h"
 #include "vexp_avx2.h"
 
-#define OC_GROUP 4  /* output channels a block */
-#define NV_MAX   3  /* column vectors a block */
-#define CHUNK    96 /* output columns a chunk: 4 blocks */
+#define OC_GROUP 4   /* output channels a block */
+#define NV_MAX   3   /* column vectors a block */
+#define CHUNK    120 /* output columns a chunk: 5 blocks (docs/performance.md) */
 /* Floats of one staged input row: at stride 2 its even columns, then from PAR its odd ones. */
 #define PAR      (CHUNK + KI_DIRECT_MAX_K)
 #define TAP_ROWS (KI_DIRECT_MAX_IN * KI_DIRECT_MAX_K)
