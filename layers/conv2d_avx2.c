@@ -27,6 +27,24 @@ static bool act_vectorised(ki_act_kind k)
         _mm256_storeu_ps(p + i, post ? _mm256_add_ps(v, _mm256_loadu_ps(res + i)) : v);            \
     }
 
+/* EPI_LOOP for SiLU and Sigmoid, sixteen values a step (ki_vsig_mul2_avx2 of NUM and x). */
+#define EPI_LOOP2(NUM)                                                                             \
+    for (; i + 16 <= n; i += 16) {                                                                 \
+        ki_v2x8 x = { _mm256_add_ps(_mm256_loadu_ps(p + i), bv),                                   \
+                      _mm256_add_ps(_mm256_loadu_ps(p + i + 8), bv) };                             \
+        if (pre) {                                                                                 \
+            x.a = _mm256_add_ps(x.a, _mm256_loadu_ps(res + i));                                    \
+            x.b = _mm256_add_ps(x.b, _mm256_loadu_ps(res + i + 8));                                \
+        }                                                                                          \
+        ki_v2x8 y = ki_vsig_mul2_avx2(NUM, x);                                                     \
+        if (post) {                                                                                \
+            y.a = _mm256_add_ps(y.a, _mm256_loadu_ps(res + i));                                    \
+            y.b = _mm256_add_ps(y.b, _mm256_loadu_ps(res + i + 8));                                \
+        }                                                                                          \
+        _mm256_storeu_ps(p + i, y.a);                                                              \
+        _mm256_storeu_ps(p + i + 8, y.b);                                                          \
+    }
+
 void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, const float *res, int64_t ch, float *p, size_t n)
 {
     const ki_act act = ep->act;
@@ -40,9 +58,11 @@ void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, const float *res, int64_t ch,
     size_t i = 0;
     switch (act.kind) {
     case KI_ACT_SILU:
+        EPI_LOOP2(x);
         EPI_LOOP(ki_vsilu_avx2(v));
         break;
     case KI_ACT_SIGMOID:
+        EPI_LOOP2(ki_v2_set1(1.0f));
         EPI_LOOP(ki_vsigmoid_avx2(v));
         break;
     case KI_ACT_RELU:

@@ -82,13 +82,33 @@ static inline __attribute__((always_inline)) __m256 ki_vexp_avx2(__m256 x)
         p = KI_VSIG_POLY(FMA, SET1, r_);                                                           \
     } while (0)
 
+/* The steps of e^(-|x|) around KI_VSIG_REDUCE: a = max(-88, -|x|) before it, e = p 2^n after it
+ * (n + 127 in t's low mantissa bits shifted into a float's exponent). */
+static inline __attribute__((always_inline)) __m256 ki_vsig_arg_avx2(__m256 x)
+{
+    return _mm256_max_ps(_mm256_set1_ps(-88.0f), _mm256_or_ps(x, _mm256_set1_ps(-0.0f)));
+}
+
+static inline __attribute__((always_inline)) __m256 ki_vsig_scale_avx2(__m256 p, __m256 t)
+{
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
+}
+
 /* e^(-|x|) as above; NaN stays NaN. */
 static inline __attribute__((always_inline)) __m256 ki_vexpnabs_avx2(__m256 x)
 {
-    const __m256 a = _mm256_max_ps(_mm256_set1_ps(-88.0f), _mm256_or_ps(x, _mm256_set1_ps(-0.0f)));
+    const __m256 a = ki_vsig_arg_avx2(x);
     __m256 t, p;
     KI_VSIG_REDUCE(_mm256_fmadd_ps, _mm256_fnmadd_ps, _mm256_sub_ps, _mm256_set1_ps, a, t, p);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
+    return ki_vsig_scale_avx2(p, t);
+}
+
+/* num * f / (1 + e) for e = e^(-|x|) (ki_vsig_mul_avx2). */
+static inline __attribute__((always_inline)) __m256 ki_vsig_quot_avx2(__m256 num, __m256 x,
+                                                                      __m256 e)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    return _mm256_div_ps(_mm256_mul_ps(num, _mm256_blendv_ps(one, e, x)), _mm256_add_ps(one, e));
 }
 
 /* num * sigmoid(x) = num * f / (1 + e) with e = e^(-|x|) and f = 1 for x >= +0, e for x <= -0
@@ -98,8 +118,46 @@ static inline __attribute__((always_inline)) __m256 ki_vexpnabs_avx2(__m256 x)
  * flushed to 0 below FLT_MIN); NaN stays NaN. */
 static inline __attribute__((always_inline)) __m256 ki_vsig_mul_avx2(__m256 num, __m256 x)
 {
-    const __m256 one = _mm256_set1_ps(1.0f), e = ki_vexpnabs_avx2(x);
-    return _mm256_div_ps(_mm256_mul_ps(num, _mm256_blendv_ps(one, e, x)), _mm256_add_ps(one, e));
+    return ki_vsig_quot_avx2(num, x, ki_vexpnabs_avx2(x));
+}
+
+/* Two vectors side by side (ki_vsig_mul2_avx2): each operation of the exponential applied to
+ * both before the next, so their dependency chains interleave in the instruction stream (GCC
+ * does not schedule x86 code, and one vector's chain of about 20 operations at a time left the
+ * out-of-order window short of independent work). The same operations per lane as
+ * ki_vsig_mul_avx2, so the same bits. */
+typedef struct ki_v2x8 {
+    __m256 a, b;
+} ki_v2x8;
+
+#define KI_V2_OP3(name, op)                                                                        \
+    static inline __attribute__((always_inline)) ki_v2x8 name(ki_v2x8 x, ki_v2x8 y, ki_v2x8 z)     \
+    {                                                                                              \
+        return (ki_v2x8){ op(x.a, y.a, z.a), op(x.b, y.b, z.b) };                                  \
+    }
+KI_V2_OP3(ki_v2_fmadd, _mm256_fmadd_ps)
+KI_V2_OP3(ki_v2_fnmadd, _mm256_fnmadd_ps)
+#undef KI_V2_OP3
+
+static inline __attribute__((always_inline)) ki_v2x8 ki_v2_sub(ki_v2x8 x, ki_v2x8 y)
+{
+    return (ki_v2x8){ _mm256_sub_ps(x.a, y.a), _mm256_sub_ps(x.b, y.b) };
+}
+
+static inline __attribute__((always_inline)) ki_v2x8 ki_v2_set1(float f)
+{
+    const __m256 v = _mm256_set1_ps(f);
+    return (ki_v2x8){ v, v };
+}
+
+/* ki_vsig_mul_avx2 of (num.a, x.a) and of (num.b, x.b). */
+static inline __attribute__((always_inline)) ki_v2x8 ki_vsig_mul2_avx2(ki_v2x8 num, ki_v2x8 x)
+{
+    const ki_v2x8 a = { ki_vsig_arg_avx2(x.a), ki_vsig_arg_avx2(x.b) };
+    ki_v2x8 t, p;
+    KI_VSIG_REDUCE(ki_v2_fmadd, ki_v2_fnmadd, ki_v2_sub, ki_v2_set1, a, t, p);
+    const __m256 ea = ki_vsig_scale_avx2(p.a, t.a), eb = ki_vsig_scale_avx2(p.b, t.b);
+    return (ki_v2x8){ ki_vsig_quot_avx2(num.a, x.a, ea), ki_vsig_quot_avx2(num.b, x.b, eb) };
 }
 
 /* 1 / (1 + exp(-x)), as KI_ACT_SIGMOID. */
