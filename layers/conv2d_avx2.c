@@ -68,6 +68,16 @@ void ki_cv_epilogue_avx2(const ki_cv_epilogue *ep, const float *res, int64_t ch,
     case KI_ACT_RELU:
         EPI_LOOP(_mm256_max_ps(_mm256_setzero_ps(), v));
         break;
+    case KI_ACT_HARDSWISH: { /* the kind a constant: GCC does not take the switch out at -O2 */
+        const ki_act hs = { KI_ACT_HARDSWISH, 0.0f, 0.0f };
+        EPI_LOOP(ki_vact_avx2(&hs, v));
+        break;
+    }
+    case KI_ACT_HARDSIGMOID: {
+        const ki_act hg = { KI_ACT_HARDSIGMOID, 0.0f, 0.0f };
+        EPI_LOOP(ki_vact_avx2(&hg, v));
+        break;
+    }
     default:
         EPI_LOOP(ki_vact_avx2(&act, v));
         break;

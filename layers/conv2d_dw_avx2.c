@@ -209,7 +209,10 @@ static inline __attribute__((always_inline)) __m256 finish_row(const dw_plane *d
     }
     /* max(lo, v) returns a NaN v (second operand), as the scalar form keeps it */
     v = _mm256_min_ps(d->hi, _mm256_max_ps(d->lo, v));
-    if (d->vact) { /* the activation when it is not a clamp, as the epilogue computes it */
+    if (d->vact && d->act.kind == KI_ACT_HARDSWISH) { /* a test, where the switch jumps */
+        const ki_act hs = { KI_ACT_HARDSWISH, 0.0f, 0.0f };
+        v = ki_vact_avx2(&hs, v);
+    } else if (d->vact) { /* the activation when it is not a clamp, as the epilogue computes it */
         v = ki_vact_avx2(&d->act, v);
     }
     return v;
