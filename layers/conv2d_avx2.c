@@ -1,9 +1,9 @@
-/* conv2d_avx2.c - AVX2+FMA pieces of nn.Conv2d: the output epilogue (bias + the cheap
- * activations, eight values at a time) and the depthwise kernel for strides 1 and 2. Compiled
- * with -mavx2 -mfma; conv2d.c installs them only when the CPU has both. The formulas are the
- * scalar ones of activation.h, operation for operation (max(0, v) keeps a NaN as torch does),
- * except SiLU and Sigmoid, whose exp is vexp_avx2.h's (within 3e-7 relative of the scalar), and
- * GELU, whose erf is vexp_avx2.h's (within ~4e-7 absolute). */
+/* conv2d_avx2.c - AVX2+FMA pieces of nn.Conv2d: the output epilogue (bias + the vectorised
+ * activations, eight values at a time, SiLU and Sigmoid sixteen) and the depthwise kernel for
+ * strides 1 and 2. Compiled with -mavx2 -mfma; conv2d.c installs them only when the CPU has both.
+ * The formulas are the scalar ones of activation.h, operation for operation (max(0, v) keeps a
+ * NaN as torch does), except SiLU and Sigmoid, whose exp is vexp_avx2.h's (within 3e-7 relative of
+ * the scalar), and GELU, whose erf is vexp_avx2.h's (within ~4e-7 absolute). */
 #include <immintrin.h>
 #include <string.h>
 
