@@ -2,16 +2,19 @@
 # levels.sh KINFER SHARED [ROUNDS] - every shared network at each vector level beside ONNX Runtime:
 # per network ROUNDS (default 3) rounds of `kinfer bench --isa avx2`, `--isa avx512` (when the CPU
 # has it) and ort-bench.js, one right after the other, 2 threads, float32 weights
-# (model_f32.pnnx.param where the zoo has it). Prints "network round avx2_ms avx512_ms ort_ms",
-# then the FMA peak of each level (SHARED/tools/fma-peak), then per network the medians of the
-# rounds and the figures of issue #20: the AVX2 rate (2 x GMAC, from the AVX2 table of
-# SHARED/docs/performance-anchors.md, over the AVX2 median) as a multiple of the AVX2 peak on two
-# threads measured here, and the median of the rounds' avx512 / ONNX Runtime ratios. Benchmarks,
-# not tests: run it on a quiet machine; ONNX Runtime is used when node finds onnxruntime-node
-# (NODE_PATH).
+# (model_f32.pnnx.param where the zoo has it). Prints "network round avx2_ms avx512_ms ort_ms
+# avx2_min_ms" (medians of each bench, and the avx2 bench's minimum), then the FMA peak of each
+# level (SHARED/tools/fma-peak), then per network the medians of the rounds and the figures of
+# issue #20: the AVX2 rate (2 x GMAC, from the AVX2 table of SHARED/docs/performance-anchors.md,
+# over the AVX2 median) as a multiple of the AVX2 peak on two threads measured here, and the
+# median of the rounds' avx512 / ONNX Runtime ratios; last, the same AVX2 multiple from the
+# median of the rounds' minima, which tells a busy machine (a median far above the minimum)
+# from slow code; the issue's figure is the one from the medians. Benchmarks, not tests: run it
+# on a quiet machine; ONNX Runtime is used when node finds onnxruntime-node (NODE_PATH).
 set -eu
 K=$1 SHARED=$2 R=${3:-3}
 med() { sed -n 's/.*median \([0-9.]*\).*/\1/p' | head -n 1; }
+least() { sed -n 's/.*min \([0-9.]*\).*/\1/p' | head -n 1; }
 rounds=$(mktemp)
 peaks=$(mktemp)
 trap 'rm -f "$rounds" "$peaks"' EXIT
@@ -23,17 +26,19 @@ for n in resnet18 mobilenet_v2 mobilenet_v3_small squeezenet1_1 unet yolov5s; do
     runs=20
     [ "$n" = yolov5s ] && runs=8
     for i in $(seq "$R"); do
-        a=$("$K" bench "$p" --isa avx2 --runs $runs | med)
+        out=$("$K" bench "$p" --isa avx2 --runs $runs)
+        a=$(echo "$out" | med)
+        am=$(echo "$out" | least)
         b=$("$K" bench "$p" --isa avx512 --runs $runs 2>/dev/null | med || true)
         o=$(node "$SHARED/tools/ort-bench.js" "$d/model.onnx" --threads 2 --runs $runs --warmup 3 \
             2>/dev/null | med || true)
-        echo "$n $i ${a:-—} ${b:-—} ${o:-—}" | tee -a "$rounds"
+        echo "$n $i ${a:-—} ${b:-—} ${o:-—} ${am:-—}" | tee -a "$rounds"
     done
 done
 [ -x "$SHARED/tools/fma-peak" ] && "$SHARED/tools/fma-peak" | tee "$peaks"
 # the summary: GMAC from the anchors' AVX2 table ("| resnet18 (224) | 1.814 | ..."), the peak from
 # fma-peak's "avx2 2 threads" line; "—" where a figure is missing
-echo "network avx2_ms avx512_ms ort_ms avx2_rate/peak avx512/ort"
+echo "network avx2_ms avx512_ms ort_ms avx2_rate/peak avx512/ort avx2_min_rate/peak"
 awk -v anchors="$SHARED/docs/performance-anchors.md" -v peaks="$peaks" '
 function med(list,   a, k, i, j, t) {
     k = split(list, a, " ")
@@ -50,12 +55,13 @@ BEGIN {
     while ((getline l < peaks) > 0) if (l ~ /^avx2 +2 threads/) { split(l, w, " "); peak = w[4] }
 }
 !($1 in seen) { seen[$1] = 1; order[++n] = $1 }
-{ a[$1] = add(a[$1], $3); b[$1] = add(b[$1], $4); o[$1] = add(o[$1], $5)
+{ a[$1] = add(a[$1], $3); b[$1] = add(b[$1], $4); o[$1] = add(o[$1], $5); am[$1] = add(am[$1], $6)
   if ($4 ~ /^[0-9.]+$/ && $5 ~ /^[0-9.]+$/) r[$1] = add(r[$1], $4 / $5) }
 END {
     for (i = 1; i <= n; i++) {
-        k = order[i]; ma = med(a[k]); mb = med(b[k]); mo = med(o[k]); mr = med(r[k])
+        k = order[i]; ma = med(a[k]); mb = med(b[k]); mo = med(o[k]); mr = med(r[k]); mm = med(am[k])
         rate = ma != "" && peak > 0 && (k in gmac) ? sprintf("%.2f", 2 * gmac[k] / ma * 1000 / peak) : "—"
-        printf "%s %s %s %s %s %s\n", k, ma == "" ? "—" : ma, mb == "" ? "—" : mb, mo == "" ? "—" : mo, rate, mr == "" ? "—" : sprintf("%.2f", mr)
+        mrate = mm != "" && peak > 0 && (k in gmac) ? sprintf("%.2f", 2 * gmac[k] / mm * 1000 / peak) : "—"
+        printf "%s %s %s %s %s %s %s\n", k, ma == "" ? "—" : ma, mb == "" ? "—" : mb, mo == "" ? "—" : mo, rate, mr == "" ? "—" : sprintf("%.2f", mr), mrate
     }
 }' "$rounds"
