@@ -376,7 +376,8 @@ static void test_epilogue_avx2_gelu(void **unused)
 }
 
 /* A value does not depend on the span it is finished in: the drivers split rows by threads, so
- * SiLU over [0, 301) in one call and in pieces cut at odd places must agree bitwise. */
+ * SiLU over [0, 301) in one call (sixteen values a step) and in pieces cut at odd places (eight a
+ * step, and tails) must agree bitwise, with the residual added before or after the activation. */
 static void test_epilogue_avx2_spans(void **unused)
 {
 #if KI_HAVE_X86
@@ -392,8 +393,8 @@ static void test_epilogue_avx2_spans(void **unused)
         x[i] = (float)((i * 7919) % 1601 - 800) / 97.0f; /* -8.2 .. 8.2 */
         res[i] = 0.5f - (float)i / N;
     }
-    for (int q = 0; q < 2; q++) {
-        ki_cv_epilogue ep = { bias, acts[q], false };
+    for (int q = 0; q < 4; q++) {
+        ki_cv_epilogue ep = { bias, acts[q % 2], q >= 2 };
         memcpy(whole, x, sizeof x), memcpy(parts, x, sizeof x);
         ki_cv_epilogue_avx2(&ep, res, 1, whole, N);
         for (int c = 0; c + 1 < 6; c++) {
