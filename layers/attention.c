@@ -349,8 +349,7 @@ static ki_status mha_forward(const void *state, const ki_tensor *in, int n_in, k
             for (int64_t it = 0; it < items; it++) {
                 const int64_t h = it / nblk, r0 = it % nblk * ATT_ROWS;
                 const int64_t nr = l - r0 < ATT_ROWS ? l - r0 : ATT_ROWS;
-                float *tsc = (float *)((char *)ex->workspace +
-                                       (size_t)omp_get_thread_num() * ex->ws_per_thread) +
+                float *tsc = ki_exec_slice(ex, omp_get_thread_num()) +
                              (l + 2 * s) * e; /* where thread 0 keeps sc */
                 const float *qh = q + r0 * lq + h * hd;
                 gemm_here(m, qh, lq, nr, hd, kp + h * kp_size, s, tsc, s);

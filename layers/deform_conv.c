@@ -403,8 +403,7 @@ static ki_status dcn_forward(const void *state, const ki_tensor *in, int n_in, k
     for (int64_t task = 0; task < tasks; task++) {
         const int64_t b = task / tiles, p0 = task % tiles * DC_TILE;
         const int64_t np = plane - p0 < DC_TILE ? plane - p0 : DC_TILE;
-        float *col =
-            (float *)((char *)ex->workspace + (size_t)omp_get_thread_num() * ex->ws_per_thread);
+        float *col = ki_exec_slice(ex, omp_get_thread_num());
         const dcn_image im = {
             .x = in[s->in_x].data + b * xs->d[1] * xs->d[2] * xs->d[3],
             .offset = in[s->in_off].data + b * 2 * og * kk * plane,

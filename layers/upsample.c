@@ -425,8 +425,7 @@ static ki_status up_forward(const void *state, const ki_tensor *in, int n_in, ki
     {
         up_col *col = NULL;
         if (p->mode == UP_LINEAR) { /* this thread's column table */
-            col = (up_col *)((char *)ex->workspace +
-                             (size_t)omp_get_thread_num() * ex->ws_per_thread);
+            col = (up_col *)(void *)ki_exec_slice(ex, omp_get_thread_num());
             for (int64_t ow = 0; ow < ax[2].out; ow++) {
                 int64_t wi[2];
                 float wl[2];
