@@ -209,7 +209,10 @@ static inline __attribute__((always_inline)) __m256 finish_row(const dw_plane *d
     }
     /* max(lo, v) returns a NaN v (second operand), as the scalar form keeps it */
     v = _mm256_min_ps(d->hi, _mm256_max_ps(d->lo, v));
-    if (d->vact && d->act.kind == KI_ACT_HARDSWISH) { /* a test, where the switch jumps */
+    /* mobilenet_v3's Hardswish with its kind a constant: ki_vact_avx2 on the run-time kind stays
+     * a jump through its switch per vector at -O2, and a copy of this always-inlined kernel per
+     * kind would multiply its size; the rarer kinds keep the switch */
+    if (d->vact && d->act.kind == KI_ACT_HARDSWISH) {
         const ki_act hs = { KI_ACT_HARDSWISH, 0.0f, 0.0f };
         v = ki_vact_avx2(&hs, v);
     } else if (d->vact) { /* the activation when it is not a clamp, as the epilogue computes it */

@@ -3,8 +3,8 @@
  * 32 columns (8), reading the L1-resident B sub-panel three times. The k loops are unrolled by two
  * (GCC does not at -O2): the loop's four bookkeeping instructions beside 20 loads and FMAs kept
  * the kernel at 94 % of the FMA peak in a harness (103 of 110 GFLOP/s), 99 % unrolled
- * (docs/performance.md). Compiled with -mavx2 -mfma;
- * called only when the CPU has both (ki_gemm_ukernel_for). */
+ * (docs/performance.md). Compiled with -mavx2 -mfma; called only when the CPU has both
+ * (ki_gemm_ukernel_for). */
 #include <immintrin.h>
 
 #include "gemm.h"
