@@ -273,16 +273,16 @@ typedef struct wino_run {
  * panels of in x 32) into M[pos] (out x ldm), the first n columns (the tiles: a last panel of at
  * most 16 runs on the micro-kernel's half-width form). */
 static void wino_products(const wino_run *r, int64_t pos, const float *vpos, float *mpos, int64_t n,
-                          int64_t ldm, int64_t p0, int64_t cnt)
+                          int64_t ldm, int64_t p0, int64_t cnt, int64_t o0, int64_t o1)
 {
     const ki_conv2d *c = r->c;
-    ki_gemm_args ga = { .m = c->out_ch,
+    ki_gemm_args ga = { .m = o1 - o0,
                         .n = n,
                         .k = c->in_ch,
-                        .a = c->wino_u + pos * c->out_ch * c->in_ch,
+                        .a = c->wino_u + (pos * c->out_ch + o0) * c->in_ch,
                         .lda = c->in_ch,
                         .bp = vpos,
-                        .c = mpos,
+                        .c = mpos + o0 * ldm,
                         .ldc = ldm,
                         .uk = c->uk };
     ki_gemm_panels(&ga, p0, cnt, vpos + p0 * c->in_ch * KI_GEMM_NR);
@@ -421,7 +421,8 @@ static void wino_panel(const wino_run *r, const float *x, float *y, const float 
             wino_products_ov(r, pos, v + pos * vps, m + pos * mps, KI_GEMM_NR, valid, 0,
                              (oc + KI_OV_MV - 1) / KI_OV_MV);
         } else {
-            wino_products(r, pos, v + pos * vps, m + pos * mps, valid, KI_GEMM_NR, 0, 1);
+            wino_products(r, pos, v + pos * vps, m + pos * mps, valid, KI_GEMM_NR, 0, 1, 0,
+                          r->c->out_ch);
         }
     }
     for (int64_t ch = 0; ch < oc; ch++) {
@@ -476,15 +477,43 @@ static void wino_blocked_team(const wino_run *r, const float *x, float *y, const
     }
 }
 
-/* Shared: the team splits each step over the whole image (see KI_WINO_BLOCKED). Call from
- * every thread of the team. */
+/* The products of position pos for output units [u0, u1) of every panel, into M (shared run):
+ * GEMM row tiles (KI_GEMM_MR rows) or, with the OV layout of U, channel blocks (KI_OV_MV). */
+static void wino_products_at(const wino_run *r, int64_t pos, const float *vbuf, int64_t vps,
+                             float *mbuf, int64_t mps, int64_t u0, int64_t u1)
+{
+    const ki_conv2d *c = r->c;
+    const int64_t np = r->np, tp = np * KI_GEMM_NR, grp = np < 4 ? np : 4, oc = c->out_ch;
+    if (c->wino_ov) {
+        for (int64_t p = 0; p < np; p++) {
+            wino_products_ov(r, pos, vbuf + pos * vps + p * KI_GEMM_NR * c->in_ch,
+                             mbuf + pos * mps + p * KI_GEMM_NR, tp, panel_valid(r->tg.tiles, p), u0,
+                             u1);
+        }
+        return;
+    }
+    const int64_t o0 = u0 * KI_GEMM_MR, o1 = u1 * KI_GEMM_MR < oc ? u1 * KI_GEMM_MR : oc;
+    for (int64_t p0 = 0; p0 < np; p0 += grp) {
+        wino_products(r, pos, vbuf + pos * vps, mbuf + pos * mps, r->tg.tiles, tp, p0,
+                      np - p0 < grp ? np - p0 : grp, o0, o1);
+    }
+}
+
+/* Shared: the team splits each step over the whole image (see KI_WINO_BLOCKED): the input
+ * transform by input channels, then the products and the output transform. With fewer input than
+ * output channels (V smaller than M) each thread computes the products of its own output channels
+ * at every position and transforms them, so it reads the whole of V, half of it from the other
+ * core, but only products it wrote itself; split by position, the transform read half of its
+ * products from the other core (squeezenet's 64 -> 256 at 13x13: 512 KB of 1 MB). Otherwise the
+ * products go by position and, after a barrier, the transform by output channel. Either way at
+ * whole GEMM row tiles or OV channel blocks, so every product is the same tile's: the same bits.
+ * Call from every thread of the team. */
 static void wino_shared_run(const wino_run *r, const float *x, float *y, const float *res,
                             float *vbuf, float *priv, const ki_part *pt)
 {
     const ki_conv2d *c = r->c;
     const int64_t ic = c->in_ch, oc = c->out_ch, hw = r->g->in.h * r->g->in.w;
-    const int64_t np = r->np, tp = np * KI_GEMM_NR, grp = np < 4 ? np : 4;
-    const int64_t ngrp = (np + grp - 1) / grp;
+    const int64_t np = r->np, tp = np * KI_GEMM_NR;
     const int64_t vps = ic * tp + KI_WINO_SKEW, mps = oc * tp + KI_WINO_SKEW;
     float *mbuf = vbuf + r->npos * vps;
     int64_t i0, i1;
@@ -494,33 +523,28 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
                    ic * KI_GEMM_NR, vps);
     }
     ki_part_sync(pt);
-    const int64_t nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
-    if (wino_formed(c)) {
-        ki_part_range(nob, pt, &i0, &i1);
-        for (int64_t ob = i0; ob < i1; ob++) {
+    const int64_t unit = wino_formed(c) || c->wino_ov ? KI_OV_MV : KI_GEMM_MR;
+    const int64_t units = (oc + unit - 1) / unit;
+    int64_t o0, o1;
+    if (wino_formed(c) || ic < oc) { /* by output channels (binary16 U: formed per block) */
+        ki_part_range(units, pt, &i0, &i1);
+        o0 = i0 * unit < oc ? i0 * unit : oc, o1 = i1 * unit < oc ? i1 * unit : oc;
+        for (int64_t ob = i0; ob < i1 && wino_formed(c); ob++) {
             wino_products_h(r, vbuf, vps, KI_GEMM_NR * ic, mbuf, mps, tp, r->tg.tiles, np, ob,
                             ob + 1, priv, priv + KI_WINO_H_UFLOATS);
         }
-    } else if (c->wino_ov) {
-        ki_part_range(r->npos * nob, pt, &i0, &i1);
-        for (int64_t item = i0; item < i1; item++) {
-            int64_t pos = item / nob, ob = item % nob;
-            for (int64_t p = 0; p < np; p++) {
-                wino_products_ov(r, pos, vbuf + pos * vps + p * KI_GEMM_NR * ic,
-                                 mbuf + pos * mps + p * KI_GEMM_NR, tp, panel_valid(r->tg.tiles, p),
-                                 ob, ob + 1);
-            }
+        for (int64_t pos = 0; pos < r->npos && i1 > i0 && !wino_formed(c); pos++) {
+            wino_products_at(r, pos, vbuf, vps, mbuf, mps, i0, i1);
         }
-    } else {
-        ki_part_range(r->npos * ngrp, pt, &i0, &i1);
-        for (int64_t item = i0; item < i1; item++) {
-            int64_t pos = item / ngrp, p0 = item % ngrp * grp, cnt = np - p0 < grp ? np - p0 : grp;
-            wino_products(r, pos, vbuf + pos * vps, mbuf + pos * mps, r->tg.tiles, tp, p0, cnt);
+    } else { /* by position */
+        ki_part_range(r->npos, pt, &i0, &i1);
+        for (int64_t pos = i0; pos < i1; pos++) {
+            wino_products_at(r, pos, vbuf, vps, mbuf, mps, 0, units);
         }
+        ki_part_sync(pt);
+        ki_part_range(oc, pt, &o0, &o1);
     }
-    ki_part_sync(pt);
-    ki_part_range(oc, pt, &i0, &i1);
-    for (int64_t ch = i0; ch < i1; ch++) {
+    for (int64_t ch = o0; ch < o1; ch++) {
         wino_finish(r, mbuf + ch * tp, mps, y, res, ch, 0, tp);
     }
 }
