@@ -11,6 +11,10 @@
 # median of the rounds' minima, which tells a busy machine (a median far above the minimum)
 # from slow code; the issue's figure is the one from the medians. Benchmarks, not tests: run it
 # on a quiet machine; ONNX Runtime is used when node finds onnxruntime-node (NODE_PATH).
+# LEVELS_GATE (optional): a command asked before every round, retried every 2 s until it exits 0
+# (e.g. LEVELS_GATE="sh tests/bench/quiet.sh ../shared"), for a shared machine that is quiet only
+# in moments; after LEVELS_GATE_WAIT seconds (default 600) the round runs anyway, marked with a
+# "*" after its round number.
 set -eu
 K=$1 SHARED=$2 R=${3:-3}
 med() { sed -n 's/.*median \([0-9.]*\).*/\1/p' | head -n 1; }
@@ -26,13 +30,24 @@ for n in resnet18 mobilenet_v2 mobilenet_v3_small squeezenet1_1 unet yolov5s; do
     runs=20
     [ "$n" = yolov5s ] && runs=8
     for i in $(seq "$R"); do
+        mark=
+        if [ -n "${LEVELS_GATE:-}" ]; then
+            t0=$(date +%s)
+            until sh -c "$LEVELS_GATE" >/dev/null 2>&1; do
+                if [ $(($(date +%s) - t0)) -ge "${LEVELS_GATE_WAIT:-600}" ]; then
+                    mark='*'
+                    break
+                fi
+                sleep 2
+            done
+        fi
         out=$("$K" bench "$p" --isa avx2 --runs $runs || true) # a failed bench: "—", as before
         a=$(echo "$out" | med)
         am=$(echo "$out" | least)
         b=$("$K" bench "$p" --isa avx512 --runs $runs 2>/dev/null | med || true)
         o=$(node "$SHARED/tools/ort-bench.js" "$d/model.onnx" --threads 2 --runs $runs --warmup 3 \
             2>/dev/null | med || true)
-        echo "$n $i ${a:-—} ${b:-—} ${o:-—} ${am:-—}" | tee -a "$rounds"
+        echo "$n $i$mark ${a:-—} ${b:-—} ${o:-—} ${am:-—}" | tee -a "$rounds"
     done
 done
 [ -x "$SHARED/tools/fma-peak" ] && "$SHARED/tools/fma-peak" | tee "$peaks"
