@@ -24,7 +24,8 @@ static void run_usage(FILE *f)
         "INPUT is a .npy tensor or an image (PNG, JPEG, BMP, GIF, ...), one per model input in\n"
         "file order. A single-input model takes any number of images or directories of images,\n"
         "run in batches of --batch; each batch's results are printed as soon as it is done, and\n"
-        "the last line on stderr sums up the run (inputs, seconds, images/s, batch latency).\n"
+        "the last line on stderr sums up the run (inputs, seconds, images/s or a .npy batch's\n"
+        "items/s, batch latency).\n"
         "Images are converted to the input's channel count, resized (bilinear) to its HxW,\n"
         "scaled to [0,1] and normalised with --mean/--std. With --resize or --crop they are\n"
         "resized as torchvision does a PIL image (antialiased bilinear, bit-exact) and their\n"
@@ -740,9 +741,11 @@ static int cmp_dbl(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The closing stderr line of every successful run: inputs, seconds, images/s, mean and p95
- * latency of a batch (lat[0..n), sorted here). */
-static void print_summary(int inputs, double secs, double *lat, int n)
+/* The closing stderr line of every successful run: inputs, seconds, the rate, mean and p95
+ * latency of a batch (lat[0..n), sorted here). Image runs count images; a .npy run counts the
+ * items of its batch (the rows of output 0, as printed), "(N items)" when that is not the inputs'
+ * count: a 1,000-image .npy batch runs at thousands of items/s, not at one input a run. */
+static void print_summary(int inputs, int items, const char *unit, double secs, double *lat, int n)
 {
     double sum = 0;
     for (int i = 0; i < n; i++) {
@@ -750,9 +753,13 @@ static void print_summary(int inputs, double secs, double *lat, int n)
     }
     qsort(lat, (size_t)n, sizeof *lat, cmp_dbl);
     double p95 = n ? lat[(n * 95 + 99) / 100 - 1] : 0;
+    char what[48] = "";
+    if (items != inputs) {
+        snprintf(what, sizeof what, " (%d %s)", items, unit);
+    }
     fprintf(stderr,
-            "kinfer: %d input%s in %.2f s, %.1f images/s, per batch mean %.1f ms, p95 %.1f ms\n",
-            inputs, inputs == 1 ? "" : "s", secs, secs > 0 ? inputs / secs : 0.0,
+            "kinfer: %d input%s%s in %.2f s, %.1f %s/s, per batch mean %.1f ms, p95 %.1f ms\n",
+            inputs, inputs == 1 ? "" : "s", what, secs, secs > 0 ? items / secs : 0.0, unit,
             n ? sum / n * 1e3 : 0.0, p95 * 1e3);
 }
 
@@ -783,9 +790,10 @@ static ki_status run_npys(const run_opts *o, const ki_model *m, const labels *lb
     if (st == KI_OK && o->save_dir) {
         st = save_outputs(o, m, s, -1, err);
     }
+    int rows = 1;
     if (st == KI_OK) {
         ki_tensor y = ki_session_output(s, 0);
-        int rows = y.shape.ndim >= 1 && y.shape.d[0] < INT32_MAX ? (int)y.shape.d[0] : 1;
+        rows = y.shape.ndim >= 1 && y.shape.d[0] < INT32_MAX ? (int)y.shape.d[0] : 1;
         static const char *const tokens[] = { "tokens" };
         run_sources src = { o->tokens ? tokens : o->inputs, o->tokens ? 1 : o->n_inputs, NULL, 0,
                             rows, true };
@@ -795,7 +803,7 @@ static ki_status run_npys(const run_opts *o, const ki_model *m, const labels *lb
     }
     if (st == KI_OK) {
         double dt = now_s() - t0;
-        print_summary(o->tokens ? 1 : o->n_inputs, dt, &dt, 1);
+        print_summary(o->tokens ? 1 : o->n_inputs, rows, "items", dt, &dt, 1);
     }
     for (int i = 0; ib && i < n_in; i++) {
         free(ib[i].data);
@@ -924,7 +932,7 @@ static ki_status run_images(const run_opts *o, const ki_model *m, const labels *
             fprintf(stderr, "kinfer: peak resident memory %.1f MiB\n",
                     (double)ki_cli_peak_rss() / (1 << 20));
         }
-        print_summary(o->n_inputs, now_s() - t_start, lat, nb);
+        print_summary(o->n_inputs, o->n_inputs, "images", now_s() - t_start, lat, nb);
     }
     for (int k = 0; k < 2; k++) {
         free(ld[k].buf);

@@ -532,6 +532,11 @@ static void test_streaming(void **state)
     snprintf(cmd, sizeof cmd, "test -s %s/out0_b0.npy && test -s %s/out0_b2.npy && test ! -e "
              "%s/out0_b3.npy && test -s %s/in0_b1.npy", dir, dir, dir, dir);
     assert_int_equal(system(cmd), 0);
+    /* a saved batch of four fed back as one .npy: its summary counts the four items */
+    snprintf(cmd, sizeof cmd, "%%s run " SAMPLE "%s/in0_b0.npy 2>&1 >/dev/null%%s", dir);
+    assert_int_equal(run(cmd, NULL, out, sizeof out), 0);
+    assert_non_null(strstr(out, "kinfer: 1 input (4 items) in "));
+    assert_non_null(strstr(out, " items/s, per batch mean"));
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
 }
