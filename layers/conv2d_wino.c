@@ -529,12 +529,15 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
     if (wino_formed(c) || ic < oc) { /* by output channels (binary16 U: formed per block) */
         ki_part_range(units, pt, &i0, &i1);
         o0 = i0 * unit < oc ? i0 * unit : oc, o1 = i1 * unit < oc ? i1 * unit : oc;
-        for (int64_t ob = i0; ob < i1 && wino_formed(c); ob++) {
-            wino_products_h(r, vbuf, vps, KI_GEMM_NR * ic, mbuf, mps, tp, r->tg.tiles, np, ob,
-                            ob + 1, priv, priv + KI_WINO_H_UFLOATS);
-        }
-        for (int64_t pos = 0; pos < r->npos && i1 > i0 && !wino_formed(c); pos++) {
-            wino_products_at(r, pos, vbuf, vps, mbuf, mps, i0, i1);
+        if (wino_formed(c)) {
+            for (int64_t ob = i0; ob < i1; ob++) {
+                wino_products_h(r, vbuf, vps, KI_GEMM_NR * ic, mbuf, mps, tp, r->tg.tiles, np, ob,
+                                ob + 1, priv, priv + KI_WINO_H_UFLOATS);
+            }
+        } else if (i1 > i0) {
+            for (int64_t pos = 0; pos < r->npos; pos++) {
+                wino_products_at(r, pos, vbuf, vps, mbuf, mps, i0, i1);
+            }
         }
     } else { /* by position */
         ki_part_range(r->npos, pt, &i0, &i1);
