@@ -53,72 +53,63 @@ static inline __attribute__((always_inline)) __m256 ki_vexp_avx2(__m256 x)
     return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
 
-/* The pieces of e^(-|x|) shared by the AVX2 and AVX-512 Sigmoid family (the same operations
- * lane by lane, so both levels give the same bits). With a = max(-88, -|x|) <= 0, the product
- * a*log2(e) + KI_VSIG_SHIFT rounds once, to an integer n plus 127 held in the low mantissa bits;
- * r = a - n*ln2 (ln2 in two parts, so n*ln2 is exact) is within ln2/2, e^r comes from the
- * degree-6 polynomial fitted for least relative error on [-ln2/2, ln2/2] (7e-8 of e^r in float
- * arithmetic), and 2^n is n + 127 shifted into a float's exponent: a normal power of two for
- * n >= -126 and 0.0 for n = -127, so e^a is within 1e-7 relative of exp wherever exp(a) is
- * normal and 0 where it is below FLT_MIN (never above 1.2e-38 absolute). */
-#define KI_VSIG_SHIFT 12583039.0f /* 1.5 * 2^23 + 127 */
-#define KI_VSIG_POLY(FMA, SET1, r)                                                                 \
-    FMA(FMA(FMA(FMA(FMA(FMA(SET1(1.383684576e-03f), r, SET1(8.374815807e-03f)), r,                 \
-                        SET1(4.166822508e-02f)),                                                   \
-                    r, SET1(1.666641980e-01f)),                                                    \
-                r, SET1(4.999999106e-01f)),                                                        \
-            r, SET1(1.0f)),                                                                        \
-        r, SET1(1.0f))
-
-/* From a (max(-88, -|x|)) to t (n + 127 in the low mantissa bits) and p = e^r, with a vector
- * type's FMA(a, b, c) = a*b + c, FNMADD(a, b, c) = c - a*b, SUB and SET1: the operations both
- * levels share, written once. */
-#define KI_VSIG_REDUCE(FMA, FNMADD, SUB, SET1, a, t, p)                                            \
+/* e^(-x) for the Sigmoid family, with operations the AVX2 and AVX-512 versions share lane by lane
+ * (so both levels give the same bits). x is first clamped to [-KI_VSIG_HI, 87] (min, then max:
+ * a NaN x stays, the second operand). -8x log2(e) rounds once, through KI_VSIG_SHIFT, to an
+ * integer n held in the low mantissa bits of t; r = x + n ln2/8 (ln2/8 in two parts, so n ln2/8
+ * is exact) is within ln2/16, and e^(-x) = 2^(n/8) e^(-r) = KI_VSIG_TAB[n mod 8] 2^(n div 8)
+ * e^(-r): vpermps picks the table entry by t's low three bits, 2^(n div 8) is added into the
+ * entry's exponent as an integer, and e^(-r) is the degree-3 polynomial fitted for least
+ * relative error on [-ln2/16, ln2/16] (2e-8). At x = -KI_VSIG_HI (-128 ln2) n = 1024 and the sum
+ * is +inf's bits, so below it x / (1 + e) is -0, and NaN at -inf, as the scalar x / (1 + expf(-x));
+ * at 87, 1 + e rounds to 1. Against a double reference: 2.1e-7 relative at most for SiLU and
+ * Sigmoid (the degree-6 polynomial over ln2/2 with a blend on the sign that it replaced: 2.2e-7),
+ * in about two thirds of the time (docs/performance.md). */
+#define KI_VSIG_HI    88.72283935546875f /* 128 ln2: n = 1024 */
+#define KI_VSIG_SHIFT 12582912.0f        /* 1.5 * 2^23 */
+/* 2^(j/8), j < 8, rounded to float */
+#define KI_VSIG_TAB(SETR)                                                                          \
+    SETR(1.0f, 1.0905077326652577f, 1.1892071150027210f, 1.2968395546510096f, 1.4142135623730951f, \
+         1.5422108254079408f, 1.6817928305074290f, 1.8340080864093424f)
+/* t (the rounded -8x log2(e) in its low bits) and p = e^(-r) of a vector type whose fused
+ * multiply-add is FMA(a, b, c) = a*b + c, with MIN, MAX, SUB and broadcast SET1. */
+#define KI_VSIG_REDUCE(MIN, MAX, FMA, SUB, SET1, x, t, p)                                          \
     do {                                                                                           \
-        t = FMA(a, SET1(1.44269504088896341f), SET1(KI_VSIG_SHIFT));                               \
+        const __typeof__(x) xc_ = MAX(SET1(-KI_VSIG_HI), MIN(SET1(87.0f), x));                     \
+        t = FMA(xc_, SET1(-11.541560327111707f), SET1(KI_VSIG_SHIFT));                             \
         const __typeof__(t) n_ = SUB(t, SET1(KI_VSIG_SHIFT));                                      \
         const __typeof__(t) r_ =                                                                   \
-            FNMADD(n_, SET1(1.428606765330187e-06f), FNMADD(n_, SET1(0.693145751953125f), a));     \
-        p = KI_VSIG_POLY(FMA, SET1, r_);                                                           \
+            FMA(n_, SET1(1.7857584566627338e-07f), FMA(n_, SET1(0.086643218994140625f), xc_));     \
+        p = FMA(FMA(FMA(SET1(-1.666507125e-01f), r_, SET1(5.000797510e-01f)), r_, SET1(-1.0f)),    \
+                r_, SET1(1.0f));                                                                   \
     } while (0)
 
-/* The steps of e^(-|x|) around KI_VSIG_REDUCE: a = max(-88, -|x|) before it, e = p 2^n after it
- * (n + 127 in t's low mantissa bits shifted into a float's exponent). */
-static inline __attribute__((always_inline)) __m256 ki_vsig_arg_avx2(__m256 x)
+/* e = p 2^(n/8) from KI_VSIG_REDUCE's t and p (tab: KI_VSIG_TAB). */
+static inline __attribute__((always_inline)) __m256 ki_vsig_scale_avx2(__m256 p, __m256 t,
+                                                                       __m256 tab)
 {
-    return _mm256_max_ps(_mm256_set1_ps(-88.0f), _mm256_or_ps(x, _mm256_set1_ps(-0.0f)));
+    const __m256i ti = _mm256_castps_si256(t);
+    const __m256 f = _mm256_permutevar8x32_ps(tab, ti);                /* 2^(j/8) for j = n mod 8 */
+    const __m256i e = _mm256_slli_epi32(_mm256_srli_epi32(ti, 3), 23); /* n div 8, as bits */
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(f), e)));
 }
 
-static inline __attribute__((always_inline)) __m256 ki_vsig_scale_avx2(__m256 p, __m256 t)
+/* e^(-x) as above (x clamped to [-KI_VSIG_HI, 87]); NaN stays NaN. */
+static inline __attribute__((always_inline)) __m256 ki_vexpneg_avx2(__m256 x)
 {
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
-}
-
-/* e^(-|x|) as above; NaN stays NaN. */
-static inline __attribute__((always_inline)) __m256 ki_vexpnabs_avx2(__m256 x)
-{
-    const __m256 a = ki_vsig_arg_avx2(x);
+    const __m256 tab = KI_VSIG_TAB(_mm256_setr_ps);
     __m256 t, p;
-    KI_VSIG_REDUCE(_mm256_fmadd_ps, _mm256_fnmadd_ps, _mm256_sub_ps, _mm256_set1_ps, a, t, p);
-    return ki_vsig_scale_avx2(p, t);
+    KI_VSIG_REDUCE(_mm256_min_ps, _mm256_max_ps, _mm256_fmadd_ps, _mm256_sub_ps, _mm256_set1_ps, x,
+                   t, p);
+    return ki_vsig_scale_avx2(p, t, tab);
 }
 
-/* num * f / (1 + e) for e = e^(-|x|) (ki_vsig_mul_avx2). */
-static inline __attribute__((always_inline)) __m256 ki_vsig_quot_avx2(__m256 num, __m256 x,
-                                                                      __m256 e)
-{
-    const __m256 one = _mm256_set1_ps(1.0f);
-    return _mm256_div_ps(_mm256_mul_ps(num, _mm256_blendv_ps(one, e, x)), _mm256_add_ps(one, e));
-}
-
-/* num * sigmoid(x) = num * f / (1 + e) with e = e^(-|x|) and f = 1 for x >= +0, e for x <= -0
- * (x's sign bit picks it): SiLU with num = x, Sigmoid with num = 1 (num * f exact). e never
- * overflows, so no clamp on x is needed. Checked on every 7th float: within 3e-7 relative of the
- * scalar x / (1 + expf(-x)) and 1 / (1 + expf(-x)), plus 1.2e-38 * (1 + |x|) absolute (e^a
- * flushed to 0 below FLT_MIN); NaN stays NaN. */
+/* num * sigmoid(x) = num / (1 + e^(-x)): SiLU with num = x, Sigmoid with num = 1. Checked against
+ * the scalar x / (1 + expf(-x)) and 1 / (1 + expf(-x)) over magnitudes from the subnormal range to
+ * 1e4 and the special values (test_gemm.c); NaN stays NaN. */
 static inline __attribute__((always_inline)) __m256 ki_vsig_mul_avx2(__m256 num, __m256 x)
 {
-    return ki_vsig_quot_avx2(num, x, ki_vexpnabs_avx2(x));
+    return _mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), ki_vexpneg_avx2(x)));
 }
 
 /* Two vectors side by side (ki_vsig_mul2_avx2): each operation of the exponential applied to
@@ -130,18 +121,19 @@ typedef struct ki_v2x8 {
     __m256 a, b;
 } ki_v2x8;
 
-#define KI_V2_OP3(name, op)                                                                        \
-    static inline __attribute__((always_inline)) ki_v2x8 name(ki_v2x8 x, ki_v2x8 y, ki_v2x8 z)     \
+#define KI_V2_OP2(name, op)                                                                        \
+    static inline __attribute__((always_inline)) ki_v2x8 name(ki_v2x8 x, ki_v2x8 y)                \
     {                                                                                              \
-        return (ki_v2x8){ op(x.a, y.a, z.a), op(x.b, y.b, z.b) };                                  \
+        return (ki_v2x8){ op(x.a, y.a), op(x.b, y.b) };                                            \
     }
-KI_V2_OP3(ki_v2_fmadd, _mm256_fmadd_ps)
-KI_V2_OP3(ki_v2_fnmadd, _mm256_fnmadd_ps)
-#undef KI_V2_OP3
+KI_V2_OP2(ki_v2_sub, _mm256_sub_ps)
+KI_V2_OP2(ki_v2_min, _mm256_min_ps)
+KI_V2_OP2(ki_v2_max, _mm256_max_ps)
+#undef KI_V2_OP2
 
-static inline __attribute__((always_inline)) ki_v2x8 ki_v2_sub(ki_v2x8 x, ki_v2x8 y)
+static inline __attribute__((always_inline)) ki_v2x8 ki_v2_fmadd(ki_v2x8 x, ki_v2x8 y, ki_v2x8 z)
 {
-    return (ki_v2x8){ _mm256_sub_ps(x.a, y.a), _mm256_sub_ps(x.b, y.b) };
+    return (ki_v2x8){ _mm256_fmadd_ps(x.a, y.a, z.a), _mm256_fmadd_ps(x.b, y.b, z.b) };
 }
 
 static inline __attribute__((always_inline)) ki_v2x8 ki_v2_set1(float f)
@@ -153,11 +145,12 @@ static inline __attribute__((always_inline)) ki_v2x8 ki_v2_set1(float f)
 /* ki_vsig_mul_avx2 of (num.a, x.a) and of (num.b, x.b). */
 static inline __attribute__((always_inline)) ki_v2x8 ki_vsig_mul2_avx2(ki_v2x8 num, ki_v2x8 x)
 {
-    const ki_v2x8 a = { ki_vsig_arg_avx2(x.a), ki_vsig_arg_avx2(x.b) };
+    const __m256 tab = KI_VSIG_TAB(_mm256_setr_ps), one = _mm256_set1_ps(1.0f);
     ki_v2x8 t, p;
-    KI_VSIG_REDUCE(ki_v2_fmadd, ki_v2_fnmadd, ki_v2_sub, ki_v2_set1, a, t, p);
-    const __m256 ea = ki_vsig_scale_avx2(p.a, t.a), eb = ki_vsig_scale_avx2(p.b, t.b);
-    return (ki_v2x8){ ki_vsig_quot_avx2(num.a, x.a, ea), ki_vsig_quot_avx2(num.b, x.b, eb) };
+    KI_VSIG_REDUCE(ki_v2_min, ki_v2_max, ki_v2_fmadd, ki_v2_sub, ki_v2_set1, x, t, p);
+    const __m256 ea = ki_vsig_scale_avx2(p.a, t.a, tab), eb = ki_vsig_scale_avx2(p.b, t.b, tab);
+    return (ki_v2x8){ _mm256_div_ps(num.a, _mm256_add_ps(one, ea)),
+                      _mm256_div_ps(num.b, _mm256_add_ps(one, eb)) };
 }
 
 /* 1 / (1 + exp(-x)), as KI_ACT_SIGMOID. */

@@ -20,26 +20,26 @@ static inline __attribute__((always_inline)) __m512 ki_vexp_avx512(__m512 x)
     return _mm512_scalef_ps(KI_VEXP_POLY(_mm512_fmadd_ps, _mm512_set1_ps, r), n);
 }
 
-/* e^(-|x|): ki_vexpnabs_avx2's operations lane by lane (the same bits). */
-static inline __attribute__((always_inline)) __m512 ki_vexpnabs_avx512(__m512 x)
+/* e^(-x): ki_vexpneg_avx2's operations lane by lane (the same bits; the table twice, as
+ * vpermps on zmm reads four index bits). */
+static inline __attribute__((always_inline)) __m512 ki_vexpneg_avx512(__m512 x)
 {
-    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
-    const __m512 a = _mm512_max_ps(
-        _mm512_set1_ps(-88.0f), _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign)));
+    const __m512 tab =
+        _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(KI_VSIG_TAB(_mm256_setr_ps))));
     __m512 t, p;
-    KI_VSIG_REDUCE(_mm512_fmadd_ps, _mm512_fnmadd_ps, _mm512_sub_ps, _mm512_set1_ps, a, t, p);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23)));
+    KI_VSIG_REDUCE(_mm512_min_ps, _mm512_max_ps, _mm512_fmadd_ps, _mm512_sub_ps, _mm512_set1_ps, x,
+                   t, p);
+    const __m512i ti = _mm512_castps_si512(t);
+    const __m512 f = _mm512_permutexvar_ps(ti, tab);
+    const __m512i e = _mm512_slli_epi32(_mm512_srli_epi32(ti, 3), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(f), e)));
 }
 
 /* num * sigmoid(x): ki_vsig_mul_avx2 lane by lane (the same bits). SiLU with num = x, Sigmoid
  * with num = 1. */
 static inline __attribute__((always_inline)) __m512 ki_vsig_mul_avx512(__m512 num, __m512 x)
 {
-    const __m512 one = _mm512_set1_ps(1.0f), e = ki_vexpnabs_avx512(x);
-    const __mmask16 neg =
-        _mm512_test_epi32_mask(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u));
-    return _mm512_div_ps(_mm512_mul_ps(num, _mm512_mask_blend_ps(neg, one, e)),
-                         _mm512_add_ps(one, e));
+    return _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), ki_vexpneg_avx512(x)));
 }
 
 /* GELU, erf form: ki_vgelu_avx2's operations lane by lane (the same bits). */
