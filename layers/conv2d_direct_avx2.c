@@ -69,12 +69,41 @@ static void stage(const float *r, int64_t b, int64_t w, int s, int64_t n, float 
         }                                                                                          \
     } while (0)
 
+/* The sums of a whole block (OC_GROUP channels by NV_MAX vectors) to d's rows of channels oc0..
+ * at column ox, through store8's steps (d->fin NULL: as they are) and then act (NULL: none), the
+ * bounds broadcast once and the bias once a channel. */
+static inline __attribute__((always_inline)) void store_whole(const ki_conv2d_direct_dst *d,
+                                                              const __m256 sums[OC_GROUP][NV_MAX],
+                                                              int64_t oc0, int64_t ox,
+                                                              const ki_act *act)
+{
+    const ki_gemm_fin *f = d->fin;
+    const __m256 lo = _mm256_set1_ps(f ? f->lo : 0.0f), hi = _mm256_set1_ps(f ? f->hi : 0.0f);
+#pragma GCC unroll 4
+    for (int o = 0; o < OC_GROUP; o++) {
+        float *q = d->dst + (oc0 + o) * d->cstride + ox;
+        const __m256 b = _mm256_set1_ps(f && f->bias ? f->bias[oc0 + o] : 0.0f);
+#pragma GCC unroll 3
+        for (int v = 0; v < NV_MAX; v++) {
+            __m256 y = sums[o][v];
+            if (f) {
+                y = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(y, b)));
+                y = act ? ki_vact_avx2(act, y) : y;
+            }
+            _mm256_storeu_ps(q + 8 * v, y);
+        }
+    }
+}
+
 /* The sums of one block: four channels (weights wg: tap t at wg + t * KI_DIRECT_OC) by NV vectors
- * of columns, reading the staged rows st[i] (tap row ti[i], i < nrows) from column x0; acc[o][v].
- */
+ * of columns, reading the staged rows st[i] (tap row ti[i], i < nrows) from column x0; into
+ * acc[o][v], or with `full` (a whole block: NV_MAX vectors, OC_GROUP channels; no residual)
+ * stored to full's rows by store_whole (through acc and store8 per vector, the stores took about
+ * a tenth of a 3x3 stem's time; docs/performance.md). */
 static inline __attribute__((always_inline)) void
 block(const float (*st)[2 * PAR], const int64_t *ti, int64_t nrows, const float *wg, int64_t x0,
-      const int s, const int64_t kw, const int NV, __m256 acc[OC_GROUP][NV_MAX])
+      const int s, const int64_t kw, const int NV, __m256 acc[OC_GROUP][NV_MAX],
+      const ki_conv2d_direct_dst *full, int64_t oc0, int64_t ox)
 {
     __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
     __m256 a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
@@ -93,38 +122,64 @@ block(const float (*st)[2 * PAR], const int64_t *ti, int64_t nrows, const float 
             TAP1(3, wk + 3);
         }
     }
+    if (NV == NV_MAX && full) {
+        const __m256 sums[OC_GROUP][NV_MAX] = {
+            { a00, a01, a02 }, { a10, a11, a12 }, { a20, a21, a22 }, { a30, a31, a32 }
+        };
+        /* the activation's kind a constant in each copy (as store_block) */
+        const ki_act_kind k = full->act ? full->act->kind : KI_ACT_NONE;
+        if (k == KI_ACT_HARDSWISH) {
+            const ki_act hs = { KI_ACT_HARDSWISH, 0.0f, 0.0f };
+            store_whole(full, sums, oc0, ox, &hs);
+        } else if (k == KI_ACT_HARDSIGMOID) {
+            const ki_act hg = { KI_ACT_HARDSIGMOID, 0.0f, 0.0f };
+            store_whole(full, sums, oc0, ox, &hg);
+        } else if (k == KI_ACT_LEAKY_RELU) {
+            const ki_act lr = { KI_ACT_LEAKY_RELU, full->act->a, 0.0f };
+            store_whole(full, sums, oc0, ox, &lr);
+        } else {
+            store_whole(full, sums, oc0, ox, full->act);
+        }
+        return;
+    }
     acc[0][0] = a00, acc[0][1] = a01, acc[0][2] = a02, acc[1][0] = a10, acc[1][1] = a11;
     acc[1][2] = a12, acc[2][0] = a20, acc[2][1] = a21, acc[2][2] = a22, acc[3][0] = a30;
     acc[3][1] = a31, acc[3][2] = a32;
 }
 
-/* block() with the vector count, the stride and, for the common stems, the kernel width as
- * constants (the taps unrolled). */
-#define BLOCK_NV(NV)                                                                               \
-    do {                                                                                           \
-        if (s == 2 && kw == 3) {                                                                   \
-            block(st, ti, nrows, wg, x0, 2, 3, NV, acc);                                           \
-        } else if (s == 2 && kw == 6) {                                                            \
-            block(st, ti, nrows, wg, x0, 2, 6, NV, acc);                                           \
-        } else if (s == 2 && kw == 7) {                                                            \
-            block(st, ti, nrows, wg, x0, 2, 7, NV, acc);                                           \
-        } else if (s == 2) {                                                                       \
-            block(st, ti, nrows, wg, x0, 2, kw, NV, acc);                                          \
-        } else {                                                                                   \
-            block(st, ti, nrows, wg, x0, 1, kw, NV, acc);                                          \
-        }                                                                                          \
-    } while (0)
-
-static void blocks(const float (*st)[2 * PAR], const int64_t *ti, int64_t nrows, const float *wg,
-                   int64_t x0, int s, int64_t kw, int nv, __m256 acc[OC_GROUP][NV_MAX])
-{
-    if (nv == 3) {
-        BLOCK_NV(3);
-    } else if (nv == 2) {
-        BLOCK_NV(2);
-    } else {
-        BLOCK_NV(1);
+/* block() with the stride, the vector count and, for the common stems, the kernel width as
+ * constants (KW 0: kw at run time), each a function of its own: GCC allocates the registers of
+ * each loop alone, where with every copy inlined into one function a change elsewhere in it
+ * reshaped the loops (one stem 3 % faster, another 17 % slower; docs/performance.md). */
+#define BLOCK_FN(S, KW, NV)                                                                        \
+    static __attribute__((noinline)) void block_##S##_##KW##_##NV(                                 \
+        const float(*st)[2 * PAR], const int64_t *ti, int64_t nrows, const float *wg, int64_t x0,  \
+        int64_t kw, __m256 acc[OC_GROUP][NV_MAX], const ki_conv2d_direct_dst *full, int64_t oc0,   \
+        int64_t ox)                                                                                \
+    {                                                                                              \
+        block(st, ti, nrows, wg, x0, S, KW ? KW : kw, NV, acc, full, oc0, ox);                     \
     }
+#define BLOCK_FNS(S, KW) BLOCK_FN(S, KW, 1) BLOCK_FN(S, KW, 2) BLOCK_FN(S, KW, 3)
+BLOCK_FNS(2, 3)
+BLOCK_FNS(2, 6)
+BLOCK_FNS(2, 7)
+BLOCK_FNS(2, 0)
+BLOCK_FNS(1, 0)
+
+typedef void (*block_fn)(const float (*st)[2 * PAR], const int64_t *ti, int64_t nrows,
+                         const float *wg, int64_t x0, int64_t kw, __m256 acc[OC_GROUP][NV_MAX],
+                         const ki_conv2d_direct_dst *full, int64_t oc0, int64_t ox);
+
+/* The block function for stride s, kernel width kw and nv vectors (1..NV_MAX). */
+static block_fn block_for(int s, int64_t kw, int nv)
+{
+    static const block_fn fns[5][NV_MAX] = { { block_2_3_1, block_2_3_2, block_2_3_3 },
+                                             { block_2_6_1, block_2_6_2, block_2_6_3 },
+                                             { block_2_7_1, block_2_7_2, block_2_7_3 },
+                                             { block_2_0_1, block_2_0_2, block_2_0_3 },
+                                             { block_1_0_1, block_1_0_2, block_1_0_3 } };
+    const int r = s != 2 ? 4 : kw == 3 ? 0 : kw == 6 ? 1 : kw == 7 ? 2 : 3;
+    return fns[r][nv - 1];
 }
 
 /* Stores the first `lanes` lanes of v to d after the epilogue f (NULL: none): + bias b, + the
@@ -222,9 +277,15 @@ void ki_conv2d_direct_row_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, cons
             const float *wg = wp + oc0 / KI_DIRECT_OC * k * KI_DIRECT_OC + oc0 % KI_DIRECT_OC;
             for (int64_t x0 = 0; x0 < n; x0 += 8 * NV_MAX) {
                 const int64_t nx = n - x0 < 8 * NV_MAX ? n - x0 : 8 * NV_MAX;
+                const int nv = (int)((nx + 7) / 8);
+                /* a whole block without a residual stores itself */
+                const bool whole = nv == NV_MAX && nx == 8 * NV_MAX && noc == OC_GROUP && !d->res;
                 __m256 acc[OC_GROUP][NV_MAX];
-                blocks(st, ti, nrows, wg, x0, s, kw, (int)((nx + 7) / 8), acc);
-                store_block(d, acc, oc0, noc, ox0 + x0, nx);
+                block_for(s, kw, nv)(st, ti, nrows, wg, x0, kw, acc, whole ? d : NULL, oc0,
+                                     ox0 + x0);
+                if (!whole) {
+                    store_block(d, acc, oc0, noc, ox0 + x0, nx);
+                }
             }
         }
     }
