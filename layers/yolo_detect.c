@@ -16,17 +16,19 @@
  * operator has 1 + nl outputs, output 1 + i is the raw convolution (N, na, H_i, W_i, no), as the
  * non-export Detect returns it.
  *
- * The convolutions run as nn.Conv2d's 1x1 path (conv2d.h: our micro-kernels, bias and the
- * vectorised sigmoid in its epilogue) into the workspace (na*no x H*W); decoding then transposes
- * blocks of cells into the output rows. State is immutable after create; thread-safe. */
+ * The convolutions run as GEMMs of nn.Conv2d's 1x1 path (conv2d.h: its packing, our
+ * micro-kernels, bias and the vectorised sigmoid in its epilogue), a chunk of cells at a time on
+ * each thread into its workspace, and each chunk is decoded (transposed into the output rows,
+ * the box formulas applied) while it is in the cache. State is immutable after create;
+ * thread-safe. */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/ckd.h"
 #include "../core/layer.h"
+#include "../core/team.h"
 #include "conv2d.h"
 #include "shape_common.h"
 #include "transpose.h"
@@ -279,84 +281,181 @@ static ki_status yd_shape(const void *state, const ki_shape *in, int n_in, ki_sh
     return ki_shape_check(&out[0], err);
 }
 
-/* The levels' convolution geometries for input shapes in (into g) and the most scratch per
- * thread any of them needs with nt threads; false when a shape is not one shape() accepted. */
-static bool conv_scratch(const yd_state *s, const ki_shape *in, int n_in, int nt, ki_conv2d_geom *g,
-                         size_t *most)
+/* The levels' convolution geometries for input shapes in (into g, one image each); false when
+ * a shape is not one shape() accepted. */
+static bool level_geoms(const yd_state *s, const ki_shape *in, int n_in, ki_conv2d_geom *g)
 {
-    *most = 0;
     for (int i = 0; i < n_in; i++) {
         if (ki_conv2d_geom_make(&s->lv[i].conv, &in[i], &g[i], NULL) != KI_OK) {
             return false;
         }
-        size_t c = ki_conv2d_workspace_for(&s->lv[i].conv, &g[i], KI_CONV2D_GEMM1, nt);
-        *most = c > *most ? c : *most;
+        g[i].in.n = 1;
     }
     return true;
 }
 
-/* Per thread: the convolution's scratch (the most any level needs), then this thread's share of
- * z, the largest level's na*no x H*W (see yd_forward). */
+/* The convolutions run a chunk of cells at a time on each thread, as GEMMs of all na*no output
+ * channels by the chunk's columns (packed from the input planes as the 1x1 path packs them), into
+ * a chunk of z that the decoding then reads from the cache, all in one team run: whole-level z
+ * took the largest level's na*no x H*W (6.5 MB for yolov5s at 640x640) and a convolution and a
+ * decoding region per level (yolov5s's head on two threads 4.95 -> 4.76 ms; docs/performance.md).
+ * A chunk is up to YD_PANELS GEMM panels, fewer when its packed columns and its z would take
+ * more than half of L2. The tiles and their sums are the 1x1 path's, so the same bits. */
+#define YD_PANELS 4
+
+/* Panels of a chunk for state s and inputs in: the most that keep (K * NR + M * NR) floats per
+ * panel, for the widest K, within half of L2 (at least one). */
+static int64_t chunk_panels(const yd_state *s, const ki_shape *in, int n_in)
+{
+    int64_t kmax = 0, per;
+    for (int i = 0; i < n_in; i++) {
+        kmax = in[i].d[1] > kmax ? in[i].d[1] : kmax;
+    }
+    if (!ki_ckd_add_i64(&per, kmax, (int64_t)s->na * s->no) ||
+        !ki_ckd_mul_i64(&per, per, KI_GEMM_NR * (int64_t)sizeof(float))) {
+        return 1;
+    }
+    const int64_t fit = (int64_t)(ki_cpu_get()->l2 / 2) / per;
+    return fit < 1 ? 1 : fit > YD_PANELS ? YD_PANELS : fit;
+}
+
+/* Bytes of a thread's packed columns (k up to the widest input) and z chunk for np panels, or 0
+ * when they do not fit a size_t. */
+static size_t chunk_bytes(const yd_state *s, const ki_shape *in, int n_in, int64_t np,
+                          size_t *packed)
+{
+    int64_t kmax = 0, pf, zf;
+    for (int i = 0; i < n_in; i++) {
+        kmax = in[i].d[1] > kmax ? in[i].d[1] : kmax;
+    }
+    if (!ki_gemm_packed_floats(kmax, np * KI_GEMM_NR, &pf) ||
+        !ki_ckd_mul_i64(&zf, (int64_t)s->na * s->no, np * KI_GEMM_NR) ||
+        !ki_ckd_add_i64(&zf, zf, (pf + 15) / 16 * 16) || zf > INT64_MAX / 4) {
+        return 0;
+    }
+    *packed = (size_t)(pf + 15) / 16 * 16;
+    return (size_t)zf * sizeof(float);
+}
+
+/* Per thread: the chunk's packed columns, then its z (na*no x the chunk's columns). */
 static size_t yd_workspace(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
                            int n_out, int n_threads)
 {
     const yd_state *s = state;
-    (void)out, (void)n_out;
-    size_t most = 0, conv, nt = n_threads > 0 ? (size_t)n_threads : 1;
+    (void)out, (void)n_out, (void)n_threads;
     ki_conv2d_geom g[YD_MAX_LEVELS];
-    if (!conv_scratch(s, in, n_in, (int)nt, g, &conv)) {
+    size_t packed;
+    if (!level_geoms(s, in, n_in, g)) {
         return 0;
     }
-    for (int i = 0; i < n_in; i++) {
-        /* checked in shape(): na * H * W fits in int32 and no is at most 2^20 */
-        size_t n = (size_t)s->na * (size_t)s->no * (size_t)in[i].d[2] * (size_t)in[i].d[3];
-        most = n > most ? n : most;
-    }
-    return conv + ((most * sizeof(float) + nt - 1) / nt + 63) / 64 * 64;
+    const size_t bytes = chunk_bytes(s, in, n_in, chunk_panels(s, in, n_in), &packed);
+    return (bytes + 63) / 64 * 64;
 }
 
-/* Decodes one level of one image: z is the convolution (na*no, hw), with the bias and (unless
- * raw) the sigmoid applied; y gets the level's na*hw rows of no values. Blocks of cells are
- * transposed into rows (both sides stay in L1), then the sigmoid (raw outputs only) and the box
- * formulas. */
-#define YD_CELLS 256
-static void decode_level(const yd_state *s, int level, int64_t h, int64_t w, const float *z,
-                         float *y, int n_threads)
+/* What a run's threads share. */
+typedef struct yd_job {
+    const yd_state *s;
+    const ki_tensor *in;
+    ki_tensor *out;
+    const ki_exec *ex;
+    ki_conv2d_geom g[YD_MAX_LEVELS];
+    int64_t row0[YD_MAX_LEVELS];      /* each level's first row of output 0 in an image */
+    int64_t first[YD_MAX_LEVELS + 1]; /* each level's first chunk in an image; first[nl]: all */
+    int64_t cells;                    /* cells of a chunk */
+    size_t packed;                    /* floats of a thread's packed columns */
+} yd_job;
+
+/* Decodes the chunk of cells c0 .. c0 + nc - 1 of level `level` of one image: z is the
+ * convolution (na*no rows of ldz), with the bias and (unless raw) the sigmoid applied; y gets
+ * the image's output rows. Per anchor the chunk is transposed into rows (from L2), then the
+ * sigmoid (raw outputs only) and the box formulas. */
+static void decode_chunk(const yd_state *s, int level, int64_t h, int64_t w, const float *z,
+                         int64_t ldz, int64_t c0, int64_t nc, float *y)
 {
     const int no = s->no;
-    const int64_t hw = h * w, blocks = (hw + YD_CELLS - 1) / YD_CELLS;
+    const int64_t hw = h * w;
     const float stride = s->lv[level].stride;
     const bool sigmoid_here = s->raw_outputs; /* else the convolution's epilogue applied it */
-#pragma omp parallel for num_threads(n_threads) schedule(static) if (hw * no > KI_SHAPEOP_PAR_MIN)
-    for (int64_t item = 0; item < blocks * s->na; item++) {
-        const int64_t a = item / blocks, c0 = item % blocks * YD_CELLS;
-        const int64_t nc = hw - c0 < YD_CELLS ? hw - c0 : YD_CELLS;
+    for (int64_t a = 0; a < s->na; a++) {
         const float *anc = s->anchors + ((int64_t)level * s->na + a) * 2;
         float *r0 = y + (a * hw + c0) * no;
-        s->tr(z + a * no * hw + c0, hw, no, nc, r0, no);
+        s->tr(z + a * no * ldz, ldz, no, nc, r0, no);
         for (int64_t i = 0; sigmoid_here && i < nc * no; i++) {
             r0[i] = 1.0f / (1.0f + expf(-r0[i]));
         }
+        /* models/yolo.py: xy = (2v + grid) * stride with grid = cell - 0.5;
+         * wh = (2v)^2 * anchor_grid with anchor_grid = anchor * stride */
+        const float aw = anc[0] * stride, ah = anc[1] * stride;
+        int64_t gx = c0 % w, gy = c0 / w;
         for (int64_t j = 0; j < nc; j++) {
-            const int64_t c = c0 + j;
             float *r = r0 + j * no;
-            /* models/yolo.py: xy = (2v + grid) * stride with grid = cell - 0.5;
-             * wh = (2v)^2 * anchor_grid with anchor_grid = anchor * stride */
-            r[0] = (r[0] * 2.0f + ((float)(c % w) - 0.5f)) * stride;
-            r[1] = (r[1] * 2.0f + ((float)(c / w) - 0.5f)) * stride;
-            float tw = r[2] * 2.0f, th = r[3] * 2.0f;
-            r[2] = tw * tw * (anc[0] * stride);
-            r[3] = th * th * (anc[1] * stride);
+            r[0] = (r[0] * 2.0f + ((float)gx - 0.5f)) * stride;
+            r[1] = (r[1] * 2.0f + ((float)gy - 0.5f)) * stride;
+            const float tw = r[2] * 2.0f, th = r[3] * 2.0f;
+            r[2] = tw * tw * aw;
+            r[3] = th * th * ah;
+            if (++gx == w) {
+                gx = 0, gy++;
+            }
         }
     }
 }
 
-/* The raw convolution (bias included) as (na, hw, no), for the extra outputs. */
-static void raw_level(const yd_state *s, int64_t hw, const float *z, float *raw)
+/* Chunk q of an image's chunks (over the levels in order) of image n: its GEMM into this
+ * thread's z, then the raw outputs (if any) and the decoding. */
+static void run_chunk(const yd_job *j, int64_t n, int64_t q, float *packed, float *z)
 {
-    const int64_t no = s->no;
-    for (int64_t a = 0; a < s->na; a++) {
-        s->tr(z + a * no * hw, hw, no, hw, raw + a * hw * no, no);
+    const yd_state *s = j->s;
+    int i = 0;
+    while (q >= j->first[i + 1]) {
+        i++;
+    }
+    const ki_conv2d *c = &s->lv[i].conv;
+    const ki_conv2d_geom *g = &j->g[i];
+    const int64_t k = c->in_ch, hw = g->oh * g->ow, m = c->out_ch, no = s->no;
+    const int64_t c0 = (q - j->first[i]) * j->cells, nc = hw - c0 < j->cells ? hw - c0 : j->cells;
+    const int64_t np = (nc + KI_GEMM_NR - 1) / KI_GEMM_NR, ldz = np * KI_GEMM_NR;
+    const float *x = j->in[i].data + n * k * hw;
+    for (int64_t p = 0; p < np; p++) {
+        const int64_t nr = nc - p * KI_GEMM_NR < KI_GEMM_NR ? nc - p * KI_GEMM_NR : KI_GEMM_NR;
+        ki_conv2d_pack_cols(c, g, false, x, c0 + p * KI_GEMM_NR, nr, k, KI_GEMM_NR,
+                            packed + p * KI_GEMM_NR * k);
+    }
+    const ki_gemm_args ga = { .m = m,
+                              .n = nc,
+                              .k = k,
+                              .a = c->weight,
+                              .lda = k,
+                              .bp = packed,
+                              .c = z,
+                              .ldc = ldz,
+                              .ep = &c->ep,
+                              .epf = c->epf,
+                              .ch0 = 0,
+                              .uk = c->uk };
+    ki_gemm_panels(&ga, 0, np, packed);
+    if (s->raw_outputs) { /* the raw convolution (bias included) as (na, hw, no) */
+        float *raw = j->out[1 + i].data + n * s->na * hw * no;
+        for (int64_t a = 0; a < s->na; a++) {
+            s->tr(z + a * no * ldz, ldz, no, nc, raw + (a * hw + c0) * no, no);
+        }
+    }
+    decode_chunk(s, i, g->oh, g->ow, z, ldz, c0, nc,
+                 j->out[0].data + (n * j->out[0].shape.d[1] + j->row0[i]) * no);
+}
+
+/* The team's chunks of every image (ki_share: each thread its run from the front, then what is
+ * left of the others' from their back). */
+static void yd_body(void *arg, const ki_part *pt)
+{
+    const yd_job *j = arg;
+    const int nl = j->s->nl;
+    float *packed = ki_exec_slice(j->ex, pt->tid), *z = packed + j->packed;
+    const int64_t per = j->first[nl];
+    ki_share_begin(pt, j->in[0].shape.d[0] * per);
+    for (int64_t t = ki_share_take(pt->share, pt->tid); t >= 0;
+         t = ki_share_take(pt->share, pt->tid)) {
+        run_chunk(j, t / per, t % per, packed, z);
     }
 }
 
@@ -365,39 +464,30 @@ static ki_status yd_forward(const void *state, const ki_tensor *in, int n_in, ki
 {
     const yd_state *s = state;
     (void)n_out;
-    const int64_t n_img = in[0].shape.d[0], rows = out[0].shape.d[1], no = s->no;
-    size_t conv;
+    yd_job j = { .s = s, .in = in, .out = out, .ex = ex };
     ki_shape shapes[YD_MAX_LEVELS];
-    ki_conv2d_geom g[YD_MAX_LEVELS];
     for (int i = 0; i < n_in; i++) {
         shapes[i] = in[i].shape;
     }
-    if (!conv_scratch(s, shapes, n_in, ex->n_threads, g, &conv)) {
+    if (!level_geoms(s, shapes, n_in, j.g)) {
         return KI_ERR_SHAPE;
     }
-    /* thread slices of `conv` bytes first, z after them (yd_workspace reserved both) */
-    const ki_exec sub = { ex->n_threads, ex->workspace, conv, ex->crew };
-    float *z = (float *)((char *)ex->workspace + conv * (size_t)ex->n_threads);
-    if (conv > ex->ws_per_thread) {
+    const int64_t np = chunk_panels(s, shapes, n_in);
+    const size_t bytes = chunk_bytes(s, shapes, n_in, np, &j.packed);
+    if (bytes == 0 || bytes > ex->ws_per_thread) {
         return KI_ERR_INTERNAL;
     }
-    for (int64_t n = 0; n < n_img; n++) {
-        int64_t row = 0;
-        for (int i = 0; i < n_in; i++) {
-            const int64_t c = s->lv[i].c, hw = g[i].oh * g[i].ow;
-            ki_conv2d_geom one = g[i];
-            if (hw == 0) {
-                continue;
-            }
-            one.in.n = 1;
-            ki_conv2d_run(&s->lv[i].conv, &one, KI_CONV2D_GEMM1, in[i].data + n * c * hw, z, &sub);
-            if (s->raw_outputs) {
-                raw_level(s, hw, z, out[1 + i].data + n * s->na * hw * no);
-            }
-            decode_level(s, i, g[i].oh, g[i].ow, z, out[0].data + (n * rows + row) * no,
-                         ex->n_threads);
-            row += s->na * hw;
-        }
+    j.cells = np * KI_GEMM_NR;
+    int64_t row = 0;
+    j.first[0] = 0;
+    for (int i = 0; i < n_in; i++) {
+        const int64_t hw = j.g[i].oh * j.g[i].ow;
+        j.row0[i] = row;
+        row += s->na * hw;
+        j.first[i + 1] = j.first[i] + (hw + j.cells - 1) / j.cells;
+    }
+    if (j.first[n_in] > 0 && in[0].shape.d[0] > 0) {
+        ki_team_run(ex, yd_body, &j);
     }
     return KI_OK;
 }
