@@ -174,6 +174,11 @@ static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int6
             ki_gemm_ukernel8_avx2(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0);
         } else if (nr <= 16 && g->uk == ki_gemm_ukernel_avx2) {
             ki_gemm_ukernel16_avx2(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0);
+        } else if (nr <= 24 && g->uk == ki_gemm_ukernel_avx2) {
+            /* 17 to 24 columns (the second panel of 49 Winograd tiles, squeezenet's 27x27 and
+             * 13x13 layers): 12 cycles a k step where the full tile takes 16 */
+            ki_gemm_ukernel16_avx2(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0);
+            ki_gemm_ukernel8_avx2(kc, rows, b + 16, ldb, t + 16, KI_GEMM_NR, k0 > 0);
         } else
 #endif
         {
