@@ -95,20 +95,23 @@ bool ki_conv2d_direct_act_ok(const ki_conv2d *c)
 }
 
 /* F(4x4) also pays from KI_WINO_MIN_TILES4_SMALL tiles (13 x 13 to 16 x 16 outputs) where its
- * transformed weights (36 floats per input / output channel pair) take at most two L2 sizes: with
- * 27 % fewer products than F(2x2) on 49 tiles, and U read from cache each run. squeezenet's 13 x 13
- * expand3x3 layers (U 1.3 and 2.4 MB), 2 threads, in the network: avx2 0.161-0.265 -> 0.135-0.217
- * ms, the network 0.97x; avx512 0.90-0.92x per layer. resnet18's 256-channel 14 x 14 layers (U
- * 9.4 MB, from L3 each run) were level in the network though 20 % faster alone
+ * transformed weights (36 floats per input / output channel pair) take at most KI_WINO_U4_L2S L2
+ * sizes: with 27 % fewer products than F(2x2) on 49 tiles, and U read from cache each run.
+ * squeezenet's 13 x 13 expand3x3 layers (U 1.3 and 2.4 MB), 2 threads, in the network: avx2
+ * 0.161-0.265 -> 0.135-0.217 ms, the network 0.97x; avx512 0.90-0.92x per layer (2 MiB of L2).
+ * With 1 MiB of L2 the 2.4 MB ones and unet's two 16 x 16 layers of U 2.4 MB, which two L2 sizes
+ * then left on F(2x2), are 21-28 % faster on F(4x4) in the network. resnet18's 256-channel
+ * 14 x 14 layers (U 9.4 MB, from L3 each run) were level in the network though 20 % faster alone
  * (docs/performance.md). */
 #define KI_WINO_MIN_TILES4_SMALL 16
+#define KI_WINO_U4_L2S           3
 
-/* Whether F(4x4)'s transformed weights for c take at most two L2 sizes. */
+/* Whether F(4x4)'s transformed weights for c take at most KI_WINO_U4_L2S L2 sizes. */
 static bool u4_small(const ki_conv2d *c)
 {
     int64_t pairs;
     return ki_ckd_mul_i64(&pairs, c->in_ch / c->groups, c->out_ch) &&
-           pairs <= 2 * (int64_t)(ki_cpu_get()->l2 / (36 * sizeof(float)));
+           pairs <= KI_WINO_U4_L2S * (int64_t)(ki_cpu_get()->l2 / (36 * sizeof(float)));
 }
 
 /* Whether Winograd pays for layer c at output size oh x ow with m x m tiles (see
