@@ -154,8 +154,9 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
     }
     ki_status st = parse(op, c, err);
     ki_conv2d_set_isa(c, ki_cpu_isa());
-    bool wov = false, wh = false, half = st == KI_OK && ki_conv2d_want_half(c);
-    int wm = st == KI_OK ? ki_conv2d_want_wino(c, op, half, &wov, &wh) : 0;
+    const bool stored = st == KI_OK && ki_conv2d_half_stored(c);
+    bool wov = false, wh = false, half = ki_conv2d_want_half(c, stored);
+    int wm = st == KI_OK ? ki_conv2d_want_wino(c, op, half, stored, &wov, &wh) : 0;
     if (wh) {
         st = ki_conv2d_wino_prepare_h(c, half, err);
     } else if (wm) {

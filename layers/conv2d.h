@@ -546,11 +546,14 @@ ki_status ki_conv2d_parse(const ki_op_desc *op, const int64_t wd[4], ki_conv2d *
 /* conv2d_policy.c: every choice of how a layer runs. Sets the kernels to those of level isa (or
  * the highest below it this CPU runs). */
 void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa);
-/* At create: whether to keep the weights as binary16; which Winograd variant to prepare (4, 2 or
- * 0; *ov: its products on the OV kernel, *wh: F(2x2) on binary16 weights); whether to repack the
- * weights for the OV path; whether to run band by band with next (a depthwise nn.Conv2d). */
-bool ki_conv2d_want_half(const ki_conv2d *c);
-int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, bool *ov, bool *wh);
+/* At create: whether the weights are stored as binary16 (stored), whether to keep them so;
+ * which Winograd variant to prepare (4, 2 or 0; *ov: its products on the OV kernel, *wh: F(2x2)
+ * on binary16 weights); whether to repack the weights for the OV path; whether to run band by
+ * band with next (a depthwise nn.Conv2d). */
+bool ki_conv2d_half_stored(const ki_conv2d *c);
+bool ki_conv2d_want_half(const ki_conv2d *c, bool stored);
+int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, bool stored, bool *ov,
+                        bool *wh);
 bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op);
 bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next);
 /* The path and kernels this layer runs for input shape in, e.g. "winograd F(4x4) avx2", into buf.

@@ -94,34 +94,43 @@ bool ki_conv2d_direct_act_ok(const ki_conv2d *c)
            k != KI_ACT_SIGMOID;
 }
 
-/* F(4x4) also pays from KI_WINO_MIN_TILES4_SMALL tiles (13 x 13 to 16 x 16 outputs) where its
- * transformed weights (36 floats per input / output channel pair) take at most KI_WINO_U4_L2S L2
- * sizes: with 27 % fewer products than F(2x2) on 49 tiles, and U read from cache each run.
- * squeezenet's 13 x 13 expand3x3 layers (U 1.3 and 2.4 MB), 2 threads, in the network: avx2
- * 0.161-0.265 -> 0.135-0.217 ms, the network 0.97x; avx512 0.90-0.92x per layer (2 MiB of L2).
- * With 1 MiB of L2 the 2.4 MB ones and unet's two 16 x 16 layers of U 2.4 MB, which two L2 sizes
- * then left on F(2x2), are 21-28 % faster on F(4x4) in the network. resnet18's 256-channel
- * 14 x 14 layers (U 9.4 MB, from L3 each run) were level in the network though 20 % faster alone
+/* F(4x4) also pays from KI_WINO_MIN_TILES4_SMALL tiles (13 x 13 to 16 x 16 outputs), with 27 %
+ * fewer products than F(2x2) on 49 tiles, while its transformed weights (36 floats per input /
+ * output channel pair, 2.25x F(2x2)'s) come from the cache: at 16 tiles the products read 0.125
+ * bytes of U per FLOP, which the last-level cache delivers to every core but memory may not. So U
+ * may take up to half of L3 (KI_WINO_U4_L2S L2 sizes on a CPU without one). Weights stored as
+ * binary16, kept small on purpose (KI_OV_HALF_MIN_BYTES), stay within KI_WINO_U4_L2S L2 sizes:
+ * resnet18's zoo export would peak at 95 MiB instead of 78 (docs/memory.md). On a Zen 4 VM (L2 1
+ * MiB, L3 32 MiB), 2 threads, in the network, per-step minima: resnet18's 256-channel 14 x 14
+ * layers (U 9.4 MB) 0.85-0.86 -> 0.62-0.70 ms at avx2, 0.60-0.64 -> 0.52-0.57 at avx512; unet's
+ * 16 x 16 layers 0.27-0.59 -> 0.19-0.36 ms; squeezenet's 64 -> 256 at 13 x 13 (U 2.4 MB) alone
+ * 0.225 -> 0.178. On a CPU with 2 MiB of L2, resnet18's layers were level in the network
  * (docs/performance.md). */
 #define KI_WINO_MIN_TILES4_SMALL 16
 #define KI_WINO_U4_L2S           3
 
-/* Whether F(4x4)'s transformed weights for c take at most KI_WINO_U4_L2S L2 sizes. */
-static bool u4_small(const ki_conv2d *c)
+/* Whether F(4x4)'s transformed weights for c fit that bound (stored: its weights are stored as
+ * binary16; the bound is then never above the float32 one, so a layer given F(4x4) at create
+ * keeps it at run time, where ki_conv2d_pick asks with the float32 bound). */
+static bool u4_small(const ki_conv2d *c, bool stored)
 {
+    const ki_cpu_info *cpu = ki_cpu_get();
+    const size_t l2s = KI_WINO_U4_L2S * cpu->l2, l3 = cpu->l3 / 2;
+    const size_t bound = !cpu->l3 ? l2s : stored && l2s < l3 ? l2s : l3;
     int64_t pairs;
     return ki_ckd_mul_i64(&pairs, c->in_ch / c->groups, c->out_ch) &&
-           pairs <= KI_WINO_U4_L2S * (int64_t)(ki_cpu_get()->l2 / (36 * sizeof(float)));
+           pairs <= (int64_t)(bound / (36 * sizeof(float)));
 }
 
 /* Whether Winograd pays for layer c at output size oh x ow with m x m tiles (see
  * KI_WINO_MIN_TILES4); ov: its products run on the OV micro-kernel, which fills its lanes from
- * few tiles. */
-static bool wino_pays(const ki_conv2d *c, int64_t oh, int64_t ow, int m, bool ov)
+ * few tiles; stored: its weights are stored as binary16 (u4_small). */
+static bool wino_pays(const ki_conv2d *c, int64_t oh, int64_t ow, int m, bool ov, bool stored)
 {
     const int64_t tiles = ki_conv2d_wino_tiles(oh, ow, m);
     if (m == 4) {
-        return tiles >= KI_WINO_MIN_TILES4 || (tiles >= KI_WINO_MIN_TILES4_SMALL && u4_small(c));
+        return tiles >= KI_WINO_MIN_TILES4 ||
+               (tiles >= KI_WINO_MIN_TILES4_SMALL && u4_small(c, stored));
     }
     return tiles >= (ov ? KI_WINO_MIN_TILES2_OV : KI_WINO_MIN_TILES2);
 }
@@ -184,15 +193,13 @@ static bool formed_f32_pays(const ki_conv2d *c)
     return weight_floats(c) >= 4 * (int64_t)(ki_cpu_get()->l2 / sizeof(float));
 }
 
-/* Whether to keep this layer's weights as binary16: all of them are exactly binary16 values (an
- * export that stores f16 weights) and they are large enough to come from memory each run. */
-bool ki_conv2d_want_half(const ki_conv2d *c)
+/* Whether this layer's weights are all exactly binary16 values (an export that stores f16
+ * weights) and large enough to come from memory each run. */
+bool ki_conv2d_half_stored(const ki_conv2d *c)
 {
     uint16_t h;
     const int64_t n = weight_floats(c);
-    /* only a vector kernel widens binary16 weights (AVX-512's vcvtph2ps on zmm) */
-    if (!c->weight || c->ov_ukh == ki_ov_ukernel_h_ref ||
-        n < KI_OV_HALF_MIN_BYTES / (int64_t)sizeof(float)) {
+    if (!c->weight || n < KI_OV_HALF_MIN_BYTES / (int64_t)sizeof(float)) {
         return false;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -201,6 +208,13 @@ bool ki_conv2d_want_half(const ki_conv2d *c)
         }
     }
     return true;
+}
+
+/* Whether to keep this layer's weights as binary16 (stored: ki_conv2d_half_stored): only a vector
+ * kernel widens them (AVX-512's vcvtph2ps on zmm). */
+bool ki_conv2d_want_half(const ki_conv2d *c, bool stored)
+{
+    return stored && c->ov_ukh != ki_ov_ukernel_h_ref;
 }
 
 /* Which Winograd variant to transform the weights for at create (4, 2, or 0 for none): a 3x3
@@ -215,7 +229,8 @@ bool ki_conv2d_want_half(const ki_conv2d *c)
  * only it makes F(2x2) pay. *wh: F(2x2) with U formed per block from the original weights at
  * small outputs (KI_OV_HALF_MAX_PIXELS): kept as binary16 when half (they all are such values
  * and large), else as float32 where formed_f32_pays. */
-int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, bool *ov, bool *wh)
+int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, bool stored, bool *ov,
+                        bool *wh)
 {
     *wh = false;
     const bool ov_ok = c->ov_uk != ki_ov_ukernel_ref;
@@ -235,17 +250,17 @@ int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, boo
     if (ov_ok && g.oh * g.ow <= KI_OV_HALF_MAX_PIXELS && (half || formed_f32_pays(c))) {
         /* F(2x2) forming U from the weights (binary16 ones kept as such), else the OV path on
          * them (see KI_OV_HALF_MIN_BYTES) */
-        *ov = *wh = wino_pays(c, g.oh, g.ow, 2, true);
+        *ov = *wh = wino_pays(c, g.oh, g.ow, 2, true, stored);
         return *wh ? 2 : 0;
     }
-    if (wino_pays(c, g.oh, g.ow, 4, *ov)) {
+    if (wino_pays(c, g.oh, g.ow, 4, *ov, stored)) {
         return 4;
     }
-    if (wino_pays(c, g.oh, g.ow, 2, *ov)) {
+    if (wino_pays(c, g.oh, g.ow, 2, *ov, stored)) {
         return 2;
     }
     *ov = ov_ok;
-    return ov_ok && wino_pays(c, g.oh, g.ow, 2, true) ? 2 : 0;
+    return ov_ok && wino_pays(c, g.oh, g.ow, 2, true, stored) ? 2 : 0;
 }
 
 /* A 1x1 stride-1 unpadded layer's OV path reads the input in place (no packing) and pays to
@@ -345,7 +360,7 @@ ki_conv2d_path ki_conv2d_pick(const ki_conv2d *c, const ki_conv2d_geom *g)
     }
     /* without the original weights (released at create) Winograd takes every size */
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_WINO) &&
-        (wino_pays(c, g->oh, g->ow, c->wino_m, c->wino_ov) || !c->weight)) {
+        (wino_pays(c, g->oh, g->ow, c->wino_m, c->wino_ov, false) || !c->weight)) {
         return KI_CONV2D_WINO;
     }
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_GEMM1)) {

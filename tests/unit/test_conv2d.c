@@ -890,17 +890,41 @@ static void test_winograd_choice(void **unused)
         ops->destroy(st);
     }
     /* at 14 x 14 (16 F(4) tiles) F(4x4) only while its U (36 floats per channel pair) takes at
-     * most three L2 sizes (conv2d_policy.c): just past that, F(2x2) (49 tiles) */
-    const int64_t nbig = (int64_t)sqrt(3.0 * (double)ki_cpu_get()->l2 / (36 * sizeof(float))) + 2;
-    float *wb = calloc((size_t)(nbig * nbig * 9), sizeof *wb);
-    ki_shape d14 = ki_shape_make(4, (const int64_t[]){ 1, nbig, 14, 14 });
-    conv_op(&t, nbig, nbig, 3, 3, 1, wb, NULL);
-    top_ints(&t, "padding", 2, (const int64_t[]){ 1, 1 });
-    t.d.input_decl = &d14;
-    assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
-    assert_int_equal(((ki_conv2d *)st)->wino_m, 2);
-    ops->destroy(st);
-    free(wb);
+     * most half of L3 (three L2 sizes without one, or for weights stored as binary16; see
+     * conv2d_policy.c): just inside that, F(4x4); just past it, F(2x2) (49 tiles). 0.1 is not a
+     * binary16 value, 0.5 is. */
+    const ki_cpu_info *cpu = ki_cpu_get();
+    const double l2s = 3.0 * (double)cpu->l2, l3 = (double)(cpu->l3 / 2);
+    const double b32 = cpu->l3 ? l3 : l2s, b16 = cpu->l3 && l2s < l3 ? l2s : b32;
+    const int64_t nfit = (int64_t)sqrt(b32 / (36 * sizeof(float)));
+    const int64_t n16 = 256; /* 2.25 MiB of weights: binary16 ones are kept small */
+    const struct {
+        int64_t n;
+        float v;
+        int want;
+    } u4[4] = { { nfit - 2, 0.1f, 4 },
+                { nfit + 2, 0.1f, 2 },
+                { n16, 0.1f, (double)n16 * n16 * 144 <= b32 ? 4 : 2 },
+                { n16, 0.5f, (double)n16 * n16 * 144 <= b16 ? 4 : 2 } };
+    for (int i = 0; i < 4; i++) {
+        const int64_t n = u4[i].n;
+        float *wb = malloc((size_t)(n * n * 9) * sizeof *wb);
+        for (int64_t q = 0; q < n * n * 9; q++) {
+            wb[q] = u4[i].v;
+        }
+        ki_shape d14 = ki_shape_make(4, (const int64_t[]){ 1, n, 14, 14 });
+        conv_op(&t, n, n, 3, 3, 1, wb, NULL);
+        top_ints(&t, "padding", 2, (const int64_t[]){ 1, 1 });
+        t.d.input_decl = &d14;
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        if (((ki_conv2d *)st)->wino_m != u4[i].want) {
+            fail_msg("%lld channels of %g at 14 x 14: F(%dx%d), want F(%dx%d)", (long long)n,
+                     (double)u4[i].v, ((ki_conv2d *)st)->wino_m, ((ki_conv2d *)st)->wino_m,
+                     u4[i].want, u4[i].want);
+        }
+        ops->destroy(st);
+        free(wb);
+    }
     /* undeclared sizes: by channel count (F(4x4) to 128 x 128, F(2x2) to 256 x 256, then none) */
     const int64_t chans[3][2] = { { 128, 128 }, { 128, 256 }, { 256, 512 } };
     const int want_dyn[3] = { 4, 2, 0 };
