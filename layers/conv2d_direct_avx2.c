@@ -150,7 +150,8 @@ block(const float (*st)[2 * PAR], const int64_t *ti, int64_t nrows, const float 
 /* block() with the stride, the vector count and, for the common stems, the kernel width as
  * constants (KW 0: kw at run time), each a function of its own: GCC allocates the registers of
  * each loop alone, where with every copy inlined into one function a change elsewhere in it
- * reshaped the loops (one stem 3 % faster, another 17 % slower; docs/performance.md). */
+ * reshaped the loops (one way the 7x7 stem 3 % slower, the other the 6x6 one 13 %;
+ * docs/performance.md). */
 #define BLOCK_FN(S, KW, NV)                                                                        \
     static __attribute__((noinline)) void block_##S##_##KW##_##NV(                                 \
         const float(*st)[2 * PAR], const int64_t *ti, int64_t nrows, const float *wg, int64_t x0,  \
