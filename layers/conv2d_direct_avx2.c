@@ -280,7 +280,7 @@ void ki_conv2d_direct_row_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, cons
                 const int64_t nx = n - x0 < 8 * NV_MAX ? n - x0 : 8 * NV_MAX;
                 const int nv = (int)((nx + 7) / 8);
                 /* a whole block without a residual stores itself */
-                const bool whole = nv == NV_MAX && nx == 8 * NV_MAX && noc == OC_GROUP && !d->res;
+                const bool whole = nx == 8 * NV_MAX && noc == OC_GROUP && !d->res;
                 __m256 acc[OC_GROUP][NV_MAX];
                 block_for(s, kw, nv)(st, ti, nrows, wg, x0, kw, acc, whole ? d : NULL, oc0,
                                      ox0 + x0);

@@ -303,33 +303,26 @@ static bool level_geoms(const yd_state *s, const ki_shape *in, int n_in, ki_conv
  * more than half of L2. The tiles and their sums are the 1x1 path's, so the same bits. */
 #define YD_PANELS 4
 
-/* Panels of a chunk for state s and inputs in: the most that keep (K * NR + M * NR) floats per
- * panel, for the widest K, within half of L2 (at least one). */
-static int64_t chunk_panels(const yd_state *s, const ki_shape *in, int n_in)
+/* A chunk for state s and inputs in: its panels (*np: the most that keep (K * NR + M * NR) floats
+ * per panel, for the widest K, within half of L2; at least one) and the floats of a thread's
+ * packed columns (*packed); returns the bytes of those and its z, or 0 when they do not fit a
+ * size_t. */
+static size_t chunk_plan(const yd_state *s, const ki_shape *in, int n_in, int64_t *np,
+                         size_t *packed)
 {
-    int64_t kmax = 0, per;
+    const int64_t m = (int64_t)s->na * s->no;
+    int64_t kmax = 0, per, pf, zf;
     for (int i = 0; i < n_in; i++) {
         kmax = in[i].d[1] > kmax ? in[i].d[1] : kmax;
     }
-    if (!ki_ckd_add_i64(&per, kmax, (int64_t)s->na * s->no) ||
-        !ki_ckd_mul_i64(&per, per, KI_GEMM_NR * (int64_t)sizeof(float))) {
-        return 1;
+    *np = 1;
+    if (ki_ckd_add_i64(&per, kmax, m) &&
+        ki_ckd_mul_i64(&per, per, KI_GEMM_NR * (int64_t)sizeof(float))) {
+        const int64_t fit = (int64_t)(ki_cpu_get()->l2 / 2) / per;
+        *np = fit < 1 ? 1 : fit > YD_PANELS ? YD_PANELS : fit;
     }
-    const int64_t fit = (int64_t)(ki_cpu_get()->l2 / 2) / per;
-    return fit < 1 ? 1 : fit > YD_PANELS ? YD_PANELS : fit;
-}
-
-/* Bytes of a thread's packed columns (k up to the widest input) and z chunk for np panels, or 0
- * when they do not fit a size_t. */
-static size_t chunk_bytes(const yd_state *s, const ki_shape *in, int n_in, int64_t np,
-                          size_t *packed)
-{
-    int64_t kmax = 0, pf, zf;
-    for (int i = 0; i < n_in; i++) {
-        kmax = in[i].d[1] > kmax ? in[i].d[1] : kmax;
-    }
-    if (!ki_gemm_packed_floats(kmax, np * KI_GEMM_NR, &pf) ||
-        !ki_ckd_mul_i64(&zf, (int64_t)s->na * s->no, np * KI_GEMM_NR) ||
+    if (!ki_gemm_packed_floats(kmax, *np * KI_GEMM_NR, &pf) ||
+        !ki_ckd_mul_i64(&zf, m, *np * KI_GEMM_NR) ||
         !ki_ckd_add_i64(&zf, zf, (pf + 15) / 16 * 16) || zf > INT64_MAX / 4) {
         return 0;
     }
@@ -344,12 +337,12 @@ static size_t yd_workspace(const void *state, const ki_shape *in, int n_in, cons
     const yd_state *s = state;
     (void)out, (void)n_out, (void)n_threads;
     ki_conv2d_geom g[YD_MAX_LEVELS];
+    int64_t np;
     size_t packed;
     if (!level_geoms(s, in, n_in, g)) {
         return 0;
     }
-    const size_t bytes = chunk_bytes(s, in, n_in, chunk_panels(s, in, n_in), &packed);
-    return (bytes + 63) / 64 * 64;
+    return (chunk_plan(s, in, n_in, &np, &packed) + 63) / 64 * 64;
 }
 
 /* What a run's threads share. */
@@ -472,8 +465,8 @@ static ki_status yd_forward(const void *state, const ki_tensor *in, int n_in, ki
     if (!level_geoms(s, shapes, n_in, j.g)) {
         return KI_ERR_SHAPE;
     }
-    const int64_t np = chunk_panels(s, shapes, n_in);
-    const size_t bytes = chunk_bytes(s, shapes, n_in, np, &j.packed);
+    int64_t np;
+    const size_t bytes = chunk_plan(s, shapes, n_in, &np, &j.packed);
     if (bytes == 0 || bytes > ex->ws_per_thread) {
         return KI_ERR_INTERNAL;
     }
