@@ -184,13 +184,53 @@ static bool wino_formed(const ki_conv2d *c)
  * time in its own slice of the workspace: transformed input V (t^2 x in_ch x 32) and products
  * M (t^2 x out_ch x 32) stay in L2 between the three steps. With fewer panels the team shares
  * whole-image V and M (tiles rounded up to a panel) and splits each step: input channels, then
- * (position, panel group) products, then output channels. */
+ * (position, panel group) products, then output channels. Between the two, a layer whose
+ * products run on the GEMM, whose tiles give each thread KI_WINO_SUB of them and whose U takes at
+ * most KI_WINO_SUB_L2S L2 sizes is blocked too, by items of KI_WINO_SUB tiles (up to a panel of
+ * them at a time where a thread's items follow each other): each thread then reads the whole of
+ * U, but transforms only its own tiles, and nothing waits at a barrier or crosses to the other
+ * core. Shared, each thread wrote half of V and read the other half from the other core (and took
+ * those lines back the next run), and waited twice: squeezenet's 48 -> 192 at 13x13 (16 tiles)
+ * ran 1.4x faster on two threads than on one. Its 64 -> 256 layers (U 2.4 MB, with 1 MiB of L2)
+ * were slower blocked, each thread reading all of U (docs/performance.md). The same operations
+ * per tile, so the same bits. */
 #define KI_WINO_BLOCKED   2
+#define KI_WINO_SUB       8
+#define KI_WINO_SUB_L2S   2
 #define KI_WINO_MAX_BYTES ((size_t)256 << 20)
 
-static bool wino_blocked(int64_t np, int n_threads)
+/* The OV kernel's cost follows the valid tiles (the GEMM's is a whole panel's however few are
+ * valid), so its runs go in groups of KI_WINO_LANES tiles (the transforms' unit; an output group
+ * past a run's end would write tiles another thread computes), a panel being up to two; the GEMM's
+ * in whole panels, the last one past the tiles, or in KI_WINO_SUB tiles (wino_unit). The same
+ * operations per tile either way, so the same bits however they are grouped. */
+static bool wino_by_lanes(const ki_conv2d *c)
 {
-    return np >= KI_WINO_BLOCKED * (int64_t)(n_threads > 0 ? n_threads : 1);
+    return c->wino_ov || wino_formed(c);
+}
+
+/* Whether U takes at most KI_WINO_SUB_L2S L2 sizes, so that each thread of a blocked run may
+ * read all of it (see KI_WINO_BLOCKED). */
+static bool wino_u_small(const ki_conv2d *c)
+{
+    const size_t ts = (size_t)c->wino_m + 2, l2s = KI_WINO_SUB_L2S * ki_cpu_get()->l2;
+    int64_t pairs;
+    return ki_ckd_mul_i64(&pairs, c->in_ch, c->out_ch) &&
+           (size_t)pairs <= l2s / (ts * ts * sizeof(float));
+}
+
+static bool wino_blocked(const ki_conv2d *c, int64_t tiles, int n_threads)
+{
+    const int64_t nt = n_threads > 0 ? n_threads : 1, np = (tiles + KI_GEMM_NR - 1) / KI_GEMM_NR;
+    return np >= KI_WINO_BLOCKED * nt ||
+           (nt > 1 && !wino_by_lanes(c) && tiles >= KI_WINO_SUB * nt && wino_u_small(c));
+}
+
+/* The tiles of a blocked run's items (see wino_blocked). */
+static int64_t wino_unit(const ki_conv2d *c, int64_t tiles, int n_threads)
+{
+    const int64_t nt = n_threads > 0 ? n_threads : 1, np = (tiles + KI_GEMM_NR - 1) / KI_GEMM_NR;
+    return wino_by_lanes(c) ? KI_WINO_LANES : np >= KI_WINO_BLOCKED * nt ? KI_GEMM_NR : KI_WINO_SUB;
 }
 
 /* A batch of at least two images per thread runs image by image instead: each thread takes
@@ -236,8 +276,9 @@ static size_t wino_h_bytes(int64_t npan)
 size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads)
 {
     size_t v, m, n, bytes, nt = n_threads > 0 ? (size_t)n_threads : 1;
-    int64_t np = (ki_conv2d_wino_tiles(g->oh, g->ow, c->wino_m) + KI_GEMM_NR - 1) / KI_GEMM_NR;
-    bool blocked = wino_blocked(np, n_threads) || wino_by_image(g, n_threads);
+    const int64_t tiles = ki_conv2d_wino_tiles(g->oh, g->ow, c->wino_m);
+    const int64_t np = (tiles + KI_GEMM_NR - 1) / KI_GEMM_NR;
+    bool blocked = wino_blocked(c, tiles, n_threads) || wino_by_image(g, n_threads);
     if (!wino_floats(c, blocked ? KI_GEMM_NR : np * KI_GEMM_NR, &v, &m) || !ki_ckd_add(&n, v, m) ||
         !ki_ckd_mul(&bytes, n, sizeof(float)) || bytes > KI_WINO_MAX_BYTES) {
         return 0;
@@ -265,6 +306,7 @@ typedef struct wino_run {
     const ki_conv2d_geom *g;
     ki_wino_tiles tg;
     int64_t npos, np;
+    int64_t unit; /* tiles of a blocked item (wino_unit) */
     bool post; /* the activation is applied on each finished plane (not a clamp) */
     float lo, hi;
 } wino_run;
@@ -430,16 +472,6 @@ static void wino_panel(const wino_run *r, const float *x, float *y, const float 
     }
 }
 
-/* The OV kernel's cost follows the valid tiles (the GEMM's is a whole panel's however few are
- * valid), so its runs go in groups of KI_WINO_LANES tiles (the transforms' unit; an output group
- * past a run's end would write tiles another thread computes), a panel being up to two; the GEMM's
- * in whole panels, the last one past the tiles. The same operations per tile either way, so the
- * same bits however they are grouped. */
-static bool wino_by_lanes(const ki_conv2d *c)
-{
-    return c->wino_ov || wino_formed(c);
-}
-
 /* The whole image x on this thread alone, panel by panel. */
 static void wino_image_alone(const wino_run *r, const float *x, float *y, const float *res,
                              float *v, float *priv)
@@ -450,26 +482,29 @@ static void wino_image_alone(const wino_run *r, const float *x, float *y, const 
     }
 }
 
-/* Blocked: the team's panels of image x, each thread its own slice (see KI_WINO_BLOCKED). Each
- * thread takes its share of the items (groups of tiles or panels, wino_by_lanes) from the front,
- * two groups a panel where they follow each other, then what is left of the others' from their
- * back (ki_share): a thread that runs slower (another process on its core) leaves its last items
- * to the others. yolov5s's 128-channel 40x40 layers at --isa avx2 took 1.5x their one-thread time
+/* Blocked: the team's items of image x (wino_unit tiles each), each thread its own slice (see
+ * KI_WINO_BLOCKED). Each thread takes its share of the items from the front, up to a panel of
+ * them at a time where they follow each other, then what is left of the others' from their back
+ * (ki_share): a thread that runs slower (another process on its core) leaves its last items to
+ * the others. yolov5s's 128-channel 40x40 layers at --isa avx2 took 1.5x their one-thread time
  * on two threads when the shares were whole panels (64 and 36 of 100 tiles). */
 static void wino_blocked_team(const wino_run *r, const float *x, float *y, const float *res,
                               float *v, float *priv, const ki_part *pt)
 {
     const bool lanes = wino_by_lanes(r->c);
-    const int64_t tiles = r->tg.tiles, unit = lanes ? KI_WINO_LANES : KI_GEMM_NR;
-    const int64_t items = lanes ? (tiles + unit - 1) / unit : r->np;
-    ki_share_begin(pt, items);
+    const int64_t tiles = r->tg.tiles, unit = r->unit, most = KI_GEMM_NR / unit;
+    ki_share_begin(pt, (tiles + unit - 1) / unit);
     for (int64_t q = ki_share_take(pt->share, pt->tid), pending = -1; q >= 0;) {
         int64_t n = 1;
-        if (lanes && ki_share_peek(pt->share, pt->tid) == q + 1) { /* a panel of two groups */
+        while (n < most && ki_share_peek(pt->share, pt->tid) == q + n) {
             const int64_t q2 = ki_share_take(pt->share, pt->tid);
-            n = q2 == q + 1 ? 2 : 1;
-            pending = n == 2 ? -1 : q2; /* taken by a thief meanwhile: q2 is another item */
+            if (q2 != q + n) { /* taken by a thief meanwhile: q2 is another item */
+                pending = q2;
+                break;
+            }
+            n++;
         }
+        /* the GEMM's runs end at a whole item past the tiles (zeros in V, see wino_by_lanes) */
         const int64_t tb = q * unit, te = lanes && tb + n * unit > tiles ? tiles : tb + n * unit;
         wino_panel(r, x, y, res, v, priv, tb, te);
         q = pending >= 0 ? pending : ki_share_take(pt->share, pt->tid);
@@ -595,7 +630,7 @@ static void wino_each_image(void *arg, const ki_part *pt)
     const int64_t ohw = r->g->oh * r->g->ow;
     /* a residual after the activation is added there too (the output transform leaves it) */
     const ki_cv_epilogue act_only = { NULL, c->ep.act, c->ep.res_after };
-    const bool blocked = wino_blocked(r->np, ex->n_threads);
+    const bool blocked = wino_blocked(c, r->tg.tiles, ex->n_threads);
     float *priv = wino_formed(c) ? wino_private(ex, r->np, blocked, pt->tid) : NULL;
     for (int64_t n = 0; n < r->g->in.n; n++) {
         const float *x = j->in + n * ic * hw;
@@ -637,6 +672,7 @@ void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const f
                    { (g->ow + wm - 1) / wm, tiles, c->pt, c->pl, g->oh, g->ow, wm },
                    (wm + 2) * (wm + 2),
                    (tiles + KI_GEMM_NR - 1) / KI_GEMM_NR,
+                   wino_unit(c, tiles, ex->n_threads),
                    post,
                    post ? -INFINITY : gf.lo,
                    post ? INFINITY : gf.hi };

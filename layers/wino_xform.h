@@ -25,8 +25,8 @@
 #define WCAT(a, b)  WCAT2(a, b)
 #define WNAME(n)    WCAT(n, KI_WINO_SUFFIX)
 
-/* ki_wino_input: the input transform of tiles [tb, te) of one channel plane p (h x w; tb and te
- * multiples of KI_WINO_LANES, te at most the tiles rounded up to NR): the t x t patch of each tile
+/* ki_wino_input: the input transform of tiles [tb, te) of one channel plane p (h x w; te at most
+ * the tiles rounded up to NR): the t x t patch of each tile
  * (zero outside the plane) becomes t*t values u[pos], stored for tile tb + i at v[pos * pstride + i
  * / NR * pan + i % NR] (v already offset to the channel's row of the packed panels: pan floats per
  * panel). Lanes past the last tile get zeros. ki_wino_output: the output transform of tiles [tb,
@@ -473,6 +473,7 @@ void WNAME(ki_wino_input)(const float *p, int64_t h, int64_t w, const ki_wino_ti
     const int ts = tg->m + 2, npos = ts * ts;
     for (int64_t t0 = tb; t0 < te; t0 += WL) {
         int n = t0 < tg->tiles ? wino_lanes(tg, t0, tg->pt, tg->pl, iy0, ix0) : 0;
+        n = te - t0 < n ? (int)(te - t0) : n; /* none of another run's tiles */
         wino_gather(p, h, w, iy0, ix0, n, ts, d);
         for (int j = 0; j < ts; j++) { /* columns: t = B^T d, then rows: u = t B */
             ts == 6 ? wino_bt6(&d[j], 6, &t[j], 6) : wino_bt4(&d[j], 4, &t[j], 4);
@@ -497,6 +498,7 @@ void WNAME(ki_wino_output)(const float *m, int64_t pstride, float *q, const floa
     te = te < tg->tiles ? te : tg->tiles;
     for (int64_t t0 = tb; t0 < te; t0 += WL) {
         int n = wino_lanes(tg, t0, 0, 0, oy0, ox0);
+        n = te - t0 < n ? (int)(te - t0) : n; /* none of another run's tiles */
         for (int pos = 0; pos < npos; pos++) {
             memcpy(a[pos], m + pos * pstride + (t0 - tb), sizeof a[pos]);
         }
