@@ -7,12 +7,12 @@
  * nearest. The output size comes from `size` (parameter or a `$size` list input) or from
  * floor(in * scale_factor). The state is read-only after create and owns nothing else. */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/ckd.h"
 #include "../core/layer.h"
+#include "../core/team.h"
 
 #define MAX_SPATIAL 3
 
@@ -408,6 +408,54 @@ static void row_cubic(const up_state *p, const up_axis *ax, const float *plane, 
     }
 }
 
+/* What the team's threads share in a run. */
+typedef struct up_job {
+    const up_state *p;
+    const up_axis *ax;
+    const ki_tensor *in;
+    float *out;
+    const ki_exec *ex;
+    int64_t rows, rows_per_plane, in_plane;
+} up_job;
+
+/* Each thread its share of the output rows (and, for the linear modes, its own column table in
+ * its slice of the workspace). */
+static void up_body(void *arg, const ki_part *pt)
+{
+    const up_job *j = arg;
+    const up_state *p = j->p;
+    const up_axis *ax = j->ax;
+    up_col *col = NULL;
+    if (p->mode == UP_LINEAR) {
+        col = (up_col *)(void *)ki_exec_slice(j->ex, pt->tid);
+        for (int64_t ow = 0; ow < ax[2].out; ow++) {
+            int64_t wi[2];
+            float wl[2];
+            src_linear(&ax[2], p->align_corners, ow, wi, wl);
+            col[ow] = (up_col){ wi[0], wi[1], wl[0], wl[1] };
+        }
+    }
+    int64_t r0, r1;
+    ki_part_range(j->rows, pt, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t pl = r / j->rows_per_plane;
+        const int64_t od = (r % j->rows_per_plane) / ax[1].out;
+        const int64_t oh = r % ax[1].out;
+        const float *plane = j->in->data + pl * j->in_plane;
+        float *y = j->out + r * ax[2].out;
+        if (p->mode == UP_LINEAR) {
+            row_linear(p, ax, col, plane, od, oh, y);
+        } else if (p->mode == UP_CUBIC) {
+            row_cubic(p, ax, plane, oh, y);
+        } else {
+            row_nearest(p, ax, plane, od, oh, y);
+        }
+    }
+}
+
+/* Outputs up to which one thread does the whole layer. */
+#define UP_PAR_MIN 16384
+
 static ki_status up_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
                             int n_out, const ki_exec *ex)
 {
@@ -417,38 +465,10 @@ static ki_status up_forward(const void *state, const ki_tensor *in, int n_in, ki
     (void)n_in;
     (void)n_out;
     up_axes(p, in, os, ax);
-    const int64_t planes = os->d[0] * os->d[1];
-    const int64_t in_plane = ax[0].in * ax[1].in * ax[2].in;
-    const int64_t rows_per_plane = ax[0].out * ax[1].out;
-    const int64_t rows = planes * rows_per_plane;
-#pragma omp parallel num_threads(ex->n_threads) if (rows * ax[2].out > 16384)
-    {
-        up_col *col = NULL;
-        if (p->mode == UP_LINEAR) { /* this thread's column table */
-            col = (up_col *)(void *)ki_exec_slice(ex, omp_get_thread_num());
-            for (int64_t ow = 0; ow < ax[2].out; ow++) {
-                int64_t wi[2];
-                float wl[2];
-                src_linear(&ax[2], p->align_corners, ow, wi, wl);
-                col[ow] = (up_col){ wi[0], wi[1], wl[0], wl[1] };
-            }
-        }
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            const int64_t pl = r / rows_per_plane;
-            const int64_t od = (r % rows_per_plane) / ax[1].out;
-            const int64_t oh = r % ax[1].out;
-            const float *plane = in[0].data + pl * in_plane;
-            float *y = out[0].data + r * ax[2].out;
-            if (p->mode == UP_LINEAR) {
-                row_linear(p, ax, col, plane, od, oh, y);
-            } else if (p->mode == UP_CUBIC) {
-                row_cubic(p, ax, plane, oh, y);
-            } else {
-                row_nearest(p, ax, plane, od, oh, y);
-            }
-        }
-    }
+    up_job j = { p, ax, &in[0], out[0].data, ex, 0, ax[0].out * ax[1].out,
+                 ax[0].in * ax[1].in * ax[2].in };
+    j.rows = os->d[0] * os->d[1] * j.rows_per_plane;
+    ki_team_run_n(ex, j.rows * ax[2].out > UP_PAR_MIN ? ex->n_threads : 1, up_body, &j);
     return KI_OK;
 }
 
@@ -470,7 +490,7 @@ static void up_destroy(void *state)
 
 #define UP_LAYER(sym, name)                                                                        \
     const ki_layer_ops sym = { .type = name,                                                       \
-                               .flags = 0,                                                         \
+                               .flags = KI_LAYER_TEAM,                                             \
                                .create = up_create,                                                \
                                .shape = up_shape,                                                  \
                                .workspace = up_workspace,                                          \

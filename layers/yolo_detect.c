@@ -487,6 +487,7 @@ static ki_status yd_forward(const void *state, const ki_tensor *in, int n_in, ki
 
 const ki_layer_ops ki_layer_yolo_detect = {
     .type = "models.yolo.Detect",
+    .flags = KI_LAYER_TEAM, /* yd_forward only reads outside its ki_team_run */
     .create = yd_create,
     .shape = yd_shape,
     .workspace = yd_workspace,
