@@ -131,6 +131,23 @@ static int64_t ov_part(const ov_layout *l, int64_t p, int64_t nt, int64_t *i0, i
     return tiles * (p + 1) / nt - *i0;
 }
 
+/* Whether a layer split by channels runs channel block by channel block (ov_blocks_run): when its
+ * column matrix (k x the pixels, packed or in place) takes at most half of L2, so that every
+ * channel block can read all of it from there. Each thread then takes whole channel blocks as
+ * they come free (ki_share) and runs each over all its k blocks with the block's partial tiles
+ * (a pixel block each, nb of them) in L1, instead of a fixed half of the (channel block, pixel
+ * block) tiles, k block by k block, with the partial tiles of all of them (squeezenet's
+ * classifier: 368 KB a thread) in L2. A thread that another process slows leaves its last blocks
+ * to the other. The same micro-kernel calls for every tile in the same k order, so the same
+ * bits. Otherwise (yolov5s's 20x20 layers: columns of 1.6 to 3.7 MB) the k blocks stay
+ * outermost: a k block of the columns then serves every channel block from L2. */
+static bool ov_by_blocks(const ki_conv2d *c, const ov_layout *l)
+{
+    int64_t cols;
+    return !l->by_pixels && ki_ckd_mul_i64(&cols, c->in_ch * c->kh * c->kw, l->nb * l->pw) &&
+           cols <= (int64_t)(ki_cpu_get()->l2 / 2 / sizeof(float));
+}
+
 /* Bytes of the packed column blocks of one image (shared by the team; 0 when not packed) and of
  * one part's partial tiles (the largest); false on overflow. With one k block a tile is stored
  * as soon as it is computed, so the part needs one slot, which stays in L1 (a slot per tile
@@ -145,6 +162,9 @@ static bool ov_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int nt, size_t
     for (int p = 0; p < nt; p++) {
         int64_t m = ov_part(&l, p, nt, &i0, &q0, &q1);
         mine = m > mine ? m : mine;
+    }
+    if (ov_by_blocks(c, &l)) { /* a channel block's tiles */
+        mine = l.nb;
     }
     return ki_ckd_mul(cols, ov_packs(c) ? (size_t)l.nb : 0, (size_t)l.pw) &&
            ki_ckd_mul(cols, *cols, (size_t)k) && ki_ckd_mul(cols, *cols, sizeof(float)) &&
@@ -445,6 +465,81 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
     }
 }
 
+/* Items a layer run by channel blocks is shared in: each channel block whole, or cut into
+ * KI_OV_ITEMS_PER_THREAD * nt items by its pixel blocks when there are fewer blocks than that
+ * (mobilenet_v2's 960 -> 160 at 7x7: 5 blocks would go 3 and 2 to two threads). */
+#define KI_OV_ITEMS_PER_THREAD 4
+static int64_t ov_segments(const ov_layout *l, int nt)
+{
+    const int64_t want = KI_OV_ITEMS_PER_THREAD * (int64_t)nt, s = (want + l->nob - 1) / l->nob;
+    return s < 1 ? 1 : s > l->nb ? l->nb : s;
+}
+
+/* One image by channel blocks (ov_by_blocks): each thread takes items (a channel block, or a
+ * segment of its pixel blocks: ov_segments) as they come free, and runs an item's k blocks in
+ * order over its pixel blocks, their partial tiles in t (a slot per pixel block), storing each
+ * tile after the last k block; the next k block's weights (the same channel block's; after the
+ * last, those of the next item) are asked for a share per tile meanwhile. bp: the packed columns
+ * (packs), else the columns are read in place from x. */
+static void ov_blocks_run(const ki_conv2d *c, const ov_layout *l, const ov_fin *f, int64_t k,
+                          int64_t n, int64_t hw, const float *x, float *y, const float *res,
+                          const float *bp, bool packs, float *tp, const ki_part *me)
+{
+    const int64_t pw = l->pw, nb = l->nb, nob = l->nob, segs = ov_segments(l, me->nt);
+    const size_t esz = c->ov_h ? 2 : 4;
+    const char *wa = c->ov_h ? (const char *)c->ov_h : (const char *)c->ov_a;
+    ki_share_begin(me, nob * segs);
+    for (int64_t it = ki_share_take(me->share, me->tid); it >= 0;
+         it = ki_share_take(me->share, me->tid)) {
+        const int64_t ob = it / segs, p0 = nb * (it % segs) / segs, p1 = nb * (it % segs + 1) / segs;
+        const int64_t oc0 = ob * KI_OV_MV;
+        const int64_t rows = c->out_ch - oc0 < KI_OV_MV ? c->out_ch - oc0 : KI_OV_MV;
+        float bias[KI_OV_MV];
+        const float *bv = NULL;
+        if (f->clamp && c->ep.bias) {
+            for (int64_t r = 0; r < KI_OV_MV; r++) {
+                bias[r] = r < rows ? c->ep.bias[oc0 + r] : 0.0f;
+            }
+            bv = bias;
+        }
+        for (int64_t k0 = 0; k0 < k; k0 += KI_OV_KC) {
+            const int64_t kc = k - k0 < KI_OV_KC ? k - k0 : KI_OV_KC;
+            const bool last = k0 + kc >= k, kclamp = last && f->clamp && !res;
+            const float lo = kclamp ? f->lo : -INFINITY, hi = kclamp ? f->hi : INFINITY;
+            const char *a = wa + (size_t)((k0 * nob + ob * kc) * KI_OV_MV) * esz;
+            /* the weights of the next k block, or of the next item's first */
+            const int64_t k1 = last ? 0 : k0 + kc, kc1 = k - k1 < KI_OV_KC ? k - k1 : KI_OV_KC;
+            const int64_t ob1 = last ? (it + 1) / segs : ob;
+            const char *nx = ob1 < nob ? wa + (size_t)((k1 * nob + ob1 * kc1) * KI_OV_MV) * esz : a;
+            const int64_t lines = ob1 < nob ? kc1 * KI_OV_MV * (int64_t)esz / 64 : 0;
+            for (int64_t pb = p0; pb < p1; pb++) {
+                const int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
+                const int64_t q0l = (pb - p0) * lines / (p1 - p0);
+                const ki_ov_pf pf = { nx + q0l * 64, (pb - p0 + 1) * lines / (p1 - p0) - q0l };
+                float *t = tp + (k > KI_OV_KC ? (pb - p0) * pw * KI_OV_MV : 0);
+                /* in place, the last block multiplies only its own pixels */
+                const float *b = packs ? bp + (pb * k + k0) * pw : x + k0 * hw + j0;
+                const int bw = packs ? (int)pw : (int)nr;
+                const int64_t ldb = packs ? pw : hw;
+                const float *bb = last ? bv : NULL;
+                if (c->ov_h) {
+                    c->ov_ukh(kc, (const uint16_t *)(const void *)a, b, bw, ldb, k0 > 0, bb, lo, hi,
+                              t, pf);
+                } else {
+                    c->ov_uk(kc, (const float *)(const void *)a, b, bw, ldb, k0 > 0, bb, lo, hi, t,
+                             pf);
+                }
+                if (last) {
+                    ov_store(c, f, t, oc0, rows, j0, nr, n, y, res);
+                }
+            }
+        }
+        if (!f->clamp) {
+            ov_epilogue(c, ob, p0, p1, pw, n, y, res);
+        }
+    }
+}
+
 /* Each image in turn, the team on it. */
 static void ov_body(void *arg, const ki_part *me)
 {
@@ -494,6 +589,11 @@ static void ov_body(void *arg, const ki_part *me)
                 ov_pack(c, g, x, j0, nr, k, pw, bp + pb * k * pw);
             }
             ki_part_sync(me);
+        }
+        if (ov_by_blocks(c, &l)) {
+            ov_blocks_run(c, &l, &f, k, n, hw, x, y, res, bp, packs,
+                          (float *)(parts + (size_t)me->tid * part_stride), me);
+            continue;
         }
         /* a thread per part (parts_n parts however many threads the team has) */
         for (int64_t pt = me->tid; pt < parts_n; pt += me->nt) {
