@@ -491,7 +491,8 @@ static void ov_blocks_run(const ki_conv2d *c, const ov_layout *l, const ov_fin *
     ki_share_begin(me, nob * segs);
     for (int64_t it = ki_share_take(me->share, me->tid); it >= 0;
          it = ki_share_take(me->share, me->tid)) {
-        const int64_t ob = it / segs, p0 = nb * (it % segs) / segs, p1 = nb * (it % segs + 1) / segs;
+        const int64_t ob = it / segs, p0 = nb * (it % segs) / segs,
+                      p1 = nb * (it % segs + 1) / segs;
         const int64_t oc0 = ob * KI_OV_MV;
         const int64_t rows = c->out_ch - oc0 < KI_OV_MV ? c->out_ch - oc0 : KI_OV_MV;
         float bias[KI_OV_MV];

@@ -310,7 +310,7 @@ typedef struct wino_run {
     ki_wino_tiles tg;
     int64_t npos, np;
     int64_t unit; /* tiles of a blocked item (wino_unit) */
-    bool post; /* the activation is applied on each finished plane (not a clamp) */
+    bool post;    /* the activation is applied on each finished plane (not a clamp) */
     float lo, hi;
 } wino_run;
 
