@@ -498,6 +498,16 @@ static bool pwdw_takes(const ki_conv2d *c, const ki_conv2d *d)
            d->out_ch == c->out_ch && ki_conv2d_dw_in_place(d);
 }
 
+/* Whether d (next, created) is a dense layer over c's output that conv2d_pwdw.c runs band by band
+ * after c (ki_conv2d_pwdw_dense): one group, c's channels in, its original weights, no residual,
+ * on its own the im2col of 3-wide stride-2 kernels (d->pack3s2) and the GEMM, not Winograd or the
+ * OV path, and small enough (ki_conv2d_pwdw_dense_fits). */
+static bool dense_takes(const ki_conv2d *c, const ki_conv2d *d)
+{
+    return d->weight && !d->residual && d->groups == 1 && d->in_ch == c->out_ch && d->pack3s2 &&
+           !ki_conv2d_has_wino(d) && !d->ov_a && !d->ov_h && ki_conv2d_pwdw_dense_fits(d);
+}
+
 /* Whether op next is an nn.Conv2d with one group per channel of c's output. */
 static bool depthwise_over(const ki_conv2d *c, const ki_op_desc *next)
 {
@@ -521,7 +531,7 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
     if (c->dwf) { /* after the depthwise layer only its activation, of a kind its kernel applies */
         ki_conv2d t = *c->dwf;
         if (next->n_inputs != 1 || slot != 0 || !ki_cv_fuse_act(&t.ep, next) ||
-            !ki_conv2d_dw3_ok(&t)) {
+            !(ki_conv2d_pwdw_dense(&t) || ki_conv2d_dw3_ok(&t))) {
             return false;
         }
         c->dwf->ep = t.ep;
@@ -535,7 +545,7 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
             return false;
         }
         c->dwf = d;
-        if (!pwdw_takes(c, c->dwf)) {
+        if (!pwdw_takes(c, c->dwf) && !dense_takes(c, c->dwf)) {
             conv_destroy(c->dwf);
             c->dwf = NULL;
         }

@@ -113,6 +113,13 @@ typedef void (*ki_conv2d_direct_row_fn)(const struct ki_conv2d *c, const struct 
                                         const float *x, const float *wp, int64_t oy,
                                         const ki_conv2d_direct_dst *d);
 
+/* The input rows y0..y1-1 of every channel of one image, the others read as padding: row iy of
+ * channel ch at x + ch * cs + (iy - y0) * w (a whole image: cs = h * w, y0 = 0, y1 = h). */
+typedef struct ki_conv2d_rows {
+    const float *x;
+    int64_t cs, y0, y1;
+} ki_conv2d_rows;
+
 typedef struct ki_conv2d {
     int64_t in_ch, out_ch, groups;
     int64_t kh, kw, sh, sw, dh, dw;
@@ -152,9 +159,10 @@ typedef struct ki_conv2d {
     /* d[i] = src[2i] for i < n, reading src[0 .. 2n-1] (im2col of stride-2 convolutions) */
     void (*gather2)(const float *src, float *restrict d, int64_t n);
     /* im2col of 3-wide stride-2 kernels (ki_conv2d_pack3s2_ok), NULL when the layer or the CPU
-     * does not take it; same arguments as ki_conv2d_pack_cols with use_col */
-    void (*pack3s2)(const struct ki_conv2d *c, const struct ki_conv2d_geom *g, const float *x,
-                    int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst);
+     * does not take it; as ki_conv2d_pack_cols with use_col, from the input rows src holds */
+    void (*pack3s2)(const struct ki_conv2d *c, const struct ki_conv2d_geom *g,
+                    const struct ki_conv2d_rows *src, int64_t j0, int64_t nr, int64_t k, int64_t pw,
+                    float *restrict dst);
     /* Winograd F(m x m, 3x3), m = wino_m (4 or 2): the transformed weights
      * [(m+2)^2][out_ch][in_ch] (owned; NULL when the layer does not use Winograd, see
      * ki_conv2d_wino_prepare) and the transforms for this CPU */
@@ -386,6 +394,16 @@ static inline int64_t ki_conv2d_pwdw_min_bytes(ki_isa isa)
     const int64_t l2 = (int64_t)ki_cpu_get()->l2; /* one core's L2 */
     return isa >= KI_ISA_AVX512 ? l2 / 2 : l2;
 }
+/* Whether the second layer d of such a pair is a dense one (one group; conv_fuse takes it when
+ * its own path would be the im2col of 3-wide stride-2 kernels and the GEMM, as yolov5s's
+ * 32 -> 64 3x3 stride-2 layer after its stem): its GEMM then runs on each band's rows instead
+ * of the depthwise band kernel. */
+bool ki_conv2d_pwdw_dense(const ki_conv2d *d);
+/* Whether a dense second layer's weights and packed panels take at most half of L2, so that they
+ * stay there beside a band's rows (3/8 of it) from band to band. yolov5s's 32 -> 64 layer after
+ * its stem (74 + 147 KB) ran 4-13 % faster with the stem than after it; its 64 -> 128 one after a
+ * 1x1 layer (295 + 295 KB, with 1 MiB of L2) 2-7 % slower (docs/performance.md). */
+bool ki_conv2d_pwdw_dense_fits(const ki_conv2d *d);
 /* The depthwise layer's geometry for the first layer's geometry g; workspace bytes per thread (0
  * when too large); the kernel (out: the depthwise layer's output). */
 ki_status ki_conv2d_pwdw_geom(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_geom *dg,
@@ -400,10 +418,11 @@ static inline bool ki_conv2d_pack3s2_ok(const ki_conv2d *c)
 {
     return c->kw == 3 && c->sw == 2 && c->dw == 1 && c->pad_mode == KI_CONV_PAD_ZEROS;
 }
-void ki_conv2d_pack3s2_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
-                              int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst);
-void ki_conv2d_pack3s2_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t j0,
-                            int64_t nr, int64_t k, int64_t pw, float *restrict dst);
+void ki_conv2d_pack3s2_avx512(const ki_conv2d *c, const ki_conv2d_geom *g,
+                              const ki_conv2d_rows *src, int64_t j0, int64_t nr, int64_t k,
+                              int64_t pw, float *restrict dst);
+void ki_conv2d_pack3s2_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv2d_rows *src,
+                            int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst);
 
 /* The 3x3 and 5x5 depthwise kernels, straight from the unpadded planes. ki_conv2d_dw3_ok
  * (conv2d_pwdw.c): whether c is a depthwise shape they take (3x3 or 5x5, stride 1 or 2, dilation

@@ -118,7 +118,8 @@ void ki_conv2d_pack_cols(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_c
 {
     int64_t khw = c->kh * c->kw, hw = g->in.h * g->in.w;
     if (use_col && c->pack3s2) {
-        c->pack3s2(c, g, x, j0, nr, k, pw, dst);
+        const ki_conv2d_rows src = { x, hw, 0, g->in.h };
+        c->pack3s2(c, g, &src, j0, nr, k, pw, dst);
         return;
     }
     if (use_col && c->pad_mode == KI_CONV_PAD_ZEROS) {

@@ -57,8 +57,8 @@ static inline void run3_inner(const float *p, int64_t n, int64_t pw, float *d)
 #define PACK3_INNER run3_inner
 #include "conv2d_pack3s2_loops.h"
 
-void ki_conv2d_pack3s2_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t j0,
-                            int64_t nr, int64_t k, int64_t pw, float *restrict dst)
+void ki_conv2d_pack3s2_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv2d_rows *src,
+                            int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst)
 {
-    pack3s2(c, g, x, j0, nr, k, pw, dst);
+    pack3s2(c, g, src, j0, nr, k, pw, dst);
 }

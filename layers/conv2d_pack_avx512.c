@@ -44,8 +44,9 @@ static inline void run3(const float *row, int64_t w, int64_t base, int64_t len, 
 #define PACK3_STEP 32
 #include "conv2d_pack3s2_loops.h"
 
-void ki_conv2d_pack3s2_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
-                              int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst)
+void ki_conv2d_pack3s2_avx512(const ki_conv2d *c, const ki_conv2d_geom *g,
+                              const ki_conv2d_rows *src, int64_t j0, int64_t nr, int64_t k,
+                              int64_t pw, float *restrict dst)
 {
-    pack3s2(c, g, x, j0, nr, k, pw, dst);
+    pack3s2(c, g, src, j0, nr, k, pw, dst);
 }

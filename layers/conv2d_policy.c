@@ -24,8 +24,8 @@ typedef struct conv_kernels {
     ki_conv2d_direct_row_fn direct_row;
     bool direct_act; /* direct_row applies ki_conv2d_direct_dst's act */
     ki_pool_max_s2_fn direct_pool;
-    void (*pack3s2)(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t j0,
-                    int64_t nr, int64_t k, int64_t pw, float *restrict dst);
+    void (*pack3s2)(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv2d_rows *src,
+                    int64_t j0, int64_t nr, int64_t k, int64_t pw, float *restrict dst);
     ki_wino_in_fn wino_in;
     ki_wino_out_fn wino_out;
     void (*wino_hu)(const uint16_t *g, int64_t kc, float *restrict u, int64_t pstride);
@@ -412,8 +412,9 @@ void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_
     if (c->pool) {
         snprintf(buf, n, "direct+maxpool %s", isa);
     } else if (c->dwf) {
-        snprintf(buf, n, "%s+depthwise bands %s",
-                 c->weight && ki_conv2d_is_pointwise(c) ? "1x1" : "direct", isa);
+        snprintf(buf, n, "%s+%s bands %s",
+                 c->weight && ki_conv2d_is_pointwise(c) ? "1x1" : "direct",
+                 ki_conv2d_pwdw_dense(c->dwf) ? "conv" : "depthwise", isa);
     } else {
         ki_conv2d_path p = ki_conv2d_pick(c, &g);
         if (p == KI_CONV2D_WINO) {

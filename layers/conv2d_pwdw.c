@@ -45,8 +45,23 @@ bool ki_conv2d_dw3_ok(const ki_conv2d *c)
  * up to `cap` of its input rows, each channel's rows `cstride` floats apart in the buffer. */
 typedef struct pwdw_plan {
     int64_t band, cap, cstride;
-    size_t buf_bytes, total; /* the band buffer, and with the packed partial panel after it */
+    size_t buf_bytes; /* the band buffer */
+    size_t pack2;     /* then the first layer's panel slots or packed weights, from buf_bytes */
+    size_t total;     /* and a dense second layer's PWDW_GROUP packed panels, from pack2 */
 } pwdw_plan;
+
+bool ki_conv2d_pwdw_dense(const ki_conv2d *d)
+{
+    return d->groups == 1;
+}
+
+bool ki_conv2d_pwdw_dense_fits(const ki_conv2d *d)
+{
+    int64_t bytes;
+    return ki_ckd_mul_i64(&bytes, d->in_ch * d->kh * d->kw,
+                          (d->out_ch + PWDW_GROUP * KI_GEMM_NR) * (int64_t)sizeof(float)) &&
+           bytes <= (int64_t)ki_cpu_get()->l2 / 2;
+}
 
 /* Input rows that `rows` output rows of the depthwise layer d read, at most h. */
 static int64_t rows_read(const ki_conv2d *d, int64_t rows, int64_t h)
@@ -82,8 +97,15 @@ static bool plan_of(const ki_conv2d *c, const ki_conv2d_geom *dg, pwdw_plan *p)
     } else if ((pack = ki_conv2d_direct_workspace(c)) == 0) { /* the packed weights */
         return false;
     }
+    size_t pack2 = 0; /* a dense second layer's panels: PWDW_GROUP of them, k2 x 32 each */
+    if (ki_conv2d_pwdw_dense(d) &&
+        !ki_ckd_mul(&pack2, (size_t)(d->in_ch * d->kh * d->kw),
+                    PWDW_GROUP * KI_GEMM_NR * sizeof(float))) {
+        return false;
+    }
     return ki_ckd_mul(&p->buf_bytes, (size_t)p->cstride, (size_t)ch * sizeof(float)) &&
-           ki_ckd_add(&p->total, p->buf_bytes, pack) && p->total <= SIZE_MAX - 63;
+           ki_ckd_add(&p->pack2, p->buf_bytes, pack) && ki_ckd_add(&p->total, p->pack2, pack2) &&
+           p->total <= SIZE_MAX - 63;
 }
 
 ki_status ki_conv2d_pwdw_geom(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_geom *dg,
@@ -135,11 +157,43 @@ static void expand(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, 
     }
 }
 
+/* Output rows [yb, ye) of a dense second layer d (ki_conv2d_pwdw_dense: an im2col of 3-wide
+ * stride-2 kernels, d->pack3s2) from the input rows [lo, hi) in buf, into out (d's output
+ * planes of image n): its GEMM on PWDW_GROUP panels at a time packed into pack, the same tiles
+ * per pixel as on its own. */
+static void dense_band(const ki_conv2d *d, const ki_conv2d_geom *dg, const float *buf, int64_t lo,
+                       int64_t hi, int64_t cstride, int64_t yb, int64_t ye, float *out, float *pack)
+{
+    const int64_t ow = dg->ow, n = (ye - yb) * ow, np = (n + KI_GEMM_NR - 1) / KI_GEMM_NR;
+    const int64_t k = d->in_ch * d->kh * d->kw;
+    const ki_conv2d_rows src = { buf, cstride, lo, hi };
+    ki_gemm_args ga = { .m = d->out_ch,
+                        .n = n,
+                        .k = k,
+                        .a = d->weight,
+                        .lda = k,
+                        .bp = pack,
+                        .c = out + yb * ow,
+                        .ldc = dg->oh * ow,
+                        .ep = &d->ep,
+                        .epf = d->epf,
+                        .uk = d->uk };
+    for (int64_t p0 = 0; p0 < np; p0 += PWDW_GROUP) {
+        const int64_t cnt = np - p0 < PWDW_GROUP ? np - p0 : PWDW_GROUP;
+        for (int64_t q = 0; q < cnt; q++) {
+            const int64_t j = (p0 + q) * KI_GEMM_NR, nr = n - j < KI_GEMM_NR ? n - j : KI_GEMM_NR;
+            d->pack3s2(d, dg, &src, yb * ow + j, nr, k, KI_GEMM_NR, pack + q * KI_GEMM_NR * k);
+        }
+        ki_gemm_panels(&ga, p0, cnt, pack);
+    }
+}
+
 /* Rows [y0, y1) of image n's depthwise output, a band at a time, through buf (pack: the 1x1
- * layer's panel slots or the direct path's packed weights). */
+ * layer's panel slots or the direct path's packed weights; pack2: a dense second layer's
+ * panels). */
 static void rows_of_image(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv2d_geom *dg,
                           const pwdw_plan *p, const float *in, int64_t n, int64_t y0, int64_t y1,
-                          float *buf, float *pack, float *out)
+                          float *buf, float *pack, float *pack2, float *out)
 {
     const bool pw = ki_conv2d_is_pointwise(c);
     const ki_conv2d *d = c->dwf;
@@ -171,6 +225,10 @@ static void rows_of_image(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_
         /* the depthwise layer in k pieces of channels, each asking for one input plane's rows
          * of the next band (a 1x1 layer's k planes are k read streams, more than the
          * prefetchers follow) */
+        if (ki_conv2d_pwdw_dense(d)) {
+            dense_band(d, dg, buf, lo, hi, p->cstride, yb, ye, out, pack2);
+            continue;
+        }
         const int64_t next = (y0 + len * (j + 2) / nb - 1) * d->sh - d->pt + d->kh;
         const int64_t nhi = next > h ? h : next;
         for (int64_t i = 0; i < k; i++) {
@@ -195,13 +253,14 @@ static void pwdw_body(void *arg, const ki_part *pt)
     }
     const int64_t oh = dg.oh, ohw = oh * dg.ow;
     float *buf = ki_exec_slice(j->ex, pt->tid);
-    float *pack = (float *)((char *)buf + p.buf_bytes);
+    float *pack = (float *)((char *)buf + p.buf_bytes), *pack2 = (float *)((char *)buf + p.pack2);
     const int64_t y0 = oh * pt->tid / pt->nt, y1 = oh * (pt->tid + 1) / pt->nt;
     if (!ki_conv2d_is_pointwise(c)) {
         ki_conv2d_direct_pack(c, pack); /* each thread its own copy: no barrier */
     }
     for (int64_t n = 0; n < g->in.n && y0 < y1; n++) {
-        rows_of_image(c, g, &dg, &p, j->in, n, y0, y1, buf, pack, j->out + n * c->out_ch * ohw);
+        rows_of_image(c, g, &dg, &p, j->in, n, y0, y1, buf, pack, pack2,
+                      j->out + n * c->dwf->out_ch * ohw);
     }
 }
 

@@ -310,7 +310,9 @@ static void test_pool_s1_avx2(void **unused)
 /* ki_conv2d_pack3s2_avx2 (and the AVX-512 one where the CPU has it) against the generic packing
  * of the same column matrix, bit for bit: 3-wide stride-2 kernels of 1 to 3 rows, row strides
  * 1 and 2, paddings 0 to 2 (a row or column block in the padding is zeros), widths narrower than
- * a vector and wider than a panel, panels starting mid-row and partial last panels. */
+ * a vector and wider than a panel, panels starting mid-row and partial last panels; from the
+ * whole image, and from a band of its rows (ki_conv2d_rows, channels further apart than the band)
+ * against the generic packing of the image with the rows outside the band zeroed. */
 static void test_pack3s2_vs_generic(void **unused)
 {
     (void)unused;
@@ -337,13 +339,27 @@ static void test_pack3s2_vs_generic(void **unused)
         float *x = malloc((size_t)(ch * h * w) * 4), *want = malloc((size_t)(k * pw) * 4);
         float *got = malloc((size_t)(k * pw) * 4);
         trng_fill(&s, x, (size_t)(ch * h * w));
+        /* every other seed a band: rows [y0, y1) at cs floats per channel */
+        const bool band = seed % 2 == 0;
+        const int64_t y0 = band ? trng_int(&s, 0, h - 1) : 0;
+        const int64_t y1 = band ? trng_int(&s, y0 + 1, h) : h, cs = (y1 - y0) * w + (band ? 5 : 0);
+        float *held = malloc((size_t)(ch * cs) * 4);
+        for (int64_t q = 0; q < ch; q++) {
+            memcpy(held + q * cs, x + (q * h + y0) * w, (size_t)((y1 - y0) * w) * 4);
+            for (int64_t y = 0; y < h; y++) {
+                if (y < y0 || y >= y1) {
+                    memset(x + (q * h + y) * w, 0, (size_t)w * 4);
+                }
+            }
+        }
+        const ki_conv2d_rows src = { held, cs, y0, y1 };
         ki_conv2d_pack_cols(&c, &g, true, x, j0, nr, k, pw, want);
         for (int lvl = 0; lvl < 2; lvl++) {
             if (lvl == 1 && ki_cpu_get()->isa < KI_ISA_AVX512) {
                 break;
             }
             memset(got, 0x7f, (size_t)(k * pw) * 4); /* every float written, padding included */
-            (lvl ? ki_conv2d_pack3s2_avx512 : ki_conv2d_pack3s2_avx2)(&c, &g, x, j0, nr, k, pw,
+            (lvl ? ki_conv2d_pack3s2_avx512 : ki_conv2d_pack3s2_avx2)(&c, &g, &src, j0, nr, k, pw,
                                                                       got);
             if (memcmp(got, want, (size_t)(k * pw) * 4) != 0) {
                 fail_msg(
@@ -352,7 +368,7 @@ static void test_pack3s2_vs_generic(void **unused)
                     (long long)h, (long long)w, (long long)j0, (long long)nr);
             }
         }
-        free(x), free(want), free(got);
+        free(x), free(want), free(got), free(held);
     }
 }
 

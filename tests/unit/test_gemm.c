@@ -844,6 +844,94 @@ static void test_pwdw_fuse(void **unused)
     at_each_level(pwdw_fuse_at_level);
 }
 
+/* With AVX2 or AVX-512, a stem on the direct path or a 1x1 layer takes a dense 3x3 stride-2
+ * layer after it (and its SiLU) when the data between them is declared large and the dense
+ * layer's weights and packed panels fit half of L2 (yolov5s's stem and the 32 -> 64 layer after
+ * it): the fused layer equals the two, bit for bit, whatever the size (several bands per thread,
+ * bands cut at the bottom, odd widths, planes of one to three rows, batch 2), on 1-3 threads.
+ * Refused: a dense layer too large for that (256 -> 256), a stride-1 one (no 3-wide stride-2
+ * packing), and no fusion at the generic level. */
+static void pwdw_dense_at_level(void)
+{
+    enum { IC = 24, CH = 32, OC = 40, BIG = 256 };
+    static float w1[CH * IC], b1[CH], ws[CH * 3 * 9], w2[OC * CH * 9], b2[OC], wb[BIG * BIG * 9];
+    static float x[2 * IC * 90 * 122];
+    static const int64_t sizes[][4] = { { 1, IC, 90, 122 }, { 2, IC, 30, 34 }, { 1, IC, 3, 9 },
+                                        { 1, IC, 17, 16 },  { 2, IC, 1, 5 },   { 1, IC, 61, 37 },
+                                        { 1, IC, 2, 40 } };
+    uint64_t s = 23;
+    trng_fill(&s, w1, sizeof w1 / 4), trng_fill(&s, b1, CH), trng_fill(&s, ws, sizeof ws / 4);
+    trng_fill(&s, w2, sizeof w2 / 4), trng_fill(&s, b2, OC);
+    const int64_t big[4] = { 1, CH, 320, 320 }, bigb[4] = { 1, BIG, 320, 320 };
+    const ki_shape decl = ki_shape_make(4, big), declb = ki_shape_make(4, bigb);
+    top pw, stem, silu1, silu2, dense, s1, huge, pwb;
+    top_conv_like(&pw, "nn.Conv2d", IC, CH, 1, 1, 1, w1, b1);
+    stem_conv(&stem, 3, CH, 3, ws, b1); /* 3 -> 32 channels, 3x3 stride 2: the direct path */
+    top_init(&silu1, "nn.SiLU", 1, 1);
+    top_init(&silu2, "nn.SiLU", 1, 1);
+    stem_conv(&dense, CH, OC, 3, w2, b2); /* 32 -> 40, 3x3 stride 2, padding 1 */
+    dense.d.input_decl = &decl;
+    top_conv_like(&s1, "nn.Conv2d", CH, OC, 3, 3, 1, w2, b2); /* stride 1 */
+    top_ints2(&s1, "padding", 1, 1);
+    s1.d.input_decl = &decl;
+    top_conv_like(&pwb, "nn.Conv2d", IC, BIG, 1, 1, 1, wb, NULL);
+    stem_conv(&huge, BIG, BIG, 3, wb, NULL);
+    huge.d.input_decl = &declb;
+    const bool fuses = ki_cpu_isa() >= KI_ISA_AVX2;
+    const ki_layer_ops *ops;
+    void *t;
+    ki_error err = { 0 };
+    /* the refusals */
+    assert_int_equal(top_create(&pwb, &ops, &t, &err), KI_OK);
+    assert_true(ops->fuse(t, &silu1.d, 0));
+    assert_false(ops->fuse(t, &huge.d, 0));
+    ops->destroy(t);
+    assert_int_equal(top_create(&pw, &ops, &t, &err), KI_OK);
+    assert_false(ops->fuse(t, &s1.d, 0));
+    ops->destroy(t);
+    for (int q = 0; q < 2; q++) {
+        const top *first = q == 0 ? &stem : &pw;
+        const int64_t ic = q == 0 ? 3 : IC;
+        void *plain, *pd, *fused;
+        assert_int_equal(top_create(first, &ops, &plain, &err), KI_OK);
+        assert_int_equal(top_create(&dense, &ops, &pd, &err), KI_OK);
+        assert_int_equal(top_create(first, &ops, &fused, &err), KI_OK);
+        assert_true(ops->fuse(plain, &silu1.d, 0));
+        assert_true(ops->fuse(pd, &silu2.d, 0));
+        assert_true(ops->fuse(fused, &silu1.d, 0));
+        assert_int_equal(ops->fuse(fused, &dense.d, 0), fuses);
+        if (!fuses) {
+            ops->destroy(plain), ops->destroy(pd), ops->destroy(fused);
+            continue;
+        }
+        assert_true(ops->fuse(fused, &silu2.d, 0));
+        assert_false(ops->fuse(fused, &silu1.d, 0)); /* one activation */
+        for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+            const int64_t dims[4] = { sizes[z][0], ic, sizes[z][2], sizes[z][3] };
+            ki_tensor in = { ki_shape_make(4, dims), x }, mid, want, out;
+            trng_fill(&s, x, (size_t)ki_shape_count(&in.shape));
+            for (int th = 1; th <= 3; th++) {
+                assert_int_equal(top_run(ops, plain, &in, 1, &mid, 1, th, &err), KI_OK);
+                assert_int_equal(top_run(ops, pd, &mid, 1, &want, 1, th, &err), KI_OK);
+                assert_int_equal(top_run(ops, fused, &in, 1, &out, 1, th, &err), KI_OK);
+                assert_true(ki_shape_equal(&out.shape, &want.shape));
+                int64_t n = ki_shape_count(&want.shape);
+                if (memcmp(out.data, want.data, (size_t)n * sizeof(float)) != 0) {
+                    fail_msg("case %d size %zu threads %d: fused differs", q, z, th);
+                }
+                free(mid.data), free(want.data), free(out.data);
+            }
+        }
+        ops->destroy(plain), ops->destroy(pd), ops->destroy(fused);
+    }
+}
+
+static void test_pwdw_dense(void **unused)
+{
+    (void)unused;
+    at_each_level(pwdw_dense_at_level);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -861,6 +949,7 @@ int main(void)
         cmocka_unit_test(test_linear_fuse),
         cmocka_unit_test(test_pool_fuse),
         cmocka_unit_test(test_pwdw_fuse),
+        cmocka_unit_test(test_pwdw_dense),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
