@@ -528,10 +528,11 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
     if (c->pool) {
         return false; /* the pool is the last thing the layer does */
     }
-    if (c->dwf) { /* after the depthwise layer only its activation, of a kind its kernel applies */
+    if (c->dwf) { /* after the second layer only its activation (one the depthwise kernel applies)
+                   */
         ki_conv2d t = *c->dwf;
         if (next->n_inputs != 1 || slot != 0 || !ki_cv_fuse_act(&t.ep, next) ||
-            !(ki_conv2d_pwdw_dense(&t) || ki_conv2d_dw3_ok(&t))) {
+            !(c->dwf_dense || ki_conv2d_dw3_ok(&t))) {
             return false;
         }
         c->dwf->ep = t.ep;
@@ -545,7 +546,9 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
             return false;
         }
         c->dwf = d;
-        if (!pwdw_takes(c, c->dwf) && !dense_takes(c, c->dwf)) {
+        const bool dw = pwdw_takes(c, c->dwf); /* a depthwise layer (also of one channel) */
+        c->dwf_dense = !dw && dense_takes(c, c->dwf);
+        if (!dw && !c->dwf_dense) {
             conv_destroy(c->dwf);
             c->dwf = NULL;
         }

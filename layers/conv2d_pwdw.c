@@ -1,11 +1,12 @@
 /* conv2d_pwdw.c - a 1x1 convolution and the 3x3 or 5x5 depthwise convolution after it (mobilenet's
  * inverted residual blocks: the expansion, its activation, the depthwise layer), a band of rows at
- * a time; the same for a stem on the direct path and the depthwise layer after it. On its own the
- * expansion writes its whole output (mobilenet_v2's 16 -> 96 at 112 x 112: 4.8 MB) to L3 or memory
- * and the depthwise layer reads it straight back; here each thread computes the expansion's rows
- * that a band of the depthwise layer's output rows reads into its slice of the workspace (a few
- * hundred KB, in L2), runs the depthwise kernel on them there, and keeps the band's last rows for
- * the next band (they are its first). The expanded tensor never exists whole.
+ * a time; the same for a stem on the direct path and the depthwise layer after it, and for either
+ * and a dense 3x3 stride-2 layer after it (yolov5s's stem and 32 -> 64 layer: dense_band). On its
+ * own the expansion writes its whole output (mobilenet_v2's 16 -> 96 at 112 x 112: 4.8 MB) to L3 or
+ * memory and the depthwise layer reads it straight back; here each thread computes the expansion's
+ * rows that a band of the depthwise layer's output rows reads into its slice of the workspace (a
+ * few hundred KB, in L2), runs the depthwise kernel on them there, and keeps the band's last rows
+ * for the next band (they are its first). The expanded tensor never exists whole.
  *
  * The first layer runs the same GEMM tiles (or direct-path rows) as on its own (the same
  * operations per value) and the depthwise kernel the same blocks, so the results equal the two
@@ -50,9 +51,9 @@ typedef struct pwdw_plan {
     size_t total;     /* and a dense second layer's PWDW_GROUP packed panels, from pack2 */
 } pwdw_plan;
 
-bool ki_conv2d_pwdw_dense(const ki_conv2d *d)
+bool ki_conv2d_pwdw_dense(const ki_conv2d *c)
 {
-    return d->groups == 1;
+    return c->dwf && c->dwf_dense;
 }
 
 bool ki_conv2d_pwdw_dense_fits(const ki_conv2d *d)
@@ -98,9 +99,8 @@ static bool plan_of(const ki_conv2d *c, const ki_conv2d_geom *dg, pwdw_plan *p)
         return false;
     }
     size_t pack2 = 0; /* a dense second layer's panels: PWDW_GROUP of them, k2 x 32 each */
-    if (ki_conv2d_pwdw_dense(d) &&
-        !ki_ckd_mul(&pack2, (size_t)(d->in_ch * d->kh * d->kw),
-                    PWDW_GROUP * KI_GEMM_NR * sizeof(float))) {
+    if (ki_conv2d_pwdw_dense(c) && !ki_ckd_mul(&pack2, (size_t)(d->in_ch * d->kh * d->kw),
+                                               PWDW_GROUP * KI_GEMM_NR * sizeof(float))) {
         return false;
     }
     return ki_ckd_mul(&p->buf_bytes, (size_t)p->cstride, (size_t)ch * sizeof(float)) &&
@@ -222,13 +222,13 @@ static void rows_of_image(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_
             ki_conv2d_direct_rows(c, g, in, pack, n, from, hi, buf + (from - lo) * w, p->cstride);
         }
         have0 = lo, have1 = hi > from ? hi : from;
-        /* the depthwise layer in k pieces of channels, each asking for one input plane's rows
-         * of the next band (a 1x1 layer's k planes are k read streams, more than the
-         * prefetchers follow) */
-        if (ki_conv2d_pwdw_dense(d)) {
+        if (ki_conv2d_pwdw_dense(c)) {
             dense_band(d, dg, buf, lo, hi, p->cstride, yb, ye, out, pack2);
             continue;
         }
+        /* the depthwise layer in k pieces of channels, each asking for one input plane's rows
+         * of the next band (a 1x1 layer's k planes are k read streams, more than the
+         * prefetchers follow) */
         const int64_t next = (y0 + len * (j + 2) / nb - 1) * d->sh - d->pt + d->kh;
         const int64_t nhi = next > h ? h : next;
         for (int64_t i = 0; i < k; i++) {
