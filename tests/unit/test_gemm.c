@@ -752,6 +752,32 @@ static void dw_conv(top *t, int64_t ch, int64_t st, int64_t k, const float *w, c
     t->d.input_decl = decl;
 }
 
+/* The fused layer's output equals the first layer's (plain) then the second's (second), bit for
+ * bit, for each of the nsz input sizes (n, -, h, w; ic channels; x, filled from *s, holds the
+ * largest) on 1-3 threads; case q names the failure. */
+static void fused_equals_pair(const ki_layer_ops *ops, void *plain, void *second, void *fused,
+                              const int64_t (*sizes)[4], size_t nsz, int64_t ic, float *x,
+                              uint64_t *s, int q)
+{
+    ki_error err = { 0 };
+    for (size_t z = 0; z < nsz; z++) {
+        const int64_t dims[4] = { sizes[z][0], ic, sizes[z][2], sizes[z][3] };
+        ki_tensor in = { ki_shape_make(4, dims), x }, mid, want, out;
+        trng_fill(s, x, (size_t)ki_shape_count(&in.shape));
+        for (int th = 1; th <= 3; th++) {
+            assert_int_equal(top_run(ops, plain, &in, 1, &mid, 1, th, &err), KI_OK);
+            assert_int_equal(top_run(ops, second, &mid, 1, &want, 1, th, &err), KI_OK);
+            assert_int_equal(top_run(ops, fused, &in, 1, &out, 1, th, &err), KI_OK);
+            assert_true(ki_shape_equal(&out.shape, &want.shape));
+            int64_t n = ki_shape_count(&want.shape);
+            if (memcmp(out.data, want.data, (size_t)n * sizeof(float)) != 0) {
+                fail_msg("case %d size %zu threads %d: fused differs", q, z, th);
+            }
+            free(mid.data), free(want.data), free(out.data);
+        }
+    }
+}
+
 /* With AVX2 or AVX-512 (each level the CPU has, ki_cpu_set_isa), a 1x1 layer or a stem on the
  * direct path takes the 3x3 or 5x5 depthwise layer after it (and that layer's activation: ReLU6
  * after a 3x3 one, SiLU after a 5x5 one) when the param file declares the data between them at
@@ -818,22 +844,8 @@ static void pwdw_fuse_at_level(void)
         assert_true(ops->fuse(fused, &dw.d, 0));
         assert_true(ops->fuse(fused, &act2->d, 0));
         assert_false(ops->fuse(fused, &r2.d, 0)); /* one activation */
-        for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
-            const int64_t dims[4] = { sizes[z][0], ic, sizes[z][2], sizes[z][3] };
-            ki_tensor in = { ki_shape_make(4, dims), x }, mid, want, out;
-            trng_fill(&s, x, (size_t)ki_shape_count(&in.shape));
-            for (int th = 1; th <= 3; th++) {
-                assert_int_equal(top_run(ops, plain, &in, 1, &mid, 1, th, &err), KI_OK);
-                assert_int_equal(top_run(ops, pdw, &mid, 1, &want, 1, th, &err), KI_OK);
-                assert_int_equal(top_run(ops, fused, &in, 1, &out, 1, th, &err), KI_OK);
-                assert_true(ki_shape_equal(&out.shape, &want.shape));
-                int64_t n = ki_shape_count(&want.shape);
-                if (memcmp(out.data, want.data, (size_t)n * sizeof(float)) != 0) {
-                    fail_msg("case %lld size %zu threads %d: fused differs", (long long)q, z, th);
-                }
-                free(mid.data), free(want.data), free(out.data);
-            }
-        }
+        fused_equals_pair(ops, plain, pdw, fused, sizes, sizeof sizes / sizeof sizes[0], ic, x, &s,
+                          (int)q);
         ops->destroy(plain), ops->destroy(pdw), ops->destroy(fused);
     }
 }
@@ -906,22 +918,8 @@ static void pwdw_dense_at_level(void)
         }
         assert_true(ops->fuse(fused, &silu2.d, 0));
         assert_false(ops->fuse(fused, &silu1.d, 0)); /* one activation */
-        for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
-            const int64_t dims[4] = { sizes[z][0], ic, sizes[z][2], sizes[z][3] };
-            ki_tensor in = { ki_shape_make(4, dims), x }, mid, want, out;
-            trng_fill(&s, x, (size_t)ki_shape_count(&in.shape));
-            for (int th = 1; th <= 3; th++) {
-                assert_int_equal(top_run(ops, plain, &in, 1, &mid, 1, th, &err), KI_OK);
-                assert_int_equal(top_run(ops, pd, &mid, 1, &want, 1, th, &err), KI_OK);
-                assert_int_equal(top_run(ops, fused, &in, 1, &out, 1, th, &err), KI_OK);
-                assert_true(ki_shape_equal(&out.shape, &want.shape));
-                int64_t n = ki_shape_count(&want.shape);
-                if (memcmp(out.data, want.data, (size_t)n * sizeof(float)) != 0) {
-                    fail_msg("case %d size %zu threads %d: fused differs", q, z, th);
-                }
-                free(mid.data), free(want.data), free(out.data);
-            }
-        }
+        fused_equals_pair(ops, plain, pd, fused, sizes, sizeof sizes / sizeof sizes[0], ic, x, &s,
+                          q);
         ops->destroy(plain), ops->destroy(pd), ops->destroy(fused);
     }
 }
