@@ -133,14 +133,14 @@ static int64_t ov_part(const ov_layout *l, int64_t p, int64_t nt, int64_t *i0, i
 
 /* Whether a layer split by channels runs channel block by channel block (ov_blocks_run): when its
  * column matrix (k x the pixels, packed or in place) takes at most half of L2, so that every
- * channel block can read all of it from there. Each thread then takes whole channel blocks as
- * they come free (ki_share) and runs each over all its k blocks with the block's partial tiles
- * (a pixel block each, nb of them) in L1, instead of a fixed half of the (channel block, pixel
- * block) tiles, k block by k block, with the partial tiles of all of them (squeezenet's
- * classifier: 368 KB a thread) in L2. A thread that another process slows leaves its last blocks
- * to the other. The same micro-kernel calls for every tile in the same k order, so the same
- * bits. Otherwise (yolov5s's 20x20 layers: columns of 1.6 to 3.7 MB) the k blocks stay
- * outermost: a k block of the columns then serves every channel block from L2. */
+ * channel block can read all of it from there. Each thread then takes items (whole channel
+ * blocks, or segments of them: ov_segments) as they come free (ki_share) and runs each over all
+ * its k blocks with the item's partial tiles (a pixel block each) in L1, instead of a fixed half
+ * of the (channel block, pixel block) tiles, k block by k block, with the partial tiles of all of
+ * them (squeezenet's classifier: 368 KB a thread) in L2. A thread that another process slows
+ * leaves its last items to the other. The same micro-kernel calls for every tile in the same k
+ * order, so the same bits. Otherwise (yolov5s's 20x20 layers: columns of 1.6 to 3.7 MB) the k
+ * blocks stay outermost: a k block of the columns then serves every channel block from L2. */
 static bool ov_by_blocks(const ki_conv2d *c, const ov_layout *l)
 {
     int64_t cols;
