@@ -475,17 +475,68 @@ static int64_t ov_segments(const ov_layout *l, int nt)
     return s < 1 ? 1 : s > l->nb ? l->nb : s;
 }
 
+/* One image of a run: the layer, how its tiles finish, the k rows of its column matrix (packed
+ * in bp, pw a block, or read in place from x, hw a row), its n output pixels into y (residual
+ * res). */
+typedef struct ov_image {
+    const ki_conv2d *c;
+    const ov_fin *f;
+    int64_t k, n, hw, pw;
+    const float *x, *bp;
+    bool packs;
+    float *y;
+    const float *res;
+} ov_image;
+
+/* The bias of channel block oc0 (rows channels) into buf, zero past them, where the micro-kernel
+ * adds it (clamp-type finishes); else NULL. */
+static const float *ov_block_bias(const ov_image *im, int64_t oc0, int64_t rows,
+                                  float buf[KI_OV_MV])
+{
+    if (!im->f->clamp || !im->c->ep.bias) {
+        return NULL;
+    }
+    for (int64_t r = 0; r < KI_OV_MV; r++) {
+        buf[r] = r < rows ? im->c->ep.bias[oc0 + r] : 0.0f;
+    }
+    return buf;
+}
+
+/* Tile (channel block oc0 of rows channels, pixel block pb): its k block of kc rows from k0 (the
+ * weights at a) into t, with the bias and clamp after the last one, when it is also stored with
+ * the rest of the epilogue; pf: lines to ask for meanwhile. */
+static void ov_tile(const ov_image *im, const char *a, int64_t k0, int64_t kc, int64_t oc0,
+                    int64_t rows, int64_t pb, const float *bias, float *t, ki_ov_pf pf)
+{
+    const ki_conv2d *c = im->c;
+    const bool last = k0 + kc >= im->k, kclamp = last && im->f->clamp && !im->res;
+    const float lo = kclamp ? im->f->lo : -INFINITY, hi = kclamp ? im->f->hi : INFINITY;
+    const float *bv = last ? bias : NULL;
+    /* in place, the last block multiplies only its own pixels (the packed one's zero padding is
+     * not there to read) */
+    const int64_t j0 = pb * im->pw, nr = im->n - j0 < im->pw ? im->n - j0 : im->pw;
+    const float *b = im->packs ? im->bp + (pb * im->k + k0) * im->pw : im->x + k0 * im->hw + j0;
+    const int bw = im->packs ? (int)im->pw : (int)nr;
+    const int64_t ldb = im->packs ? im->pw : im->hw;
+    if (c->ov_h) {
+        c->ov_ukh(kc, (const uint16_t *)(const void *)a, b, bw, ldb, k0 > 0, bv, lo, hi, t, pf);
+    } else {
+        c->ov_uk(kc, (const float *)(const void *)a, b, bw, ldb, k0 > 0, bv, lo, hi, t, pf);
+    }
+    if (last) {
+        ov_store(c, im->f, t, oc0, rows, j0, nr, im->n, im->y, im->res);
+    }
+}
+
 /* One image by channel blocks (ov_by_blocks): each thread takes items (a channel block, or a
  * segment of its pixel blocks: ov_segments) as they come free, and runs an item's k blocks in
- * order over its pixel blocks, their partial tiles in t (a slot per pixel block), storing each
- * tile after the last k block; the next k block's weights (the same channel block's; after the
- * last, those of the next item) are asked for a share per tile meanwhile. bp: the packed columns
- * (packs), else the columns are read in place from x. */
-static void ov_blocks_run(const ki_conv2d *c, const ov_layout *l, const ov_fin *f, int64_t k,
-                          int64_t n, int64_t hw, const float *x, float *y, const float *res,
-                          const float *bp, bool packs, float *tp, const ki_part *me)
+ * order over its pixel blocks, their partial tiles in tp (a slot per pixel block); the next k
+ * block's weights (the same channel block's; after the last, those of the next item) are asked
+ * for a share per tile meanwhile. */
+static void ov_blocks_run(const ov_image *im, const ov_layout *l, float *tp, const ki_part *me)
 {
-    const int64_t pw = l->pw, nb = l->nb, nob = l->nob, segs = ov_segments(l, me->nt);
+    const ki_conv2d *c = im->c;
+    const int64_t k = im->k, nb = l->nb, nob = l->nob, segs = ov_segments(l, me->nt);
     const size_t esz = c->ov_h ? 2 : 4;
     const char *wa = c->ov_h ? (const char *)c->ov_h : (const char *)c->ov_a;
     ki_share_begin(me, nob * segs);
@@ -495,18 +546,11 @@ static void ov_blocks_run(const ki_conv2d *c, const ov_layout *l, const ov_fin *
                       p1 = nb * (it % segs + 1) / segs;
         const int64_t oc0 = ob * KI_OV_MV;
         const int64_t rows = c->out_ch - oc0 < KI_OV_MV ? c->out_ch - oc0 : KI_OV_MV;
-        float bias[KI_OV_MV];
-        const float *bv = NULL;
-        if (f->clamp && c->ep.bias) {
-            for (int64_t r = 0; r < KI_OV_MV; r++) {
-                bias[r] = r < rows ? c->ep.bias[oc0 + r] : 0.0f;
-            }
-            bv = bias;
-        }
+        float buf[KI_OV_MV];
+        const float *bias = ov_block_bias(im, oc0, rows, buf);
         for (int64_t k0 = 0; k0 < k; k0 += KI_OV_KC) {
             const int64_t kc = k - k0 < KI_OV_KC ? k - k0 : KI_OV_KC;
-            const bool last = k0 + kc >= k, kclamp = last && f->clamp && !res;
-            const float lo = kclamp ? f->lo : -INFINITY, hi = kclamp ? f->hi : INFINITY;
+            const bool last = k0 + kc >= k;
             const char *a = wa + (size_t)((k0 * nob + ob * kc) * KI_OV_MV) * esz;
             /* the weights of the next k block, or of the next item's first */
             const int64_t k1 = last ? 0 : k0 + kc, kc1 = k - k1 < KI_OV_KC ? k - k1 : KI_OV_KC;
@@ -514,29 +558,14 @@ static void ov_blocks_run(const ki_conv2d *c, const ov_layout *l, const ov_fin *
             const char *nx = ob1 < nob ? wa + (size_t)((k1 * nob + ob1 * kc1) * KI_OV_MV) * esz : a;
             const int64_t lines = ob1 < nob ? kc1 * KI_OV_MV * (int64_t)esz / 64 : 0;
             for (int64_t pb = p0; pb < p1; pb++) {
-                const int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
                 const int64_t q0l = (pb - p0) * lines / (p1 - p0);
                 const ki_ov_pf pf = { nx + q0l * 64, (pb - p0 + 1) * lines / (p1 - p0) - q0l };
-                float *t = tp + (k > KI_OV_KC ? (pb - p0) * pw * KI_OV_MV : 0);
-                /* in place, the last block multiplies only its own pixels */
-                const float *b = packs ? bp + (pb * k + k0) * pw : x + k0 * hw + j0;
-                const int bw = packs ? (int)pw : (int)nr;
-                const int64_t ldb = packs ? pw : hw;
-                const float *bb = last ? bv : NULL;
-                if (c->ov_h) {
-                    c->ov_ukh(kc, (const uint16_t *)(const void *)a, b, bw, ldb, k0 > 0, bb, lo, hi,
-                              t, pf);
-                } else {
-                    c->ov_uk(kc, (const float *)(const void *)a, b, bw, ldb, k0 > 0, bb, lo, hi, t,
-                             pf);
-                }
-                if (last) {
-                    ov_store(c, f, t, oc0, rows, j0, nr, n, y, res);
-                }
+                float *t = tp + (k > KI_OV_KC ? (pb - p0) * l->pw * KI_OV_MV : 0);
+                ov_tile(im, a, k0, kc, oc0, rows, pb, bias, t, pf);
             }
         }
-        if (!f->clamp) {
-            ov_epilogue(c, ob, p0, p1, pw, n, y, res);
+        if (!im->f->clamp) {
+            ov_epilogue(c, ob, p0, p1, l->pw, im->n, im->y, im->res);
         }
     }
 }
@@ -591,16 +620,16 @@ static void ov_body(void *arg, const ki_part *me)
             }
             ki_part_sync(me);
         }
+        const ov_image im = { c, &f, k, n, hw, pw, x, bp, packs, y, res };
         if (ov_by_blocks(c, &l)) {
-            ov_blocks_run(c, &l, &f, k, n, hw, x, y, res, bp, packs,
-                          (float *)(parts + (size_t)me->tid * part_stride), me);
+            ov_blocks_run(&im, &l, (float *)(parts + (size_t)me->tid * part_stride), me);
             continue;
         }
         /* a thread per part (parts_n parts however many threads the team has) */
         for (int64_t pt = me->tid; pt < parts_n; pt += me->nt) {
             int64_t i0, q0, q1, cnt = ov_part(&l, pt, parts_n, &i0, &q0, &q1);
             float *tp = (float *)(parts + (size_t)pt * part_stride);
-            float bias[KI_OV_MV];
+            float buf[KI_OV_MV];
             for (int64_t pb = q0; pb < q1 && packs; pb++) { /* by pixels: its own blocks */
                 int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
                 ov_pack(c, g, x, j0, nr, k, pw, bp + pb * k * pw);
@@ -618,7 +647,7 @@ static void ov_body(void *arg, const ki_part *me)
             }
             for (int64_t k0 = 0; k0 < k; k0 += KI_OV_KC) {
                 int64_t kc = k - k0 < KI_OV_KC ? k - k0 : KI_OV_KC;
-                bool last = k0 + kc >= k, kclamp = last && f.clamp && !res;
+                const bool last = k0 + kc >= k;
                 if (ahead && !last) {
                     prefetch_rows(x + pj0, hw, k0 + kc,
                                   k - k0 - kc < KI_OV_KC ? k : k0 + kc + KI_OV_KC, pj1 - pj0);
@@ -634,13 +663,6 @@ static void ov_body(void *arg, const ki_part *me)
                     int64_t oc0 = ob * KI_OV_MV;
                     int64_t rows = c->out_ch - oc0 < KI_OV_MV ? c->out_ch - oc0 : KI_OV_MV;
                     float *t = tp + (k > KI_OV_KC ? u * pw * KI_OV_MV : 0);
-                    const float *bv = NULL;
-                    if (last && f.clamp && c->ep.bias) {
-                        for (int64_t r = 0; r < KI_OV_MV; r++) {
-                            bias[r] = r < rows ? c->ep.bias[oc0 + r] : 0.0f;
-                        }
-                        bv = bias;
-                    }
                     const int64_t at_a = (k0 * nob + ob * kc) * KI_OV_MV;
                     const char *a =
                         c->ov_h ? (const char *)(c->ov_h + at_a) : (const char *)(c->ov_a + at_a);
@@ -651,23 +673,8 @@ static void ov_body(void *arg, const ki_part *me)
                     const int64_t lines = kc * KI_OV_MV * (c->ov_h ? 2 : 4) / 64;
                     const int64_t q0l = at * lines / span;
                     const ki_ov_pf pf = { a + (lines + q0l) * 64, (at + 1) * lines / span - q0l };
-                    /* in place, the last block multiplies only its own pixels (the packed
-                     * one's zero padding is not there to read) */
-                    int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
-                    const float *b = packs ? bp + (pb * k + k0) * pw : x + k0 * hw + j0;
-                    const int bw = packs ? (int)pw : (int)nr;
-                    const int64_t ldb = packs ? pw : hw;
-                    const float lo = kclamp ? f.lo : -INFINITY, hi = kclamp ? f.hi : INFINITY;
-                    if (c->ov_h) {
-                        c->ov_ukh(kc, (const uint16_t *)(const void *)a, b, bw, ldb, k0 > 0, bv, lo,
-                                  hi, t, pf);
-                    } else {
-                        c->ov_uk(kc, (const float *)(const void *)a, b, bw, ldb, k0 > 0, bv, lo, hi,
-                                 t, pf);
-                    }
-                    if (last) {
-                        ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res);
-                    }
+                    ov_tile(&im, a, k0, kc, oc0, rows, pb,
+                            last ? ov_block_bias(&im, oc0, rows, buf) : NULL, t, pf);
                 }
             }
             if (!f.clamp && cnt > 0) {
