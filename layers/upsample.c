@@ -465,10 +465,15 @@ static ki_status up_forward(const void *state, const ki_tensor *in, int n_in, ki
     (void)n_in;
     (void)n_out;
     up_axes(p, in, os, ax);
-    up_job j = {
-        p, ax, &in[0], out[0].data, ex, 0, ax[0].out * ax[1].out, ax[0].in * ax[1].in * ax[2].in
-    };
-    j.rows = os->d[0] * os->d[1] * j.rows_per_plane;
+    const int64_t rows_per_plane = ax[0].out * ax[1].out;
+    up_job j = { p,
+                 ax,
+                 &in[0],
+                 out[0].data,
+                 ex,
+                 os->d[0] * os->d[1] * rows_per_plane,
+                 rows_per_plane,
+                 ax[0].in * ax[1].in * ax[2].in };
     ki_team_run_n(ex, j.rows * ax[2].out > UP_PAR_MIN ? ex->n_threads : 1, up_body, &j);
     return KI_OK;
 }
