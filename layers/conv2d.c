@@ -499,7 +499,7 @@ static bool pwdw_takes(const ki_conv2d *c, const ki_conv2d *d)
 }
 
 /* Whether d (next, created) is a dense layer over c's output that conv2d_pwdw.c runs band by band
- * after c (ki_conv2d_pwdw_dense): one group, c's channels in, its original weights, no residual,
+ * after c (c->dwf_dense): one group, c's channels in, its original weights, no residual,
  * on its own the im2col of 3-wide stride-2 kernels (d->pack3s2) and the GEMM, not Winograd or the
  * OV path, and small enough (ki_conv2d_pwdw_dense_fits). */
 static bool dense_takes(const ki_conv2d *c, const ki_conv2d *d)
@@ -528,8 +528,7 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
     if (c->pool) {
         return false; /* the pool is the last thing the layer does */
     }
-    if (c->dwf) { /* after the second layer only its activation (one the depthwise kernel applies)
-                   */
+    if (c->dwf) { /* after the second layer only its activation (one its kernel applies) */
         ki_conv2d t = *c->dwf;
         if (next->n_inputs != 1 || slot != 0 || !ki_cv_fuse_act(&t.ep, next) ||
             !(c->dwf_dense || ki_conv2d_dw3_ok(&t))) {

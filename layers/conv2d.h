@@ -135,7 +135,7 @@ typedef struct ki_conv2d {
      * this 1x1 or direct-path one (and that layer's activation): its state (owned), run band by
      * band with this one (ki_conv2d_forward_pwdw) */
     struct ki_conv2d *dwf;
-    bool dwf_dense; /* dwf is a dense layer instead (ki_conv2d_pwdw_dense) */
+    bool dwf_dense; /* dwf is a dense layer instead (see ki_conv2d_pwdw_dense_fits) */
     /* The only consumer of the output (after any activation absorbed) is a depthwise layer over
      * its channels that fuse() was offered and did not absorb (see ki_conv2d_gemm_private) */
     bool next_dw;
@@ -395,14 +395,13 @@ static inline int64_t ki_conv2d_pwdw_min_bytes(ki_isa isa)
     const int64_t l2 = (int64_t)ki_cpu_get()->l2; /* one core's L2 */
     return isa >= KI_ISA_AVX512 ? l2 / 2 : l2;
 }
-/* Whether the second layer of c's pair is a dense one (conv_fuse takes one when its own path would
- * be the im2col of 3-wide stride-2 kernels and the GEMM, as yolov5s's 32 -> 64 3x3 stride-2 layer
- * after its stem): its GEMM then runs on each band's rows instead of the depthwise band kernel. */
-bool ki_conv2d_pwdw_dense(const ki_conv2d *c);
-/* Whether a dense second layer's weights and packed panels take at most half of L2, so that they
- * stay there beside a band's rows (3/8 of it) from band to band. yolov5s's 32 -> 64 layer after
- * its stem (74 + 147 KB) ran 4-13 % faster with the stem than after it; its 64 -> 128 one after a
- * 1x1 layer (295 + 295 KB, with 1 MiB of L2) 2-7 % slower (docs/performance.md). */
+/* A dense second layer (c->dwf_dense: conv_fuse takes one when its own path would be the im2col of
+ * 3-wide stride-2 kernels and the GEMM, as yolov5s's 32 -> 64 3x3 stride-2 layer after its stem)
+ * runs its GEMM on each band's rows instead of the depthwise band kernel. Whether such a layer's
+ * weights and packed panels take at most half of L2, so that they stay there beside a band's rows
+ * (3/8 of it) from band to band. yolov5s's 32 -> 64 layer after its stem (74 + 147 KB) ran 4-13 %
+ * faster with the stem than after it; its 64 -> 128 one after a 1x1 layer (295 + 295 KB, with 1 MiB
+ * of L2) 2-7 % slower (docs/performance.md). */
 bool ki_conv2d_pwdw_dense_fits(const ki_conv2d *d);
 /* The depthwise layer's geometry for the first layer's geometry g; workspace bytes per thread (0
  * when too large); the kernel (out: the depthwise layer's output). */

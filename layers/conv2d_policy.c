@@ -414,7 +414,7 @@ void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_
     } else if (c->dwf) {
         snprintf(buf, n, "%s+%s bands %s",
                  c->weight && ki_conv2d_is_pointwise(c) ? "1x1" : "direct",
-                 ki_conv2d_pwdw_dense(c) ? "conv" : "depthwise", isa);
+                 c->dwf_dense ? "conv" : "depthwise", isa);
     } else {
         ki_conv2d_path p = ki_conv2d_pick(c, &g);
         if (p == KI_CONV2D_WINO) {

@@ -51,11 +51,6 @@ typedef struct pwdw_plan {
     size_t total;     /* and a dense second layer's PWDW_GROUP packed panels, from pack2 */
 } pwdw_plan;
 
-bool ki_conv2d_pwdw_dense(const ki_conv2d *c)
-{
-    return c->dwf && c->dwf_dense;
-}
-
 bool ki_conv2d_pwdw_dense_fits(const ki_conv2d *d)
 {
     int64_t bytes;
@@ -99,8 +94,8 @@ static bool plan_of(const ki_conv2d *c, const ki_conv2d_geom *dg, pwdw_plan *p)
         return false;
     }
     size_t pack2 = 0; /* a dense second layer's panels: PWDW_GROUP of them, k2 x 32 each */
-    if (ki_conv2d_pwdw_dense(c) && !ki_ckd_mul(&pack2, (size_t)(d->in_ch * d->kh * d->kw),
-                                               PWDW_GROUP * KI_GEMM_NR * sizeof(float))) {
+    if (c->dwf_dense && !ki_ckd_mul(&pack2, (size_t)(d->in_ch * d->kh * d->kw),
+                                    PWDW_GROUP * KI_GEMM_NR * sizeof(float))) {
         return false;
     }
     return ki_ckd_mul(&p->buf_bytes, (size_t)p->cstride, (size_t)ch * sizeof(float)) &&
@@ -157,7 +152,7 @@ static void expand(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, 
     }
 }
 
-/* Output rows [yb, ye) of a dense second layer d (ki_conv2d_pwdw_dense: an im2col of 3-wide
+/* Output rows [yb, ye) of a dense second layer d (c->dwf_dense: an im2col of 3-wide
  * stride-2 kernels, d->pack3s2) from the input rows [lo, hi) in buf, into out (d's output
  * planes of image n): its GEMM on PWDW_GROUP panels at a time packed into pack, the same tiles
  * per pixel as on its own. */
@@ -222,7 +217,7 @@ static void rows_of_image(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_
             ki_conv2d_direct_rows(c, g, in, pack, n, from, hi, buf + (from - lo) * w, p->cstride);
         }
         have0 = lo, have1 = hi > from ? hi : from;
-        if (ki_conv2d_pwdw_dense(c)) {
+        if (c->dwf_dense) {
             dense_band(d, dg, buf, lo, hi, p->cstride, yb, ye, out, pack2);
             continue;
         }
