@@ -85,117 +85,117 @@ row_max(const float *r, int64_t b, int64_t w, const int64_t kw, const bool insid
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-/* Columns a window row of eight output columns reads: kw + 14. */
-static inline int64_t row_span(int64_t kw)
+/* Floats of the rows' maxima a plane keeps (kh rows of a column chunk), and the widest chunk. */
+#define S2_ROWS_FLOATS 4096
+#define S2_CHUNK_MAX   256
+
+/* row_max of the vector from column b of row r, its columns loaded as they lie when the row
+ * holds them all (kw + 14 from b), else through load_cols. */
+static inline __attribute__((always_inline)) __m256 row_at(const float *r, int64_t b, int64_t w,
+                                                           const int64_t kw, __m256 *nan)
 {
-    return kw + 14;
+    return b >= 0 && b + kw + 14 <= w ? row_max(r, b, w, kw, true, nan)
+                                      : row_max(r, b, w, kw, false, nan);
 }
 
-/* *d = max(the row maxima of the vector from column b of row r, *d), kept in *prev when the row
- * is the window's last (keep); inside as for row_max, here chosen per vector. */
-static inline __attribute__((always_inline)) void vec_row(const float *r, int64_t b, int64_t w,
-                                                          const int64_t kw, bool inside, bool keep,
-                                                          __m256 *d, __m256 *prev, __m256 *nan)
+/* ki_pool_max_s2_avx2's loops. A column chunk walks down the plane. Each input row a window
+ * reads is reduced once over its kw taps (row_at) into hr, a ring of kh rows on the stack (row iy
+ * at slot iy % kh), where the output rows after it find it; an output row's last input row is
+ * reduced in the same pass that takes the rows' maxima in ky order (m = row y0, then max(row, m)
+ * down to it) and stores the output. A tie thereby goes to the first row holding the maximum and,
+ * within it, to the first column (row_max's order): the value the reference's ky-major scan
+ * keeps. Vectors stand 8 columns apart; when the chunk holds at least 8 columns the last one
+ * starts at its end - 8, recomputing some columns of the one before (the same values) rather
+ * than storing part of a vector. (The kernel before kept the rows' maxima in arrays of vectors
+ * and worked out each row's edge runs anew; docs/performance.md.) With the window and the row
+ * stride as constants where inlined; cw: the chunk's columns, a multiple of 8 with kh * cw <=
+ * S2_ROWS_FLOATS. */
+static inline __attribute__((always_inline)) int
+s2_plane(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh, int64_t ow,
+         const int64_t kh, const int64_t kw, const int64_t sh, int64_t ph, int64_t pw, int64_t cw)
 {
-    const __m256 v = inside ? row_max(r, b, w, kw, true, nan) : row_max(r, b, w, kw, false, nan);
-    *d = _mm256_max_ps(v, *d);
-    if (keep) {
-        *prev = v;
-    }
-}
-
-/* Output vectors a column chunk holds (see s2_chunk). */
-#define S2_CHUNK 32
-
-/* ki_pool_max_s2_avx2 for the nv output vectors from column ox0, with the window and the row
- * stride as constants where inlined. Output rows in order, each walking along its input rows
- * (which stay in L1); the row maxima of the input row two output rows share (stride 2) wait in
- * prev[] for the next one, so each input row is reduced once. A last vector that would run past
- * the output row is moved back to end at it (from ow - 8) when its columns then lie inside the
- * input rows, and recomputes some outputs of the vector before (the same values) instead of
- * loading at the row's end through masks. */
-static inline __attribute__((always_inline)) void
-s2_chunk(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh, int64_t ow,
-         int64_t ox0, int64_t nv, const int64_t kh, const int64_t kw, const int64_t sh, int64_t ph,
-         int64_t pw, __m256 *nan)
-{
-    const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
-    const int64_t span = row_span(kw);
-    __m256 prev[S2_CHUNK], d[S2_CHUNK];
-    /* the last vector's first output column */
-    int64_t xl = ox0 + 8 * (nv - 1);
-    if (xl + 8 > ow && ow >= 8 && 2 * (ow - 8) - pw >= 0 && 2 * (ow - 8) - pw + span <= w) {
-        xl = ow - 8;
-    }
-    /* the vectors [j0, j1) read their columns in place */
-    int64_t j0 = 0, j1 = nv, last = -1; /* last: the input row prev[] holds */
-    while (j0 < nv && 2 * (j0 == nv - 1 ? xl : ox0 + 8 * j0) - pw < 0) {
-        j0++;
-    }
-    while (j1 > j0 && 2 * (j1 == nv ? xl : ox0 + 8 * (j1 - 1)) - pw + span > w) {
-        j1--;
-    }
-    for (int64_t oy = 0; oy < oh; oy++) {
-        int64_t next = -1;
-        for (int64_t j = 0; j < nv; j++) {
-            d[j] = ninf;
-        }
-        for (int64_t ky = 0; ky < kh; ky++) {
-            const int64_t iy = oy * sh - ph + ky;
-            if (iy < 0 || iy >= h) {
-                continue;
-            }
-            const float *r = src + iy * w;
-            next = ky == kh - 1 ? iy : next;
-            if (iy == last) { /* the row the output row before reduced last */
-                for (int64_t j = 0; j < nv; j++) {
-                    d[j] = _mm256_max_ps(prev[j], d[j]);
-                }
-                continue;
-            }
-            /* the edge vectors before j0, the vectors in place from j0 as one run (columns 16
-             * apart), the rest (the last one from xl) each as its columns lie */
-            const bool keep = ky == kh - 1;
-            const int64_t jm = j1 < nv - 1 ? j1 : nv - 1;
-            int64_t j = 0;
-            for (; j < j0; j++) {
-                const int64_t b = 2 * (j == nv - 1 ? xl : ox0 + 8 * j) - pw;
-                vec_row(r, b, w, kw, false, keep, &d[j], &prev[j], nan);
-            }
-            if (j < jm) {
-                const float *p = r + 2 * (ox0 + 8 * j) - pw;
-                for (; j < jm; j++, p += 16) {
-                    vec_row(p, 0, w, kw, true, keep, &d[j], &prev[j], nan);
-                }
-            }
-            for (; j < nv; j++) {
-                const int64_t b = 2 * (j == nv - 1 ? xl : ox0 + 8 * j) - pw;
-                vec_row(r, b, w, kw, j < j1, keep, &d[j], &prev[j], nan);
-            }
-        }
-        last = next;
-        for (int64_t j = 0; j < nv; j++) {
-            const int64_t ox = j == nv - 1 ? xl : ox0 + 8 * j;
-            ki_store_first8(dst + oy * ow + ox, d[j], ow - ox);
-        }
-    }
-}
-
-/* As ki_pool_max_s2_avx512: each input row's maximum over its taps, then the rows' in ky order,
- * in column chunks of S2_CHUNK vectors. */
-int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
-                        int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw)
-{
+    float hr[S2_ROWS_FLOATS];
+    const float *rows[S2_ROWS_FLOATS / 8]; /* an output row's slots in ky order */
     __m256 nan = _mm256_setzero_ps();
-    for (int64_t ox0 = 0; ox0 < ow; ox0 += 8 * S2_CHUNK) {
-        const int64_t nv = ow - ox0 < 8 * S2_CHUNK ? (ow - ox0 + 7) / 8 : S2_CHUNK;
-        if (kh == 3 && kw == 3 && sh == 2) { /* the common window, its loops unrolled */
-            s2_chunk(src, h, w, dst, oh, ow, ox0, nv, 3, 3, 2, ph, pw, &nan);
-        } else {
-            s2_chunk(src, h, w, dst, oh, ow, ox0, nv, kh, kw, sh, ph, pw, &nan);
+    for (int64_t ox0 = 0; ox0 < ow; ox0 += cw) {
+        const int64_t n = ow - ox0 < cw ? ow - ox0 : cw;
+        const int64_t ld = (n + 7) / 8 * 8;
+        /* ql: the last vector's first column in the chunk */
+        const int64_t ql = n >= 8 ? n - 8 : 0, b0 = 2 * ox0 - pw;
+        int64_t done = 0; /* the input rows below it are reduced (the last kh of them in hr) */
+        for (int64_t oy = 0; oy < oh; oy++) {
+            int64_t y0 = oy * sh - ph, y1 = y0 + kh;
+            y0 = y0 < 0 ? 0 : y0;
+            y1 = y1 > h ? h : y1;
+            if (y1 <= y0) {
+                return 1; /* a window all padding: the reference's answer */
+            }
+            for (int64_t iy = done > y0 ? done : y0; iy < y1 - 1; iy++) {
+                const float *r = src + iy * w;
+                float *d = hr + iy % kh * ld;
+                for (int64_t q = 0;; q += 8) {
+                    const int64_t qq = q < ql ? q : ql;
+                    _mm256_storeu_ps(d + qq, row_at(r, b0 + 2 * qq, w, kw, &nan));
+                    if (qq == ql) {
+                        break;
+                    }
+                }
+            }
+            const int64_t nr = y1 - y0;
+            for (int64_t i = 0; i < nr - 1; i++) {
+                rows[i] = hr + (y0 + i) % kh * ld;
+            }
+            const bool fresh = y1 - 1 >= done; /* else the last row is in hr already */
+            done = y1;
+            const float *r = src + (y1 - 1) * w;
+            float *last = hr + (y1 - 1) % kh * ld, *o = dst + oy * ow + ox0;
+            for (int64_t q = 0;; q += 8) {
+                const int64_t qq = q < ql ? q : ql;
+                __m256 v;
+                if (fresh) {
+                    v = row_at(r, b0 + 2 * qq, w, kw, &nan);
+                    _mm256_storeu_ps(last + qq, v);
+                } else {
+                    v = _mm256_loadu_ps(last + qq);
+                }
+                if (nr > 1) {
+                    __m256 m = _mm256_loadu_ps(rows[0] + qq);
+                    for (int64_t i = 1; i < nr - 1; i++) {
+                        m = _mm256_max_ps(_mm256_loadu_ps(rows[i] + qq), m);
+                    }
+                    v = _mm256_max_ps(v, m);
+                }
+                if (n >= 8) {
+                    _mm256_storeu_ps(o + qq, v);
+                } else {
+                    ki_store_first8(o, v, n);
+                }
+                if (qq == ql) {
+                    break;
+                }
+            }
         }
     }
     return _mm256_movemask_ps(nan) != 0;
+}
+
+/* Windows of more than S2_ROWS_FLOATS / 8 rows are left to the reference (returns nonzero); the
+ * common windows get their loops unrolled. */
+int ki_pool_max_s2_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,
+                        int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t ph, int64_t pw)
+{
+    if (kh < 1 || kh > S2_ROWS_FLOATS / 8) {
+        return 1;
+    }
+    int64_t cw = S2_ROWS_FLOATS / kh / 8 * 8;
+    cw = cw > S2_CHUNK_MAX ? S2_CHUNK_MAX : cw;
+    if (kh == 3 && kw == 3 && sh == 2) {
+        return s2_plane(src, h, w, dst, oh, ow, 3, 3, 2, ph, pw, cw);
+    }
+    if (kh == 2 && kw == 2 && sh == 2) {
+        return s2_plane(src, h, w, dst, oh, ow, 2, 2, 2, ph, pw, cw);
+    }
+    return s2_plane(src, h, w, dst, oh, ow, kh, kw, sh, ph, pw, cw);
 }
 
 int ki_pool_max_s1_avx2(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh,

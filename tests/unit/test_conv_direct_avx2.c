@@ -241,9 +241,10 @@ static void fill_ties(uint64_t *s, float *x, int64_t n, bool pm0)
     }
 }
 
-/* ki_pool_max_s2_avx2 against the reference, bit for bit: 2- and 3-wide windows, row strides 1
- * and 2, paddings, ceil_mode's sizes, narrow planes and planes wider than a column chunk, planes
- * of -1, -0 and +0 full of ties; a NaN is reported. */
+/* ki_pool_max_s2_avx2 and (on a CPU with AVX-512) ki_pool_max_s2_avx512 against the reference,
+ * bit for bit: 2- and 3-wide windows, 1 to 9 rows, row strides 1 and 2, paddings, ceil_mode's
+ * sizes, narrow planes and planes wider than a column chunk (256 columns), planes of -1, -0 and
+ * +0 full of ties; a NaN is reported. */
 static void test_pool_s2_avx2(void **unused)
 {
     (void)unused;
@@ -253,7 +254,8 @@ static void test_pool_s2_avx2(void **unused)
     for (int seed = 1; seed <= 400; seed++) {
         uint64_t s = (uint64_t)seed * 0x9E3779B97F4A7C15ull;
         const int64_t h = trng_int(&s, 1, 12), w = trng_int(&s, 1, seed % 8 == 0 ? 600 : 45);
-        const int64_t kh = trng_int(&s, 1, 3), kw = trng_int(&s, 2, 3), sh = trng_int(&s, 1, 2);
+        const int64_t kh = trng_int(&s, 1, seed % 5 == 0 ? 9 : 3), kw = trng_int(&s, 2, 3);
+        const int64_t sh = trng_int(&s, 1, 2);
         const int64_t ph = trng_int(&s, 0, kh / 2), pw = trng_int(&s, 0, kw / 2);
         const bool ceil_mode = seed % 3 == 0;
         const int64_t oh = ki_cv_pool_out(h, kh, ph, sh, 1, ceil_mode);
@@ -266,10 +268,23 @@ static void test_pool_s2_avx2(void **unused)
         trng_fill(&s, x, (size_t)(h * w));
         fill_ties(&s, x, h * w, seed % 2 == 0);
         ki_pool_max_s2_ref(x, h, w, want, oh, ow, kh, kw, sh, ph, pw);
-        assert_int_equal(ki_pool_max_s2_avx2(x, h, w, got, oh, ow, kh, kw, sh, ph, pw), 0);
-        assert_memory_equal(got, want, (size_t)(oh * ow) * 4);
-        x[0] = NAN; /* in the first window, as the paddings are at most half the window */
-        assert_int_not_equal(ki_pool_max_s2_avx2(x, h, w, got, oh, ow, kh, kw, sh, ph, pw), 0);
+        const float x0 = x[0];
+        for (int lvl = 0; lvl < 2; lvl++) {
+            if (lvl == 1 && ki_cpu_get()->isa < KI_ISA_AVX512) {
+                break;
+            }
+            const ki_pool_max_s2_fn f = lvl ? ki_pool_max_s2_avx512 : ki_pool_max_s2_avx2;
+            memset(got, 0x7f, (size_t)(oh * ow) * 4);
+            x[0] = x0;
+            assert_int_equal(f(x, h, w, got, oh, ow, kh, kw, sh, ph, pw), 0);
+            if (memcmp(got, want, (size_t)(oh * ow) * 4) != 0) {
+                fail_msg("seed %d level %d: %lldx%lld k %lldx%lld sh %lld pad %lld,%lld", seed, lvl,
+                         (long long)h, (long long)w, (long long)kh, (long long)kw, (long long)sh,
+                         (long long)ph, (long long)pw);
+            }
+            x[0] = NAN; /* in the first window, as the paddings are at most half the window */
+            assert_int_not_equal(f(x, h, w, got, oh, ow, kh, kw, sh, ph, pw), 0);
+        }
         free(x), free(want), free(got);
     }
 }
