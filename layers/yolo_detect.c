@@ -27,11 +27,16 @@
 #include <string.h>
 
 #include "../core/ckd.h"
+#include "../core/cpu.h"
 #include "../core/layer.h"
 #include "../core/team.h"
 #include "conv2d.h"
 #include "shape_common.h"
 #include "transpose.h"
+
+#if KI_HAVE_X86
+#include <immintrin.h>
+#endif
 
 #define YD_MAX_LEVELS 8
 
@@ -303,10 +308,10 @@ static bool level_geoms(const yd_state *s, const ki_shape *in, int n_in, ki_conv
  * more than half of L2. The tiles and their sums are the 1x1 path's, so the same bits. */
 #define YD_PANELS 4
 
-/* A chunk for state s and inputs in: its panels (*np: the most that keep (K * NR + M * NR) floats
- * per panel, for the widest K, within half of L2; at least one) and the floats of a thread's
- * packed columns (*packed); returns the bytes of those and its z, or 0 when they do not fit a
- * size_t. */
+/* A chunk for state s and inputs in: its panels (*np: the most that keep (K + M + no) * NR
+ * floats per panel, for the widest K, within half of L2; at least one) and the floats of a
+ * thread's packed columns (*packed); returns the bytes of those, its z and an anchor's rows
+ * (no x the chunk's columns), or 0 when they do not fit a size_t. */
 static size_t chunk_plan(const yd_state *s, const ki_shape *in, int n_in, int64_t *np,
                          size_t *packed)
 {
@@ -316,13 +321,13 @@ static size_t chunk_plan(const yd_state *s, const ki_shape *in, int n_in, int64_
         kmax = in[i].d[1] > kmax ? in[i].d[1] : kmax;
     }
     *np = 1;
-    if (ki_ckd_add_i64(&per, kmax, m) &&
+    if (ki_ckd_add_i64(&per, kmax, m + s->no) &&
         ki_ckd_mul_i64(&per, per, KI_GEMM_NR * (int64_t)sizeof(float))) {
         const int64_t fit = (int64_t)(ki_cpu_get()->l2 / 2) / per;
         *np = fit < 1 ? 1 : fit > YD_PANELS ? YD_PANELS : fit;
     }
     if (!ki_gemm_packed_floats(kmax, *np * KI_GEMM_NR, &pf) ||
-        !ki_ckd_mul_i64(&zf, m, *np * KI_GEMM_NR) ||
+        !ki_ckd_mul_i64(&zf, m + s->no, *np * KI_GEMM_NR) ||
         !ki_ckd_add_i64(&zf, zf, (pf + 15) / 16 * 16) || zf > INT64_MAX / 4) {
         return 0;
     }
@@ -330,7 +335,8 @@ static size_t chunk_plan(const yd_state *s, const ki_shape *in, int n_in, int64_
     return (size_t)zf * sizeof(float);
 }
 
-/* Per thread: the chunk's packed columns, then its z (na*no x the chunk's columns). */
+/* Per thread: the chunk's packed columns, then its z (na*no x the chunk's columns), then the
+ * rows of one anchor's boxes as decode_chunk builds them. */
 static size_t yd_workspace(const void *state, const ki_shape *in, int n_in, const ki_shape *out,
                            int n_out, int n_threads)
 {
@@ -358,12 +364,39 @@ typedef struct yd_job {
     size_t packed;                    /* floats of a thread's packed columns */
 } yd_job;
 
+/* d[0..n) = t[0..n): the head's rows, written once and read by the caller's next step at the
+ * earliest, go past the caches (x86's non-temporal stores, SSE2 and so every x86-64 CPU): a
+ * store that missed the cache would first read the line it fills. */
+static void stream_copy(float *d, const float *t, int64_t n)
+{
+#if KI_HAVE_X86
+    int64_t i = 0;
+    for (; i < n && ((uintptr_t)(d + i) & 15) != 0; i++) {
+        d[i] = t[i];
+    }
+    for (; i + 16 <= n; i += 16) {
+        _mm_stream_ps(d + i, _mm_loadu_ps(t + i));
+        _mm_stream_ps(d + i + 4, _mm_loadu_ps(t + i + 4));
+        _mm_stream_ps(d + i + 8, _mm_loadu_ps(t + i + 8));
+        _mm_stream_ps(d + i + 12, _mm_loadu_ps(t + i + 12));
+    }
+    for (; i < n; i++) {
+        d[i] = t[i];
+    }
+    _mm_sfence();
+#else
+    memcpy(d, t, (size_t)n * sizeof *d);
+#endif
+}
+
 /* Decodes the chunk of cells c0 .. c0 + nc - 1 of level `level` of one image: z is the
  * convolution (na*no rows of ldz), with the bias and (unless raw) the sigmoid applied; y gets
- * the image's output rows. Per anchor the chunk is transposed into rows (from L2), then the
- * sigmoid (raw outputs only) and the box formulas. */
+ * the image's output rows. Per anchor the chunk is transposed into rows in t (from L2 to L1),
+ * then the sigmoid (raw outputs only) and the box formulas, and the rows are copied to y, which
+ * they fill in one run (stream_copy; written in place, yolov5s's head took 9.0 ms on one thread
+ * where it takes 8.5, docs/performance.md). */
 static void decode_chunk(const yd_state *s, int level, int64_t h, int64_t w, const float *z,
-                         int64_t ldz, int64_t c0, int64_t nc, float *y)
+                         int64_t ldz, int64_t c0, int64_t nc, float *t, float *y)
 {
     const int no = s->no;
     const int64_t hw = h * w;
@@ -371,7 +404,7 @@ static void decode_chunk(const yd_state *s, int level, int64_t h, int64_t w, con
     const bool sigmoid_here = s->raw_outputs; /* else the convolution's epilogue applied it */
     for (int64_t a = 0; a < s->na; a++) {
         const float *anc = s->anchors + ((int64_t)level * s->na + a) * 2;
-        float *r0 = y + (a * hw + c0) * no;
+        float *r0 = t;
         s->tr(z + a * no * ldz, ldz, no, nc, r0, no);
         for (int64_t i = 0; sigmoid_here && i < nc * no; i++) {
             r0[i] = 1.0f / (1.0f + expf(-r0[i]));
@@ -391,6 +424,7 @@ static void decode_chunk(const yd_state *s, int level, int64_t h, int64_t w, con
                 gx = 0, gy++;
             }
         }
+        stream_copy(y + (a * hw + c0) * no, t, nc * no);
     }
 }
 
@@ -433,7 +467,7 @@ static void run_chunk(const yd_job *j, int64_t n, int64_t q, float *packed, floa
             s->tr(z + a * no * ldz, ldz, no, nc, raw + (a * hw + c0) * no, no);
         }
     }
-    decode_chunk(s, i, g->oh, g->ow, z, ldz, c0, nc,
+    decode_chunk(s, i, g->oh, g->ow, z, ldz, c0, nc, z + m * ldz,
                  j->out[0].data + (n * j->out[0].shape.d[1] + j->row0[i]) * no);
 }
 
