@@ -206,12 +206,29 @@ int ki_pool_max_s1_avx2(const float *src, int64_t h, int64_t w, float *restrict 
     ki_pool_max_s1_widths(ow, kw, &owr, &rn);
     float *const row = ws, *const hm = ws + rn;
     __m256 nan = _mm256_setzero_ps();
+    const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
     for (int64_t iy = 0; iy < h; iy++) {
-        /* row[c] = input column c - pw, -inf outside the row */
-        for (int64_t c = 0; c < rn; c += 8) {
-            const __m256 v = load_cols(src + iy * w, c - pw, w);
-            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-            _mm256_storeu_ps(row + c, v);
+        /* row[c] = input column c - pw, -inf outside the row (pw + w <= rn) */
+        const float *r = src + iy * w;
+        if (w >= 8) { /* -inf, then the row by whole vectors, the last one ending at its end */
+            for (int64_t c = 0; c < rn; c += 8) {
+                _mm256_storeu_ps(row + c, ninf);
+            }
+            for (int64_t c = 0;; c += 8) {
+                const int64_t cc = c + 8 < w ? c : w - 8;
+                const __m256 v = _mm256_loadu_ps(r + cc);
+                nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+                _mm256_storeu_ps(row + pw + cc, v);
+                if (cc == w - 8) {
+                    break;
+                }
+            }
+        } else {
+            for (int64_t c = 0; c < rn; c += 8) {
+                const __m256 v = load_cols(r, c - pw, w);
+                nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+                _mm256_storeu_ps(row + c, v);
+            }
         }
         /* hm row iy: each output column's maximum over the kw taps, kx ascending */
         for (int64_t j = 0; j < owr; j += 8) {
