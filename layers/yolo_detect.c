@@ -404,17 +404,16 @@ static void decode_chunk(const yd_state *s, int level, int64_t h, int64_t w, con
     const bool sigmoid_here = s->raw_outputs; /* else the convolution's epilogue applied it */
     for (int64_t a = 0; a < s->na; a++) {
         const float *anc = s->anchors + ((int64_t)level * s->na + a) * 2;
-        float *r0 = t;
-        s->tr(z + a * no * ldz, ldz, no, nc, r0, no);
+        s->tr(z + a * no * ldz, ldz, no, nc, t, no);
         for (int64_t i = 0; sigmoid_here && i < nc * no; i++) {
-            r0[i] = 1.0f / (1.0f + expf(-r0[i]));
+            t[i] = 1.0f / (1.0f + expf(-t[i]));
         }
         /* models/yolo.py: xy = (2v + grid) * stride with grid = cell - 0.5;
          * wh = (2v)^2 * anchor_grid with anchor_grid = anchor * stride */
         const float aw = anc[0] * stride, ah = anc[1] * stride;
         int64_t gx = c0 % w, gy = c0 / w;
         for (int64_t j = 0; j < nc; j++) {
-            float *r = r0 + j * no;
+            float *r = t + j * no;
             r[0] = (r[0] * 2.0f + ((float)gx - 0.5f)) * stride;
             r[1] = (r[1] * 2.0f + ((float)gy - 0.5f)) * stride;
             const float tw = r[2] * 2.0f, th = r[3] * 2.0f;
