@@ -165,6 +165,9 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
     if (st == KI_OK && ki_conv2d_want_ov(c, op)) {
         st = ki_conv2d_ov_prepare(c, half, err);
     }
+    if (st == KI_OK && ki_conv2d_want_s2d(c)) {
+        st = ki_conv2d_s2d_prepare(c, err);
+    }
     /* with its own form of the weights the layer never reads the originals again */
     if (st == KI_OK && (ki_conv2d_has_wino(c) || c->ov_a || c->ov_h) &&
         ki_op_release_attr(op, ki_op_attr(op, "weight"))) {
@@ -301,7 +304,8 @@ size_t ki_conv2d_workspace_for(const ki_conv2d *c, const ki_conv2d_geom *g, ki_c
         return ki_conv2d_ov_workspace(c, g, n_threads);
     }
     if (p == KI_CONV2D_DIRECT) {
-        return ki_conv2d_direct_workspace(c);
+        return ki_conv2d_s2d_on(c) ? ki_conv2d_s2d_scratch(c, g->ow)
+                                   : ki_conv2d_direct_workspace(c);
     }
     if (p != KI_CONV2D_GEMM && p != KI_CONV2D_GEMM1) {
         return 0;
@@ -457,6 +461,7 @@ static void conv_destroy(void *state)
     ki_conv2d *c = state;
     if (c) {
         conv_destroy(c->dwf);
+        conv_destroy(c->s2d);
         free(c->wino_u);
         free(c->wino_h);
         free(c->wino_f);

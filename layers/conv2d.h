@@ -191,6 +191,10 @@ typedef struct ki_conv2d {
     ki_ov_ukernel ov_uk;
     ki_ov_ukernel_h ov_ukh;
     ki_ov_store_fn ov_st;
+    /* A 6x6 stride-2 stem on the direct path run as space-to-depth and Winograd F(4x4)
+     * (conv2d_s2d.c): the 3x3 stride-1 layer over its 4 x in_ch space-to-depth channels, with its
+     * Winograd weights (owned; NULL when the layer does not take it, ki_conv2d_want_s2d) */
+    struct ki_conv2d *s2d;
 } ki_conv2d;
 
 /* Sizes for one concrete input. */
@@ -360,6 +364,33 @@ void ki_conv2d_direct_pack(const ki_conv2d *c, float *restrict wp);
 void ki_conv2d_direct_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                            const float *wp, int64_t n, int64_t r0, int64_t r1, float *restrict dst,
                            int64_t cstride);
+/* conv2d_s2d.c: a 6x6 stride-2 layer with padding 2 (YOLOv5's stem) as the 3x3 stride-1 layer
+ * with padding 1 over its space-to-depth input z[(ic, py, px)][Y][X] = x[ic][2Y + py][2X + px],
+ * whose weights are w[o][ic][2ty + py][2tx + px] at tap (ty, tx), on Winograd F(4x4): 36
+ * products per 16 outputs and input channel where the direct path takes 144. Whether the shape
+ * qualifies; the hidden layer (c->s2d) built at create from c's weights; whether a run takes it
+ * (not with a fused residual or pool, which stay on the direct rows); the scratch bytes of a
+ * thread for outputs ow wide; output rows [r0, r1) of image n, every channel, into dst (row r
+ * at dst + (r - r0) * ow, channels cstride apart) with the epilogue, through the scratch. The
+ * rows are computed in runs of KI_S2D_RUN whose tiles start at a multiple of it, so an output
+ * has the same bits however the rows are split (alone, by ki_conv2d_forward_direct, or band by
+ * band with the next layer, ki_conv2d_forward_pwdw); a run only partly inside [r0, r1) goes
+ * through the scratch. */
+/* Output rows a run: two rows of F(4x4) tiles. A run copies the z rows of its own rows and two
+ * more, so one row of tiles copied 6 z rows per 4 output rows where this copies 10 per 8, and the
+ * band it fills holds 8 new rows (docs/performance.md). */
+#define KI_S2D_RUN 8
+bool ki_conv2d_s2d_shape_ok(const ki_conv2d *c);
+ki_status ki_conv2d_s2d_prepare(ki_conv2d *c, ki_error *err);
+bool ki_conv2d_s2d_on(const ki_conv2d *c);
+size_t ki_conv2d_s2d_scratch(const ki_conv2d *c, int64_t ow);
+void ki_conv2d_s2d_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t n,
+                        int64_t r0, int64_t r1, float *restrict dst, int64_t cstride,
+                        float *scratch);
+/* The layer alone (ki_conv2d_forward_direct when ki_conv2d_s2d_on): the team's runs of rows, each
+ * thread through ki_conv2d_s2d_scratch bytes of its slice. */
+void ki_conv2d_forward_s2d(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                           float *restrict out, const ki_exec *ex);
 /* The direct path with the max pool of c->pool after it (resnet's stem): each thread computes a
  * band of the convolution's rows for every channel into its slice of the workspace (the bytes
  * of ki_conv2d_direct_pool_workspace per thread) and pools it from L2 into out, of the pool's
@@ -491,6 +522,12 @@ void ki_wino_fu_ref(const float *g, int64_t kc, float *restrict u, int64_t pstri
 void ki_wino_fu_avx2(const float *g, int64_t kc, float *restrict u, int64_t pstride);
 void ki_wino_fu_avx512(const float *g, int64_t kc, float *restrict u, int64_t pstride);
 size_t ki_conv2d_wino_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads);
+/* Image x of geometry g on this thread alone, a panel of tiles at a time through v (the floats
+ * of ki_conv2d_wino_alone_floats: one panel's V and M), its output planes ys floats apart from
+ * y; the bias in the output transform, no activation (conv2d_s2d.c). */
+size_t ki_conv2d_wino_alone_floats(const ki_conv2d *c);
+void ki_conv2d_wino_alone(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, float *y,
+                          int64_t ys, float *v);
 void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex);
 /* The transforms (wino_xform.h) take tiles in groups of KI_WINO_LANES: a range [tb, te) starts at
@@ -566,13 +603,15 @@ ki_status ki_conv2d_parse(const ki_op_desc *op, const int64_t wd[4], ki_conv2d *
 void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa);
 /* At create: whether the weights are stored as binary16 (stored), whether to keep them so;
  * which Winograd variant to prepare (4, 2 or 0; *ov: its products on the OV kernel, *wh: F(2x2)
- * on binary16 weights); whether to repack the weights for the OV path; whether to run band by
- * band with next (a depthwise nn.Conv2d). */
+ * on binary16 weights); whether to repack the weights for the OV path; whether a 6x6 stride-2
+ * stem runs as space-to-depth and Winograd; whether to run band by band with next (a depthwise
+ * nn.Conv2d). */
 bool ki_conv2d_half_stored(const ki_conv2d *c);
 bool ki_conv2d_want_half(const ki_conv2d *c, bool stored);
 int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, bool stored, bool *ov,
                         bool *wh);
 bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op);
+bool ki_conv2d_want_s2d(const ki_conv2d *c);
 bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next);
 /* The path and kernels this layer runs for input shape in, e.g. "winograd F(4x4) avx2", into buf.
  */

@@ -141,6 +141,10 @@ static void direct_body(void *arg, const ki_part *p)
 void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                               float *restrict out, const ki_exec *ex)
 {
+    if (ki_conv2d_s2d_on(c)) {
+        ki_conv2d_forward_s2d(c, g, in, out, ex);
+        return;
+    }
     ki_conv2d_job j = { c, g, in, out, ex, false };
     ki_team_run(ex, direct_body, &j);
 }

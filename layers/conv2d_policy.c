@@ -317,6 +317,18 @@ bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op)
                                      n <= KI_OV_1X1_MAX_PIXELS && ov_blocks_full(c));
 }
 
+/* Whether a 6x6 stride-2 stem on the direct path runs as space-to-depth and Winograd F(4x4)
+ * (conv2d_s2d.c): where the direct path runs (a vector row kernel), from KI_S2D_MIN_OUT output
+ * channels. Its Winograd weights take 36 floats per channel pair (YOLOv5's stem: 55 KB), so no
+ * declared size is needed. Faster than the direct rows at AVX2 and AVX-512, alone and in the bands
+ * with the next layer (docs/performance.md). */
+#define KI_S2D_MIN_OUT 8
+bool ki_conv2d_want_s2d(const ki_conv2d *c)
+{
+    return c->weight && c->direct && ki_conv2d_direct_shape_ok(c) && ki_conv2d_s2d_shape_ok(c) &&
+           c->out_ch >= KI_S2D_MIN_OUT;
+}
+
 bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p)
 {
     switch (p) {
@@ -413,7 +425,9 @@ void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_
         snprintf(buf, n, "direct+maxpool %s", isa);
     } else if (c->dwf) {
         snprintf(buf, n, "%s+%s bands %s",
-                 c->weight && ki_conv2d_is_pointwise(c) ? "1x1" : "direct",
+                 c->weight && ki_conv2d_is_pointwise(c) ? "1x1"
+                 : ki_conv2d_s2d_on(c)                  ? "space-to-depth winograd"
+                                                        : "direct",
                  c->dwf_dense ? "conv" : "depthwise", isa);
     } else {
         ki_conv2d_path p = ki_conv2d_pick(c, &g);
@@ -424,6 +438,8 @@ void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_
                      : c->wino_f ? " U per block"
                                  : "",
                      isa);
+        } else if (p == KI_CONV2D_DIRECT && ki_conv2d_s2d_on(c)) {
+            snprintf(buf, n, "space-to-depth winograd F(4x4) %s", isa);
         } else if (p == KI_CONV2D_DW) {
             snprintf(buf, n, "depthwise%s %s", ki_conv2d_dw_in_place(c) ? " in place" : "", isa);
         } else {

@@ -312,6 +312,7 @@ typedef struct wino_run {
     int64_t unit; /* tiles of a blocked item (wino_unit) */
     bool post;    /* the activation is applied on each finished plane (not a clamp) */
     float lo, hi;
+    int64_t ys; /* floats between the output planes */
 } wino_run;
 
 /* The products of panels p0..p0+cnt-1 at position pos: U[pos] (out x in) times V[pos] (packed
@@ -438,8 +439,8 @@ static void wino_finish(const wino_run *r, const float *m, int64_t pstride, floa
                         const float *res, int64_t ch, int64_t tb, int64_t te)
 {
     const ki_conv2d *c = r->c;
-    int64_t ohw = r->g->oh * r->g->ow;
-    c->wino_out(m, pstride, y + ch * ohw, res ? res + ch * ohw : NULL, &r->tg, tb, te,
+    const int64_t ys = r->ys;
+    c->wino_out(m, pstride, y + ch * ys, res ? res + ch * ys : NULL, &r->tg, tb, te,
                 c->ep.bias ? c->ep.bias[ch] : 0.0f, r->lo, r->hi);
 }
 
@@ -482,6 +483,31 @@ static void wino_image_alone(const wino_run *r, const float *x, float *y, const 
     const int64_t tiles = r->tg.tiles, end = wino_by_lanes(r->c) ? tiles : r->np * KI_GEMM_NR;
     for (int64_t tb = 0; tb < end; tb += KI_GEMM_NR) {
         wino_panel(r, x, y, res, v, priv, tb, tb + KI_GEMM_NR < end ? tb + KI_GEMM_NR : end);
+    }
+}
+
+size_t ki_conv2d_wino_alone_floats(const ki_conv2d *c)
+{
+    size_t v, m;
+    return wino_floats(c, KI_GEMM_NR, &v, &m) && ki_ckd_add(&v, v, m) ? v : 0;
+}
+
+void ki_conv2d_wino_alone(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, float *y,
+                          int64_t ys, float *v)
+{
+    const int64_t wm = c->wino_m, tiles = ki_conv2d_wino_tiles(g->oh, g->ow, (int)wm);
+    const wino_run r = { c,
+                         g,
+                         { (g->ow + wm - 1) / wm, tiles, c->pt, c->pl, g->oh, g->ow, wm },
+                         (wm + 2) * (wm + 2),
+                         (tiles + KI_GEMM_NR - 1) / KI_GEMM_NR,
+                         KI_GEMM_NR,
+                         false,
+                         -INFINITY,
+                         INFINITY,
+                         ys };
+    if (tiles > 0 && c->out_ch > 0) {
+        wino_image_alone(&r, x, y, NULL, v, NULL);
     }
 }
 
@@ -678,7 +704,8 @@ void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const f
                    wino_unit(c, ex->n_threads),
                    post,
                    post ? -INFINITY : gf.lo,
-                   post ? INFINITY : gf.hi };
+                   post ? INFINITY : gf.hi,
+                   g->oh * g->ow };
     if (tiles == 0 || c->out_ch == 0) {
         return;
     }

@@ -860,25 +860,40 @@ static void test_pwdw_fuse(void **unused)
  * layer after it (and its SiLU) when the data between them is declared large and the dense
  * layer's weights and packed panels fit half of L2 (yolov5s's stem and the 32 -> 64 layer after
  * it): the fused layer equals the two, bit for bit, whatever the size (several bands per thread,
- * bands cut at the bottom, odd widths, planes of one to three rows, batch 2), on 1-3 threads.
+ * bands cut at the bottom, odd widths, planes of one to three rows, batch 2), on 1-3 threads;
+ * also with a 6x6 stride-2 stem on space-to-depth Winograd, whose runs of rows a band may start
+ * inside.
  * Refused: a dense layer too large for that (256 -> 256), a stride-1 one (no 3-wide stride-2
  * packing), and no fusion at the generic level. */
 static void pwdw_dense_at_level(void)
 {
     enum { IC = 24, CH = 32, OC = 40, BIG = 256 };
     static float w1[CH * IC], b1[CH], ws[CH * 3 * 9], w2[OC * CH * 9], b2[OC], wb[BIG * BIG * 9];
-    static float x[2 * IC * 90 * 122];
+    static float w6[CH * 3 * 36], x[2 * IC * 90 * 122];
     static const int64_t sizes[][4] = { { 1, IC, 90, 122 }, { 2, IC, 30, 34 }, { 1, IC, 3, 9 },
                                         { 1, IC, 17, 16 },  { 2, IC, 1, 5 },   { 1, IC, 61, 37 },
                                         { 1, IC, 2, 40 } };
+    /* for the 6x6 stem (at least 2 rows and columns); 160 x 200: a thread's first band starting
+     * inside a run of its rows on 3 threads */
+    static const int64_t sizes6[][4] = { { 1, 3, 90, 122 }, { 2, 3, 30, 34 },  { 1, 3, 2, 9 },
+                                         { 1, 3, 17, 16 },  { 2, 3, 2, 5 },    { 1, 3, 61, 37 },
+                                         { 1, 3, 2, 40 },   { 1, 3, 160, 200 } };
     uint64_t s = 23;
     trng_fill(&s, w1, sizeof w1 / 4), trng_fill(&s, b1, CH), trng_fill(&s, ws, sizeof ws / 4);
+    trng_fill(&s, w6, sizeof w6 / 4);
     trng_fill(&s, w2, sizeof w2 / 4), trng_fill(&s, b2, OC);
     const int64_t big[4] = { 1, CH, 320, 320 }, bigb[4] = { 1, BIG, 320, 320 };
     const ki_shape decl = ki_shape_make(4, big), declb = ki_shape_make(4, bigb);
-    top pw, stem, silu1, silu2, dense, s1, huge, pwb;
+    top pw, stem, stem6, silu1, silu2, dense, s1, huge, pwb;
     top_conv_like(&pw, "nn.Conv2d", IC, CH, 1, 1, 1, w1, b1);
     stem_conv(&stem, 3, CH, 3, ws, b1); /* 3 -> 32 channels, 3x3 stride 2: the direct path */
+    /* 3 -> 32 channels, 6x6 stride 2, padding 2: space-to-depth Winograd */
+    const int64_t wd6[4] = { CH, 3, 6, 6 }, nb6 = CH;
+    top_init(&stem6, "nn.Conv2d", 1, 1);
+    top_attr(&stem6, "weight", 4, wd6, w6);
+    top_attr(&stem6, "bias", 1, &nb6, b1);
+    top_ints2(&stem6, "stride", 2, 2);
+    top_ints2(&stem6, "padding", 2, 2);
     top_init(&silu1, "nn.SiLU", 1, 1);
     top_init(&silu2, "nn.SiLU", 1, 1);
     stem_conv(&dense, CH, OC, 3, w2, b2); /* 32 -> 40, 3x3 stride 2, padding 1 */
@@ -901,9 +916,9 @@ static void pwdw_dense_at_level(void)
     assert_int_equal(top_create(&pw, &ops, &t, &err), KI_OK);
     assert_false(ops->fuse(t, &s1.d, 0));
     ops->destroy(t);
-    for (int q = 0; q < 2; q++) {
-        const top *first = q == 0 ? &stem : &pw;
-        const int64_t ic = q == 0 ? 3 : IC;
+    for (int q = 0; q < 3; q++) {
+        const top *first = q == 0 ? &stem : q == 1 ? &pw : &stem6;
+        const int64_t ic = q == 1 ? IC : 3;
         void *plain, *pd, *fused;
         assert_int_equal(top_create(first, &ops, &plain, &err), KI_OK);
         assert_int_equal(top_create(&dense, &ops, &pd, &err), KI_OK);
@@ -918,8 +933,17 @@ static void pwdw_dense_at_level(void)
         }
         assert_true(ops->fuse(fused, &silu2.d, 0));
         assert_false(ops->fuse(fused, &silu1.d, 0)); /* one activation */
-        fused_equals_pair(ops, plain, pd, fused, sizes, sizeof sizes / sizeof sizes[0], ic, x, &s,
-                          q);
+        if (q == 2) {
+            char name[96];
+            const ki_shape in6 = ki_shape_make(4, sizes6[0]);
+            ops->describe(fused, &in6, 1, name, sizeof name);
+            assert_non_null(strstr(name, "space-to-depth winograd+conv bands"));
+            fused_equals_pair(ops, plain, pd, fused, sizes6, sizeof sizes6 / sizeof sizes6[0], ic,
+                              x, &s, q);
+        } else {
+            fused_equals_pair(ops, plain, pd, fused, sizes, sizeof sizes / sizeof sizes[0], ic, x,
+                              &s, q);
+        }
         ops->destroy(plain), ops->destroy(pd), ops->destroy(fused);
     }
 }
