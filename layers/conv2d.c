@@ -304,8 +304,8 @@ size_t ki_conv2d_workspace_for(const ki_conv2d *c, const ki_conv2d_geom *g, ki_c
         return ki_conv2d_ov_workspace(c, g, n_threads);
     }
     if (p == KI_CONV2D_DIRECT) {
-        return ki_conv2d_s2d_on(c) ? ki_conv2d_s2d_scratch(c, g->ow)
-                                   : ki_conv2d_direct_workspace(c);
+        return ki_conv2d_s2d_on(c, g->ow) ? ki_conv2d_s2d_scratch(c, g->ow)
+                                          : ki_conv2d_direct_workspace(c);
     }
     if (p != KI_CONV2D_GEMM && p != KI_CONV2D_GEMM1) {
         return 0;

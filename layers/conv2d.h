@@ -368,8 +368,9 @@ void ki_conv2d_direct_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const fl
  * with padding 1 over its space-to-depth input z[(ic, py, px)][Y][X] = x[ic][2Y + py][2X + px],
  * whose weights are w[o][ic][2ty + py][2tx + px] at tap (ty, tx), on Winograd F(4x4): 36
  * products per 16 outputs and input channel where the direct path takes 144. Whether the shape
- * qualifies; the hidden layer (c->s2d) built at create from c's weights; whether a run takes it
- * (not with a fused residual or pool, which stay on the direct rows); the scratch bytes of a
+ * qualifies; the hidden layer (c->s2d) built at create from c's weights; whether a run of outputs
+ * ow wide takes it (not with a fused residual or pool, which stay on the direct rows, nor rows
+ * too wide for the transforms' 32-bit offsets); the scratch bytes of a
  * thread for outputs ow wide; output rows [r0, r1) of image n, every channel, into dst (row r
  * at dst + (r - r0) * ow, channels cstride apart) with the epilogue, through the scratch. The
  * rows are computed in runs of KI_S2D_RUN whose tiles start at a multiple of it, so an output
@@ -382,7 +383,7 @@ void ki_conv2d_direct_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const fl
 #define KI_S2D_RUN 8
 bool ki_conv2d_s2d_shape_ok(const ki_conv2d *c);
 ki_status ki_conv2d_s2d_prepare(ki_conv2d *c, ki_error *err);
-bool ki_conv2d_s2d_on(const ki_conv2d *c);
+bool ki_conv2d_s2d_on(const ki_conv2d *c, int64_t ow);
 size_t ki_conv2d_s2d_scratch(const ki_conv2d *c, int64_t ow);
 void ki_conv2d_s2d_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t n,
                         int64_t r0, int64_t r1, float *restrict dst, int64_t cstride,

@@ -141,7 +141,7 @@ static void direct_body(void *arg, const ki_part *p)
 void ki_conv2d_forward_direct(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                               float *restrict out, const ki_exec *ex)
 {
-    if (ki_conv2d_s2d_on(c)) {
+    if (ki_conv2d_s2d_on(c, g->ow)) {
         ki_conv2d_forward_s2d(c, g, in, out, ex);
         return;
     }

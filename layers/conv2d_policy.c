@@ -426,7 +426,7 @@ void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_
     } else if (c->dwf) {
         snprintf(buf, n, "%s+%s bands %s",
                  c->weight && ki_conv2d_is_pointwise(c) ? "1x1"
-                 : ki_conv2d_s2d_on(c)                  ? "space-to-depth winograd"
+                 : ki_conv2d_s2d_on(c, g.ow)            ? "space-to-depth winograd"
                                                         : "direct",
                  c->dwf_dense ? "conv" : "depthwise", isa);
     } else {
@@ -438,7 +438,7 @@ void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_
                      : c->wino_f ? " U per block"
                                  : "",
                      isa);
-        } else if (p == KI_CONV2D_DIRECT && ki_conv2d_s2d_on(c)) {
+        } else if (p == KI_CONV2D_DIRECT && ki_conv2d_s2d_on(c, g.ow)) {
             snprintf(buf, n, "space-to-depth winograd F(4x4) %s", isa);
         } else if (p == KI_CONV2D_DW) {
             snprintf(buf, n, "depthwise%s %s", ki_conv2d_dw_in_place(c) ? " in place" : "", isa);

@@ -90,8 +90,8 @@ static bool plan_of(const ki_conv2d *c, const ki_conv2d_geom *dg, pwdw_plan *p)
         if (!ki_ckd_mul(&pack, (size_t)c->in_ch, PWDW_GROUP * KI_GEMM_NR * sizeof(float))) {
             return false;
         }
-    } else if ((pack = ki_conv2d_s2d_on(c) ? ki_conv2d_s2d_scratch(c, w)
-                                           : ki_conv2d_direct_workspace(c)) == 0) {
+    } else if ((pack = ki_conv2d_s2d_on(c, w) ? ki_conv2d_s2d_scratch(c, w)
+                                              : ki_conv2d_direct_workspace(c)) == 0) {
         return false; /* the space-to-depth scratch, or the packed weights */
     }
     size_t pack2 = 0; /* a dense second layer's panels: PWDW_GROUP of them, k2 x 32 each */
@@ -214,7 +214,7 @@ static void rows_of_image(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_
         }
         if (from < hi && pw) {
             expand(c, g, x, from, hi, buf + (from - lo) * w, p->cstride, pack);
-        } else if (from < hi && ki_conv2d_s2d_on(c)) {
+        } else if (from < hi && ki_conv2d_s2d_on(c, g->ow)) {
             ki_conv2d_s2d_rows(c, g, in, n, from, hi, buf + (from - lo) * w, p->cstride, pack);
         } else if (from < hi) {
             ki_conv2d_direct_rows(c, g, in, pack, n, from, hi, buf + (from - lo) * w, p->cstride);
@@ -253,7 +253,7 @@ static void pwdw_body(void *arg, const ki_part *pt)
     float *buf = ki_exec_slice(j->ex, pt->tid);
     float *pack = (float *)((char *)buf + p.buf_bytes), *pack2 = (float *)((char *)buf + p.pack2);
     const int64_t y0 = oh * pt->tid / pt->nt, y1 = oh * (pt->tid + 1) / pt->nt;
-    if (!ki_conv2d_is_pointwise(c) && !ki_conv2d_s2d_on(c)) {
+    if (!ki_conv2d_is_pointwise(c) && !ki_conv2d_s2d_on(c, g->ow)) {
         ki_conv2d_direct_pack(c, pack); /* each thread its own copy: no barrier */
     }
     for (int64_t n = 0; n < g->in.n && y0 < y1; n++) {

@@ -79,10 +79,12 @@ ki_status ki_conv2d_s2d_prepare(ki_conv2d *c, ki_error *err)
     return KI_OK;
 }
 
-bool ki_conv2d_s2d_on(const ki_conv2d *c)
+bool ki_conv2d_s2d_on(const ki_conv2d *c, int64_t ow)
 {
-    /* a copy given other kernels since (tests) runs the direct rows of those */
-    return c->s2d && c->s2d->isa == c->isa && c->direct && !c->residual && !c->pool;
+    /* a copy given other kernels since (tests) runs the direct rows of those; the transforms
+     * index a run's z planes (KI_S2D_RUN + 2 rows of ow + 1) with 32-bit lanes */
+    return c->s2d && c->s2d->isa == c->isa && c->direct && !c->residual && !c->pool &&
+           ow < INT32_MAX / 16 / (KI_S2D_RUN + 2);
 }
 
 /* Floats rounded up to a cache line's 16. */
