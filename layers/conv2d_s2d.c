@@ -81,8 +81,8 @@ ki_status ki_conv2d_s2d_prepare(ki_conv2d *c, ki_error *err)
 
 bool ki_conv2d_s2d_on(const ki_conv2d *c, int64_t ow)
 {
-    /* a copy given other kernels since (tests) runs the direct rows of those; the transforms
-     * index a run's z planes (KI_S2D_RUN + 2 rows of ow + 1) with 32-bit lanes */
+    /* a copy whose kernels were changed after create (a test's) runs the direct rows of its level;
+     * the transforms index a run's z planes (KI_S2D_RUN + 2 rows of ow + 1) with 32-bit lanes */
     return c->s2d && c->s2d->isa == c->isa && c->direct && !c->residual && !c->pool &&
            ow < INT32_MAX / 16 / (KI_S2D_RUN + 2);
 }
