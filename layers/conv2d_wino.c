@@ -492,21 +492,30 @@ size_t ki_conv2d_wino_alone_floats(const ki_conv2d *c)
     return wino_floats(c, KI_GEMM_NR, &v, &m) && ki_ckd_add(&v, v, m) ? v : 0;
 }
 
+/* The run of layer c on geometry g: its tiles, items of `unit` tiles, the finishing step (post:
+ * the activation on the finished planes; lo, hi: the clamp in the output transform) and the
+ * output planes ys floats apart. */
+static wino_run wino_run_of(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t unit, bool post,
+                            float lo, float hi, int64_t ys)
+{
+    const int64_t wm = c->wino_m, tiles = ki_conv2d_wino_tiles(g->oh, g->ow, (int)wm);
+    return (wino_run){ c,
+                       g,
+                       { (g->ow + wm - 1) / wm, tiles, c->pt, c->pl, g->oh, g->ow, wm },
+                       (wm + 2) * (wm + 2),
+                       (tiles + KI_GEMM_NR - 1) / KI_GEMM_NR,
+                       unit,
+                       post,
+                       lo,
+                       hi,
+                       ys };
+}
+
 void ki_conv2d_wino_alone(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, float *y,
                           int64_t ys, float *v)
 {
-    const int64_t wm = c->wino_m, tiles = ki_conv2d_wino_tiles(g->oh, g->ow, (int)wm);
-    const wino_run r = { c,
-                         g,
-                         { (g->ow + wm - 1) / wm, tiles, c->pt, c->pl, g->oh, g->ow, wm },
-                         (wm + 2) * (wm + 2),
-                         (tiles + KI_GEMM_NR - 1) / KI_GEMM_NR,
-                         KI_GEMM_NR,
-                         false,
-                         -INFINITY,
-                         INFINITY,
-                         ys };
-    if (tiles > 0 && c->out_ch > 0) {
+    const wino_run r = wino_run_of(c, g, KI_GEMM_NR, false, -INFINITY, INFINITY, ys);
+    if (r.tg.tiles > 0 && c->out_ch > 0) {
         wino_image_alone(&r, x, y, NULL, v, NULL);
     }
 }
@@ -691,22 +700,13 @@ static void wino_each_image(void *arg, const ki_part *pt)
 void ki_conv2d_forward_wino(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex)
 {
-    const int64_t wm = c->wino_m;
-    const int64_t tiles = ki_conv2d_wino_tiles(g->oh, g->ow, (int)wm);
     ki_gemm_fin gf;
     /* clamp-type activations finish in the output transform, the others on the plane after it */
-    bool post = !ki_gemm_fin_of(&c->ep, 0, NULL, &gf);
-    wino_run r = { c,
-                   g,
-                   { (g->ow + wm - 1) / wm, tiles, c->pt, c->pl, g->oh, g->ow, wm },
-                   (wm + 2) * (wm + 2),
-                   (tiles + KI_GEMM_NR - 1) / KI_GEMM_NR,
-                   wino_unit(c, ex->n_threads),
-                   post,
-                   post ? -INFINITY : gf.lo,
-                   post ? INFINITY : gf.hi,
-                   g->oh * g->ow };
-    if (tiles == 0 || c->out_ch == 0) {
+    const bool post = !ki_gemm_fin_of(&c->ep, 0, NULL, &gf);
+    const wino_run r =
+        wino_run_of(c, g, wino_unit(c, ex->n_threads), post, post ? -INFINITY : gf.lo,
+                    post ? INFINITY : gf.hi, g->oh * g->ow);
+    if (r.tg.tiles == 0 || c->out_ch == 0) {
         return;
     }
     wino_job j = { &r, in, out, ex };
