@@ -586,6 +586,11 @@ void ki_ov_ukernel_h_ref(int64_t k, const uint16_t *a, const float *b, int pw, i
 void ki_ov_ukernel_h_avx512(int64_t k, const uint16_t *a, const float *b, int pw, int64_t ldb,
                             bool acc, const float *bias, float lo, float hi, float *restrict t,
                             ki_ov_pf pf);
+/* conv2d_gemm.c: d[ox] = src[ox * c->sw + off] for ox < len, zero where that column lies outside
+ * the input row src of w columns (the zero padding), stride 1 or 2 (c->gather2); one tap's row of
+ * an im2col, and the space-to-depth rows of conv2d_s2d.c. */
+void ki_conv2d_tap_row(const ki_conv2d *c, const float *src, int64_t w, int64_t off, int64_t len,
+                       float *restrict d);
 /* conv2d_gemm.c: columns j0..j0+nr of the column matrix B (k rows: im2col when use_col, else the
  * input planes of a 1x1 convolution) into dst with row stride pw >= nr, zero-filled past nr. */
 void ki_conv2d_pack_cols(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col, const float *x,

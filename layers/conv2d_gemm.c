@@ -51,6 +51,14 @@ static void zero_pad_run(const ki_conv2d *c, const float *src, int64_t w, int64_
     memset(d + b, 0, (size_t)(len - b) * sizeof *d);
 }
 
+void ki_conv2d_tap_row(const ki_conv2d *c, const float *src, int64_t w, int64_t off, int64_t len,
+                       float *restrict d)
+{
+    int64_t lo, hi;
+    valid_range(off, c->sw, w, len, &lo, &hi);
+    zero_pad_run(c, src, w, 0, len, lo, hi, off, d);
+}
+
 /* Columns [j0, j0+nr) of the column-matrix row for input plane `plane` seen through kernel tap
  * (ky,kx), for the reflect / replicate / circular modes (zero padding: pack_zero_padded): output
  * pixels j0.. walked in runs along output rows. */

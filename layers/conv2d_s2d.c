@@ -9,10 +9,11 @@
  *
  * Output rows go in runs of KI_S2D_RUN (two rows of tiles) starting at multiples of it: for each
  * run the z rows it reads (KI_S2D_RUN + 2, zero outside the image) are copied into the thread's
- * scratch, de-interleaved by c->gather2, and the hidden layer runs on them as an image padded only
- * left, its tiles a panel at a time (ki_conv2d_wino_alone); then the activation, row by row. Every
- * output is thus computed by the same operations whether the layer runs alone or band by band with
- * the next one (conv2d_pwdw.c): the same bits. Compiled without ISA flags; thread-safe. */
+ * scratch, one parity of a row at a time (ki_conv2d_tap_row), and the hidden layer runs on them as
+ * an image padded only left, its tiles a panel at a time (ki_conv2d_wino_alone); then the
+ * activation, row by row. Every output is thus computed by the same operations whether the layer
+ * runs alone or band by band with the next one (conv2d_pwdw.c): the same bits. Compiled without ISA
+ * flags; thread-safe. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,20 +118,6 @@ size_t ki_conv2d_s2d_scratch(const ki_conv2d *c, int64_t ow)
                : 0;
 }
 
-/* d[X] = r[2X + off] for X < n where 2X + off < w, zero past that (one parity of a row). */
-static void parity(const ki_conv2d *c, const float *r, int64_t w, int64_t off, int64_t n,
-                   float *restrict d)
-{
-    const int64_t have = (w - off + 1) / 2 < n ? (w - off + 1) / 2 : n; /* 2X + off < w */
-    /* gather2 also reads the column after each one it keeps: keep that inside the row */
-    const int64_t g = have > 0 && 2 * (have - 1) + off + 1 >= w ? have - 1 : have;
-    c->gather2(r + off, d, g);
-    for (int64_t i = g; i < have; i++) {
-        d[i] = r[2 * i + off];
-    }
-    memset(d + have, 0, (size_t)(n - have) * sizeof *d);
-}
-
 /* The z rows [a - 1, a - 1 + zr) of image x (channels of h x w) into z, wz columns a row. */
 static void z_rows(const ki_conv2d *c, const float *x, int64_t h, int64_t w, int64_t a, int64_t zr,
                    int64_t wz, float *restrict z)
@@ -143,7 +130,8 @@ static void z_rows(const ki_conv2d *c, const float *x, int64_t h, int64_t w, int
                 if (iy < 0 || iy >= h) {
                     memset(d, 0, (size_t)wz * sizeof *d);
                 } else {
-                    parity(c, x + (i * h + iy) * w, w, q % 2, wz, d);
+                    /* one parity of the row: the stem's stride is 2 */
+                    ki_conv2d_tap_row(c, x + (i * h + iy) * w, w, q % 2, wz, d);
                 }
             }
         }
