@@ -168,6 +168,9 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
     if (st == KI_OK && ki_conv2d_want_s2d(c)) {
         st = ki_conv2d_s2d_prepare(c, err);
     }
+    if (st == KI_OK && ki_conv2d_want_ws2(c, op)) {
+        st = ki_conv2d_ws2_prepare(c, err);
+    }
     /* with its own form of the weights the layer never reads the originals again */
     if (st == KI_OK && (ki_conv2d_has_wino(c) || c->ov_a || c->ov_h) &&
         ki_op_release_attr(op, ki_op_attr(op, "weight"))) {
@@ -303,6 +306,9 @@ size_t ki_conv2d_workspace_for(const ki_conv2d *c, const ki_conv2d_geom *g, ki_c
     if (p == KI_CONV2D_OV) {
         return ki_conv2d_ov_workspace(c, g, n_threads);
     }
+    if (p == KI_CONV2D_WS2) {
+        return ki_conv2d_ws2_workspace(c, g);
+    }
     if (p == KI_CONV2D_DIRECT) {
         return ki_conv2d_s2d_on(c, g->ow) ? ki_conv2d_s2d_scratch(c, g->ow)
                                           : ki_conv2d_direct_workspace(c);
@@ -357,6 +363,9 @@ void ki_conv2d_run(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p
         break;
     case KI_CONV2D_DOT:
         ki_conv2d_forward_dot(c, g, in, out, ex);
+        break;
+    case KI_CONV2D_WS2:
+        ki_conv2d_forward_ws2(c, g, in, out, ex);
         break;
     }
 }
@@ -467,6 +476,7 @@ static void conv_destroy(void *state)
         free(c->wino_f);
         free(c->ov_a);
         free(c->ov_h);
+        free(c->ws2_u);
     }
     free(state);
 }
@@ -555,6 +565,9 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
         if (!dw && !c->dwf_dense) {
             conv_destroy(c->dwf);
             c->dwf = NULL;
+        } else { /* it runs in the bands: a two-phase Winograd form of its weights goes unused */
+            free(c->dwf->ws2_u);
+            c->dwf->ws2_u = NULL;
         }
         return c->dwf != NULL;
     }

@@ -120,6 +120,31 @@ typedef struct ki_conv2d_rows {
     int64_t cs, y0, y1;
 } ki_conv2d_rows;
 
+/* An item of the two-phase stride-2 Winograd (conv2d_ws2.c): tiles [t0, t0 + nt) of an image's
+ * grid of 4x4 output tiles, tw to a row (nt <= KI_WS2_NT, a GEMM panel); each tile's 9 x 9 input
+ * patch from row y0 and column x0 (odd: the padding row and column before the first). Its
+ * transforms (ws2_xform.h): input, V[p][ch][l] (81 positions p, ic channels, KI_WS2_NT lanes;
+ * zeros past nt) from the image x; output, the raw sums of channel row ol of the block's products
+ * m[p][rows][KI_WS2_NT] into the channel's output plane y. */
+#define KI_WS2_NT KI_GEMM_NR
+typedef struct ki_ws2_item {
+    int64_t t0, nt, tw;
+    int64_t y0[KI_WS2_NT], x0[KI_WS2_NT];
+} ki_ws2_item;
+struct ki_conv2d_geom;
+typedef void (*ki_ws2_in_fn)(const struct ki_conv2d_geom *g, const ki_ws2_item *it, const float *x,
+                             int64_t ic, float *restrict v);
+typedef void (*ki_ws2_out_fn)(const struct ki_conv2d_geom *g, const ki_ws2_item *it, const float *m,
+                              int64_t rows, int64_t ol, float *restrict y);
+void ki_ws2_input_ref(const struct ki_conv2d_geom *g, const ki_ws2_item *it, const float *x,
+                      int64_t ic, float *restrict v);
+void ki_ws2_output_ref(const struct ki_conv2d_geom *g, const ki_ws2_item *it, const float *m,
+                       int64_t rows, int64_t ol, float *restrict y);
+void ki_ws2_input_avx2(const struct ki_conv2d_geom *g, const ki_ws2_item *it, const float *x,
+                       int64_t ic, float *restrict v);
+void ki_ws2_output_avx2(const struct ki_conv2d_geom *g, const ki_ws2_item *it, const float *m,
+                        int64_t rows, int64_t ol, float *restrict y);
+
 typedef struct ki_conv2d {
     int64_t in_ch, out_ch, groups;
     int64_t kh, kw, sh, sw, dh, dw;
@@ -195,6 +220,13 @@ typedef struct ki_conv2d {
      * (conv2d_s2d.c): the 3x3 stride-1 layer over its 4 x in_ch space-to-depth channels, with its
      * Winograd weights (owned; NULL when the layer does not take it, ki_conv2d_want_s2d) */
     struct ki_conv2d *s2d;
+    /* A 3x3 stride-2 layer with padding 1 as Winograd over the input's two phases
+     * (conv2d_ws2.c): its 36 distinct transformed weights [36][out_ch rounded up to
+     * KI_GEMM_MR][in_ch] (owned; NULL when the layer does not take it, ki_conv2d_want_ws2), and
+     * its transforms for this CPU */
+    float *ws2_u;
+    ki_ws2_in_fn ws2_in;
+    ki_ws2_out_fn ws2_out;
 } ki_conv2d;
 
 /* Sizes for one concrete input. */
@@ -222,7 +254,8 @@ typedef enum ki_conv2d_path {
     KI_CONV2D_WINO,    /* 3x3 stride 1: Winograd F(4x4,3x3) or F(2x2,3x3), see ki_conv2d_wino_* */
     KI_CONV2D_OV,      /* im2col + a GEMM vectorised over output channels (see ki_conv2d_ov_*) */
     KI_CONV2D_DIRECT,  /* few input channels: direct, AVX2 / AVX-512 (see ki_conv2d_direct_*) */
-    KI_CONV2D_DOT      /* 1x1 on one pixel per image: a dot product per output (forward_dot) */
+    KI_CONV2D_DOT,     /* 1x1 on one pixel per image: a dot product per output (forward_dot) */
+    KI_CONV2D_WS2      /* 3x3 stride 2: Winograd over the input's two phases (conv2d_ws2.c) */
 } ki_conv2d_path;
 
 /* Fewest output tiles per image for which a layer gets Winograd. F(4x4,3x3) (36 products per
@@ -391,6 +424,16 @@ void ki_conv2d_s2d_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const float
 /* The layer alone (ki_conv2d_forward_direct when ki_conv2d_s2d_on): the team's runs of rows, each
  * thread through ki_conv2d_s2d_scratch bytes of its slice. */
 void ki_conv2d_forward_s2d(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                           float *restrict out, const ki_exec *ex);
+/* conv2d_ws2.c: 3x3 stride-2 layers with padding 1 as Winograd over the input's two phases (81
+ * products per 4x4 output tile and channel pair instead of 144). prepare: U into c->ws2_u; tiles:
+ * the 4x4 output tiles of one image; workspace: bytes per thread (0 when too large); forward: the
+ * team over items of KI_GEMM_NR tiles. */
+bool ki_conv2d_ws2_shape_ok(const ki_conv2d *c);
+ki_status ki_conv2d_ws2_prepare(ki_conv2d *c, ki_error *err);
+int64_t ki_conv2d_ws2_tiles(const ki_conv2d_geom *g);
+size_t ki_conv2d_ws2_workspace(const ki_conv2d *c, const ki_conv2d_geom *g);
+void ki_conv2d_forward_ws2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                            float *restrict out, const ki_exec *ex);
 /* The direct path with the max pool of c->pool after it (resnet's stem): each thread computes a
  * band of the convolution's rows for every channel into its slice of the workspace (the bytes
@@ -610,7 +653,8 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa);
 /* At create: whether the weights are stored as binary16 (stored), whether to keep them so;
  * which Winograd variant to prepare (4, 2 or 0; *ov: its products on the OV kernel, *wh: F(2x2)
  * on binary16 weights); whether to repack the weights for the OV path; whether a 6x6 stride-2
- * stem runs as space-to-depth and Winograd; whether to run band by band with next (a depthwise
+ * stem runs as space-to-depth and Winograd; whether a 3x3 stride-2 layer takes the two-phase
+ * Winograd (conv2d_ws2.c); whether to run band by band with next (a depthwise
  * nn.Conv2d). */
 bool ki_conv2d_half_stored(const ki_conv2d *c);
 bool ki_conv2d_want_half(const ki_conv2d *c, bool stored);
@@ -618,6 +662,7 @@ int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, boo
                         bool *wh);
 bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op);
 bool ki_conv2d_want_s2d(const ki_conv2d *c);
+bool ki_conv2d_want_ws2(const ki_conv2d *c, const ki_op_desc *op);
 bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next);
 /* The path and kernels this layer runs for input shape in, e.g. "winograd F(4x4) avx2", into buf.
  */

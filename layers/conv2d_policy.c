@@ -33,25 +33,29 @@ typedef struct conv_kernels {
     ki_ov_ukernel ov_uk;
     ki_ov_ukernel_h ov_ukh;
     ki_ov_store_fn ov_st;
+    ki_ws2_in_fn ws2_in;
+    ki_ws2_out_fn ws2_out;
 } conv_kernels;
 
 static const conv_kernels kernels_of[KI_ISA_COUNT] = {
     [KI_ISA_GENERIC] = { ki_cv_epilogue_ref, ki_conv2d_gather2_ref, NULL, NULL,
                          ki_conv2d_direct_row_ref, false, ki_pool_max_s2_ref, NULL,
                          ki_wino_input_ref, ki_wino_output_ref, ki_wino_hu_ref, ki_wino_fu_ref,
-                         ki_ov_ukernel_ref, ki_ov_ukernel_h_ref, ki_ov_tile_store },
+                         ki_ov_ukernel_ref, ki_ov_ukernel_h_ref, ki_ov_tile_store, ki_ws2_input_ref,
+                         ki_ws2_output_ref },
 #if KI_HAVE_X86
     [KI_ISA_AVX2] = { ki_cv_epilogue_avx2, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx2,
                       ki_conv2d_dw3_band_avx2, ki_conv2d_direct_row_avx2, true, ki_pool_max_s2_avx2,
                       ki_conv2d_pack3s2_avx2, ki_wino_input_avx2, ki_wino_output_avx2,
                       ki_wino_hu_ref, ki_wino_fu_avx2, ki_ov_ukernel_avx2, ki_ov_ukernel_h_ref,
-                      ki_ov_tile_store_avx2 },
+                      ki_ov_tile_store_avx2, ki_ws2_input_avx2, ki_ws2_output_avx2 },
     /* vcvtph2ps on zmm (the binary16 kernels) is AVX512F itself */
     [KI_ISA_AVX512] = { ki_cv_epilogue_avx512, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx512,
                         ki_conv2d_dw3_band_avx512, ki_conv2d_direct_row_avx512, true,
                         ki_pool_max_s2_avx512, ki_conv2d_pack3s2_avx512, ki_wino_input_avx512,
                         ki_wino_output_avx512, ki_wino_hu_avx512, ki_wino_fu_avx512,
-                        ki_ov_ukernel_avx512, ki_ov_ukernel_h_avx512, ki_ov_tile_store_avx512 },
+                        ki_ov_ukernel_avx512, ki_ov_ukernel_h_avx512, ki_ov_tile_store_avx512,
+                        ki_ws2_input_avx2, ki_ws2_output_avx2 },
 #endif
 };
 
@@ -78,6 +82,8 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa)
     c->wino_hu = k->wino_hu;
     c->wino_fu = k->wino_fu;
     c->ov_uk = k->ov_uk;
+    c->ws2_in = k->ws2_in;
+    c->ws2_out = k->ws2_out;
     c->ov_ukh = k->ov_ukh;
     c->ov_st = k->ov_st;
 }
@@ -329,6 +335,37 @@ bool ki_conv2d_want_s2d(const ki_conv2d *c)
            c->out_ch >= KI_S2D_MIN_OUT;
 }
 
+/* Whether a 3x3 stride-2 layer with padding 1 takes the two-phase Winograd (conv2d_ws2.c): 81
+ * products per 4x4 output tile and channel pair instead of 144. From KI_WS2_MIN_TILES tiles (32 x
+ * 32 outputs; smaller ones go to the OV path) and KI_WS2_MIN_CH input and output channels (the
+ * transforms' share of the work grows as the channels shrink), on a vector GEMM micro-kernel,
+ * while an item's transformed input (81 x in_ch x KI_WS2_NT floats), which every block of output
+ * channels reads again, stays within 3/4 of L2 (on 1 MiB: up to 74 input channels), and its
+ * weights (36 floats per channel pair) within half of L3 (KI_WINO_U4_L2S L2 sizes without one).
+ * On a Zen 4, in yolov5s, one thread: the 64 -> 128 layer at 160x160 1.2-1.25x faster at avx2
+ * and avx512; its 128-channel ones, whose input no longer fits L2, 0.9-1.0x (docs/performance.md).
+ * Nothing else fused than the activation and a residual. */
+#define KI_WS2_MIN_TILES 64
+#define KI_WS2_MIN_CH    32
+bool ki_conv2d_want_ws2(const ki_conv2d *c, const ki_op_desc *op)
+{
+    const ki_shape *d = declared_input(op);
+    const ki_cpu_info *cpu = ki_cpu_get();
+    const size_t bound = cpu->l3 ? cpu->l3 / 2 : KI_WINO_U4_L2S * cpu->l2;
+    const size_t v_item = 81 * (size_t)KI_WS2_NT * sizeof(float);
+    ki_conv2d_geom g;
+    int64_t pairs;
+    if (!c->weight || !ki_conv2d_ws2_shape_ok(c) || c->uk == ki_gemm_ukernel_ref ||
+        ki_conv2d_has_wino(c) || c->ov_a || c->ov_h || c->in_ch < KI_WS2_MIN_CH ||
+        c->out_ch < KI_WS2_MIN_CH || (size_t)c->in_ch > cpu->l2 / 4 * 3 / v_item || !d ||
+        !declared_geom(c, d, &g)) {
+        return false;
+    }
+    return ki_conv2d_ws2_tiles(&g) >= KI_WS2_MIN_TILES &&
+           ki_ckd_mul_i64(&pairs, c->in_ch, c->out_ch + KI_GEMM_MR) &&
+           pairs <= (int64_t)(bound / (36 * sizeof(float)));
+}
+
 bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p)
 {
     switch (p) {
@@ -348,6 +385,9 @@ bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_pa
     case KI_CONV2D_DIRECT:
         return c->weight && c->direct && ki_conv2d_direct_shape_ok(c) &&
                ki_conv2d_direct_workspace(c) > 0;
+    case KI_CONV2D_WS2:
+        return c->ws2_u && ki_conv2d_ws2_shape_ok(c) && !c->pool && !c->dwf &&
+               ki_conv2d_ws2_tiles(g) > 0 && ki_conv2d_ws2_workspace(c, g) > 0;
     case KI_CONV2D_WINO:
         /* the AVX-512 transforms index planes with 32-bit lanes */
         return ki_conv2d_has_wino(c) && ki_conv2d_wino_shape_ok(c) && g->oh > 0 && g->ow > 0 &&
@@ -374,6 +414,10 @@ ki_conv2d_path ki_conv2d_pick(const ki_conv2d *c, const ki_conv2d_geom *g)
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_WINO) &&
         (wino_pays(c, g->oh, g->ow, c->wino_m, c->wino_ov, false) || !c->weight)) {
         return KI_CONV2D_WINO;
+    }
+    if (ki_conv2d_path_ok(c, g, KI_CONV2D_WS2) &&
+        (ki_conv2d_ws2_tiles(g) >= KI_WS2_MIN_TILES || !c->weight)) {
+        return KI_CONV2D_WS2;
     }
     if (ki_conv2d_path_ok(c, g, KI_CONV2D_GEMM1)) {
         return KI_CONV2D_GEMM1;
@@ -410,10 +454,11 @@ bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next)
 void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_t n)
 {
     static const char *const names[] = {
-        [KI_CONV2D_REF] = "reference",  [KI_CONV2D_GEMM] = "im2col+gemm",
-        [KI_CONV2D_GEMM1] = "1x1 gemm", [KI_CONV2D_DW] = "depthwise",
-        [KI_CONV2D_WINO] = "winograd",  [KI_CONV2D_OV] = "small-output",
-        [KI_CONV2D_DIRECT] = "direct",  [KI_CONV2D_DOT] = "1x1 dot"
+        [KI_CONV2D_REF] = "reference",        [KI_CONV2D_GEMM] = "im2col+gemm",
+        [KI_CONV2D_GEMM1] = "1x1 gemm",       [KI_CONV2D_DW] = "depthwise",
+        [KI_CONV2D_WINO] = "winograd",        [KI_CONV2D_OV] = "small-output",
+        [KI_CONV2D_DIRECT] = "direct",        [KI_CONV2D_DOT] = "1x1 dot",
+        [KI_CONV2D_WS2] = "stride-2 winograd"
     };
     ki_conv2d_geom g;
     if (ki_conv2d_geom_make(c, in, &g, NULL) != KI_OK) {

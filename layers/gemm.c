@@ -137,6 +137,50 @@ bool ki_gemm_fin_of(const ki_cv_epilogue *ep, int64_t ch, const float *res, ki_g
 
 /* One MR x NR tile for one k block. Edge tiles go through a local tile: rows past m reuse row 0
  * of the tile (valid memory, results dropped), columns past n multiply the panel's zero padding. */
+int ki_gemm_cols_min(ki_gemm_ukernel uk)
+{
+#if KI_HAVE_X86
+    if (uk == ki_gemm_ukernel_avx2) {
+        return 8;
+    }
+    if (uk == ki_gemm_ukernel_avx512) {
+        return 16;
+    }
+#endif
+    (void)uk;
+    return KI_GEMM_NR;
+}
+
+void ki_gemm_cols(ki_gemm_ukernel uk, int64_t nr, int64_t kc, const float *const *a, const float *b,
+                  int64_t ldb, float *c, int64_t ldc, bool acc)
+{
+    /* up to 16 columns (the last panel of resnet18's 56x56 Winograd layers has 4 tiles, and
+     * the thread that gets it does one GEMM more): half the FMAs of a full tile */
+#if KI_HAVE_X86
+    if (nr <= 16 && uk == ki_gemm_ukernel_avx512) {
+        ki_gemm_ukernel16_avx512(kc, a, b, ldb, c, ldc, acc);
+        return;
+    }
+    if (nr <= 8 && uk == ki_gemm_ukernel_avx2) {
+        ki_gemm_ukernel8_avx2(kc, a, b, ldb, c, ldc, acc);
+        return;
+    }
+    if (nr <= 16 && uk == ki_gemm_ukernel_avx2) {
+        ki_gemm_ukernel16_avx2(kc, a, b, ldb, c, ldc, acc);
+        return;
+    }
+    if (nr <= 24 && uk == ki_gemm_ukernel_avx2) {
+        /* 17 to 24 columns (the second panel of 49 Winograd tiles, squeezenet's 27x27 and
+         * 13x13 layers): 12 cycles a k step where the full tile takes 16 */
+        ki_gemm_ukernel16_avx2(kc, a, b, ldb, c, ldc, acc);
+        ki_gemm_ukernel8_avx2(kc, a, b + 16, ldb, c + 16, ldc, acc);
+        return;
+    }
+#endif
+    (void)nr;
+    uk(kc, a, b, ldb, c, ldc, acc, NULL);
+}
+
 static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int64_t kc,
                  const float *b, int64_t ldb, bool late)
 {
@@ -165,25 +209,7 @@ static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int6
                 memcpy(t + r * KI_GEMM_NR, c + r * g->ldc, (size_t)nr * sizeof *t);
             }
         }
-        /* up to 16 columns (the last panel of resnet18's 56x56 Winograd layers has 4 tiles, and
-         * the thread that gets it does one GEMM more): half the FMAs of a full tile */
-#if KI_HAVE_X86
-        if (nr <= 16 && g->uk == ki_gemm_ukernel_avx512) {
-            ki_gemm_ukernel16_avx512(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0);
-        } else if (nr <= 8 && g->uk == ki_gemm_ukernel_avx2) {
-            ki_gemm_ukernel8_avx2(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0);
-        } else if (nr <= 16 && g->uk == ki_gemm_ukernel_avx2) {
-            ki_gemm_ukernel16_avx2(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0);
-        } else if (nr <= 24 && g->uk == ki_gemm_ukernel_avx2) {
-            /* 17 to 24 columns (the second panel of 49 Winograd tiles, squeezenet's 27x27 and
-             * 13x13 layers): 12 cycles a k step where the full tile takes 16 */
-            ki_gemm_ukernel16_avx2(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0);
-            ki_gemm_ukernel8_avx2(kc, rows, b + 16, ldb, t + 16, KI_GEMM_NR, k0 > 0);
-        } else
-#endif
-        {
-            g->uk(kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0, NULL);
-        }
+        ki_gemm_cols(g->uk, nr, kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0);
         if (last && g->ep && ki_gemm_fin_of(g->ep, g->ch0 + m0, res, &fin)) {
             fin_tile(t, mr, nr, &fin, g->ldc);
             last = false;
