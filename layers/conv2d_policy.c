@@ -336,16 +336,22 @@ bool ki_conv2d_want_s2d(const ki_conv2d *c)
 }
 
 /* Whether a 3x3 stride-2 layer with padding 1 takes the two-phase Winograd (conv2d_ws2.c): 81
- * products per 4x4 output tile and channel pair instead of 144. From KI_WS2_MIN_TILES tiles (32 x
- * 32 outputs; smaller ones go to the OV path) and KI_WS2_MIN_CH input and output channels (the
- * transforms' share of the work grows as the channels shrink), on a vector GEMM micro-kernel,
- * while an item's transformed input (81 x in_ch x KI_WS2_NT floats), which every block of output
- * channels reads again, stays within 3/4 of L2 (on 1 MiB: up to 74 input channels), and its
- * weights (36 floats per channel pair) within half of L3 (KI_WINO_U4_L2S L2 sizes without one).
- * On a Zen 4, in yolov5s, one thread: the 64 -> 128 layer at 160x160 1.2-1.25x faster at avx2
- * and avx512; its 128-channel ones, whose input no longer fits L2, 0.9-1.0x (docs/performance.md).
+ * products per 4x4 output tile and channel pair instead of 144, on a vector GEMM micro-kernel.
+ * - From KI_WS2_MIN_TILES tiles: U (4x the weights) comes from memory each run in a network and
+ *   is amortized over the tiles, and items of 32 tiles must give every thread a fair share. On a
+ *   Zen 4, per-step minima in the network, avx2: yolov5s's 64 -> 128 at 160x160 (400 tiles)
+ *   10.75 -> 8.63 ms on one thread, 7.66 -> 5.79 on two; YOLOv8n's 64 -> 128 and 64 -> 64 at
+ *   80x80 (100 tiles) 3.16 / 1.67 -> 2.75 / 1.56 ms on one thread but 1.57 / 0.84 -> 1.71 / 1.04
+ *   on two; resnet18's 64 -> 128 at 56x56 (49 tiles) 1.27 -> 1.40 ms on one thread, though 1.18
+ *   -> 1.09 alone (docs/performance.md).
+ * - From KI_WS2_MIN_CH input and output channels: the transforms' share of the work grows as the
+ *   channels shrink.
+ * - While an item's transformed input (81 x in_ch x KI_WS2_NT floats), which every block of output
+ *   channels reads again, stays within 3/4 of L2 (on 1 MiB: up to 74 input channels; yolov5s's
+ *   128-channel layers were 0.9-1.0x without that), and U within half of L3 (KI_WINO_U4_L2S L2
+ *   sizes without one).
  * Nothing else fused than the activation and a residual. */
-#define KI_WS2_MIN_TILES 64
+#define KI_WS2_MIN_TILES 256
 #define KI_WS2_MIN_CH    32
 bool ki_conv2d_want_ws2(const ki_conv2d *c, const ki_op_desc *op)
 {
