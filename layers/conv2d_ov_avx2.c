@@ -218,24 +218,6 @@ void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64
     }
 }
 
-/* Transposes the 8x8 block r[0..7] (rows) in registers: r[o] becomes column o. */
-static inline AI void tr8(__m256 *r0, __m256 *r1, __m256 *r2, __m256 *r3, __m256 *r4, __m256 *r5,
-                          __m256 *r6, __m256 *r7)
-{
-    __m256 t0 = _mm256_unpacklo_ps(*r0, *r1), t1 = _mm256_unpackhi_ps(*r0, *r1);
-    __m256 t2 = _mm256_unpacklo_ps(*r2, *r3), t3 = _mm256_unpackhi_ps(*r2, *r3);
-    __m256 t4 = _mm256_unpacklo_ps(*r4, *r5), t5 = _mm256_unpackhi_ps(*r4, *r5);
-    __m256 t6 = _mm256_unpacklo_ps(*r6, *r7), t7 = _mm256_unpackhi_ps(*r6, *r7);
-    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    *r0 = _mm256_permute2f128_ps(s0, s4, 0x20), *r1 = _mm256_permute2f128_ps(s1, s5, 0x20);
-    *r2 = _mm256_permute2f128_ps(s2, s6, 0x20), *r3 = _mm256_permute2f128_ps(s3, s7, 0x20);
-    *r4 = _mm256_permute2f128_ps(s0, s4, 0x31), *r5 = _mm256_permute2f128_ps(s1, s5, 0x31);
-    *r6 = _mm256_permute2f128_ps(s2, s6, 0x31), *r7 = _mm256_permute2f128_ps(s3, s7, 0x31);
-}
-
 /* What a block's rows share: the clamp, the pixel mask and count (nr, all eight lanes or fewer),
  * the row stride of d and res. */
 typedef struct fin8 {
@@ -272,7 +254,7 @@ static void store_block(const float *t, int64_t h, int64_t rows, int64_t j0, int
     __m256 r0 = tile_row(tj, 0, nr, h), r1 = tile_row(tj, 1, nr, h), r2 = tile_row(tj, 2, nr, h);
     __m256 r3 = tile_row(tj, 3, nr, h), r4 = tile_row(tj, 4, nr, h), r5 = tile_row(tj, 5, nr, h);
     __m256 r6 = tile_row(tj, 6, nr, h), r7 = tile_row(tj, 7, nr, h);
-    tr8(&r0, &r1, &r2, &r3, &r4, &r5, &r6, &r7); /* r[o] lane j: pixel j0 + j of channel h + o */
+    ki_tr8(&r0, &r1, &r2, &r3, &r4, &r5, &r6, &r7); /* r[o] lane j: pixel j0 + j of channel h + o */
     f.m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     f.nr = nr;
     d += h * f.ld + j0;

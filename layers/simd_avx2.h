@@ -1,7 +1,7 @@
 /* simd_avx2.h - AVX2 pieces shared by the kernels: the even / odd floats of a 16-float window
- * (stride-2 columns of the direct path, the max pool and the stride-2 packing) and the lane mask
- * of a row's columns (masked loads at a row's ends). Include only from files compiled with
- * -mavx2. */
+ * (stride-2 columns of the direct path, the max pool and the stride-2 packing), the lane mask
+ * of a row's columns (masked loads at a row's ends), a run's first floats stored, and an 8x8
+ * transpose in registers. Include only from files compiled with -mavx2. */
 #ifndef KI_SIMD_AVX2_H
 #define KI_SIMD_AVX2_H
 
@@ -50,6 +50,26 @@ static inline void ki_store_first8(float *d, __m256 v, int64_t n)
     if (n & 1) {
         _mm_store_ss(d, h);
     }
+}
+
+/* Transposes the 8x8 block r0..r7 (rows) in registers: r<o> becomes column o (the OV path's tile
+ * store, the two-phase Winograd's columns step). */
+static inline __attribute__((always_inline)) void ki_tr8(__m256 *r0, __m256 *r1, __m256 *r2,
+                                                         __m256 *r3, __m256 *r4, __m256 *r5,
+                                                         __m256 *r6, __m256 *r7)
+{
+    __m256 t0 = _mm256_unpacklo_ps(*r0, *r1), t1 = _mm256_unpackhi_ps(*r0, *r1);
+    __m256 t2 = _mm256_unpacklo_ps(*r2, *r3), t3 = _mm256_unpackhi_ps(*r2, *r3);
+    __m256 t4 = _mm256_unpacklo_ps(*r4, *r5), t5 = _mm256_unpackhi_ps(*r4, *r5);
+    __m256 t6 = _mm256_unpacklo_ps(*r6, *r7), t7 = _mm256_unpackhi_ps(*r6, *r7);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    *r0 = _mm256_permute2f128_ps(s0, s4, 0x20), *r1 = _mm256_permute2f128_ps(s1, s5, 0x20);
+    *r2 = _mm256_permute2f128_ps(s2, s6, 0x20), *r3 = _mm256_permute2f128_ps(s3, s7, 0x20);
+    *r4 = _mm256_permute2f128_ps(s0, s4, 0x31), *r5 = _mm256_permute2f128_ps(s1, s5, 0x31);
+    *r6 = _mm256_permute2f128_ps(s2, s6, 0x31), *r7 = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
 #endif

@@ -88,6 +88,8 @@ WX_AI void wx_at8(const wx_v *m, float *y, int64_t ys)
 #ifdef __AVX2__
 #include <immintrin.h>
 
+#include "simd_avx2.h"
+
 /* Lanes l0..l0+7 of patch row i: eight tiles of one tile row, inside the plane, patches 8
  * columns apart from r (the first one's row): the 8x8 block r[8k + j] (k, j < 8) transposed in
  * registers gives columns 0..7, column 8 of tile k is column 0 of tile k + 1 (r[64] for the
@@ -98,19 +100,8 @@ WX_AI void wx_cols8(const float *r, wx_v *d)
     __m256 a3 = _mm256_loadu_ps(r + 24), a4 = _mm256_loadu_ps(r + 32);
     __m256 a5 = _mm256_loadu_ps(r + 40), a6 = _mm256_loadu_ps(r + 48);
     __m256 a7 = _mm256_loadu_ps(r + 56);
-    __m256 t0 = _mm256_unpacklo_ps(a0, a1), t1 = _mm256_unpackhi_ps(a0, a1);
-    __m256 t2 = _mm256_unpacklo_ps(a2, a3), t3 = _mm256_unpackhi_ps(a2, a3);
-    __m256 t4 = _mm256_unpacklo_ps(a4, a5), t5 = _mm256_unpackhi_ps(a4, a5);
-    __m256 t6 = _mm256_unpacklo_ps(a6, a7), t7 = _mm256_unpackhi_ps(a6, a7);
-    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    __m256 c[9];
-    c[0] = _mm256_permute2f128_ps(s0, s4, 0x20), c[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-    c[2] = _mm256_permute2f128_ps(s2, s6, 0x20), c[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-    c[4] = _mm256_permute2f128_ps(s0, s4, 0x31), c[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-    c[6] = _mm256_permute2f128_ps(s2, s6, 0x31), c[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+    ki_tr8(&a0, &a1, &a2, &a3, &a4, &a5, &a6, &a7);
+    __m256 c[9] = { a0, a1, a2, a3, a4, a5, a6, a7 };
     const __m256i next = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7);
     c[8] = _mm256_blend_ps(_mm256_permutevar8x32_ps(c[0], next), _mm256_broadcast_ss(r + 64), 0x80);
     WX_UNROLL
