@@ -21,7 +21,6 @@
  * each position and the output transform, writes the raw sums and applies the bias, activation
  * and residual (c->epf) on the rows it wrote. Every item is computed the same way whatever the
  * thread count, so results do not depend on it. State is read-only; thread-safe. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,10 +1,11 @@
 /* ws2_xform.h - the transforms of the two-phase stride-2 Winograd (conv2d_ws2.c, which gives the
  * matrices), compiled twice: plainly in conv2d_ws2.c (the reference, ki_ws2_input_ref /
  * ki_ws2_output_ref) and with AVX2 in conv2d_ws2_avx2.c, each defining KI_WS2_SUFFIX first. Both
- * work on KI_WS2_NT lanes (the tiles of an item) as GCC vectors of eight floats; the AVX2 build
- * also takes the columns step of eight inside tiles of one tile row from eight row loads
- * transposed in registers instead of per tile. The same operations on the same values either way,
- * so the same bits. */
+ * work on KI_WS2_NT lanes (the tiles of an item) as GCC vectors (four floats plain, eight with
+ * AVX2). Per patch row the columns step takes eight tiles of one tile row at a time from a copy of
+ * the row with the padding's zeros: the plain build tile by tile, the AVX2 one from eight row loads
+ * transposed in registers; the AVX2 output transform stores whole tiles' rows interleaved in
+ * registers. The same operations on the same values either way, so the same bits. */
 #include <string.h>
 
 #include "conv2d.h"
