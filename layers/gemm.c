@@ -135,22 +135,6 @@ bool ki_gemm_fin_of(const ki_cv_epilogue *ep, int64_t ch, const float *res, ki_g
     }
 }
 
-/* One MR x NR tile for one k block. Edge tiles go through a local tile: rows past m reuse row 0
- * of the tile (valid memory, results dropped), columns past n multiply the panel's zero padding. */
-int ki_gemm_cols_min(ki_gemm_ukernel uk)
-{
-#if KI_HAVE_X86
-    if (uk == ki_gemm_ukernel_avx2) {
-        return 8;
-    }
-    if (uk == ki_gemm_ukernel_avx512) {
-        return 16;
-    }
-#endif
-    (void)uk;
-    return KI_GEMM_NR;
-}
-
 void ki_gemm_cols(ki_gemm_ukernel uk, int64_t nr, int64_t kc, const float *const *a, const float *b,
                   int64_t ldb, float *c, int64_t ldc, bool acc)
 {
@@ -181,6 +165,8 @@ void ki_gemm_cols(ki_gemm_ukernel uk, int64_t nr, int64_t kc, const float *const
     uk(kc, a, b, ldb, c, ldc, acc, NULL);
 }
 
+/* One MR x NR tile for one k block. Edge tiles go through a local tile: rows past m reuse row 0
+ * of the tile (valid memory, results dropped), columns past n multiply the panel's zero padding. */
 static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int64_t kc,
                  const float *b, int64_t ldb, bool late)
 {

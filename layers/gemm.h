@@ -65,12 +65,10 @@ void ki_gemm_ukernel8_avx2(int64_t kc, const float *const *a, const float *b, in
 
 /* The first nr (1..KI_GEMM_NR) columns of uk's tile, without a finishing step, on the narrowest
  * micro-kernel of its level that covers them (AVX2: 8, 16 or 16 + 8 columns; AVX-512: 16), else
- * on uk itself: columns past nr of c may be written (up to the kernel's width), never more than
- * KI_GEMM_NR. ki_gemm_cols_min: the narrowest such width for uk (KI_GEMM_NR without narrower
- * kernels), so that a caller with rows of fewer columns knows how many c must hold. */
+ * on uk itself: columns of c past nr may be written, up to KI_GEMM_NR (the GEMM's partial tiles,
+ * the two-phase stride-2 Winograd's last item). */
 void ki_gemm_cols(ki_gemm_ukernel uk, int64_t nr, int64_t kc, const float *const *a, const float *b,
                   int64_t ldb, float *c, int64_t ldc, bool acc);
-int ki_gemm_cols_min(ki_gemm_ukernel uk);
 
 typedef struct ki_gemm_args {
     int64_t m, n, k;
