@@ -127,9 +127,11 @@ WX_AI void wx_row8(const float *r, float *o, int64_t os)
 #endif
 }
 
+/* Columns a group of eight tiles reads from its first: 8 a tile and the last tile's ninth. */
+#define WX_GROUP 65
 /* Floats of the padded row a tile row's lanes read: 8 columns a tile and one more, and the
- * columns a last group of eight reads past them. */
-#define WX_ROW (8 * WX_NT + 72)
+ * columns a last group of fewer than eight tiles reads past them. */
+#define WX_ROW (8 * WX_NT + 1 + WX_GROUP)
 
 #ifdef __AVX2__
 /* Row i of eight tiles side by side: d[4k + j] = column j of tile k (a, b, c, e: columns 0..3 of
@@ -179,15 +181,25 @@ void WX_NAME(ki_ws2_input)(const struct ki_conv2d_geom *g, const ki_ws2_item *it
             const int64_t c0 = x0 < 0 ? -x0 : 0, c1 = x0 + span > w ? w - x0 : span;
             for (int i = 0; i < WX_T; i++) {
                 const int64_t iy = it->y0[la] + i;
-                if (iy >= 0 && iy < h) {
-                    memset(row, 0, (size_t)c0 * sizeof *row);
-                    memcpy(row + c0, p + iy * w + x0 + c0, (size_t)(c1 - c0) * sizeof *row);
-                    memset(row + c1, 0, (size_t)(span - c1) * sizeof *row);
-                } else {
-                    memset(row, 0, (size_t)span * sizeof *row);
-                }
-                memset(row + span, 0, (size_t)(WX_ROW - span) * sizeof *row); /* a last group's */
+                const bool in_rows = iy >= 0 && iy < h;
+                bool copied = false;
                 for (int l = la; l < lb; l += 8) {
+                    const int64_t xg = x0 + 8 * (int64_t)(l - la);
+                    if (in_rows && l + 8 <= lb && xg >= 0 && xg + WX_GROUP <= w) {
+                        wx_row8(p + iy * w + xg, &t[i][0][l], WX_NT + 8); /* in place */
+                        continue;
+                    }
+                    if (!copied) { /* the row with the padding's zeros, and a last group's */
+                        if (in_rows) {
+                            memset(row, 0, (size_t)c0 * sizeof *row);
+                            memcpy(row + c0, p + iy * w + x0 + c0, (size_t)(c1 - c0) * sizeof *row);
+                            memset(row + c1, 0, (size_t)(span - c1) * sizeof *row);
+                        } else {
+                            memset(row, 0, (size_t)span * sizeof *row);
+                        }
+                        memset(row + span, 0, (size_t)WX_GROUP * sizeof *row);
+                        copied = true;
+                    }
                     wx_row8(row + 8 * (l - la), &t[i][0][l], WX_NT + 8);
                 }
             }
