@@ -115,17 +115,24 @@ bool ki_conv2d_direct_act_ok(const ki_conv2d *c)
 #define KI_WINO_MIN_TILES4_SMALL 16
 #define KI_WINO_U4_L2S           3
 
+/* The bytes that transformed weights of 36 floats per channel pair may take (F(4x4) and the
+ * two-phase stride-2 form): half of L3, KI_WINO_U4_L2S L2 sizes without one or for weights
+ * stored as binary16 when that is smaller. */
+static size_t u4_bound(bool stored)
+{
+    const ki_cpu_info *cpu = ki_cpu_get();
+    const size_t l2s = KI_WINO_U4_L2S * cpu->l2, l3 = cpu->l3 / 2;
+    return !cpu->l3 ? l2s : stored && l2s < l3 ? l2s : l3;
+}
+
 /* Whether F(4x4)'s transformed weights for c fit that bound (stored: its weights are stored as
  * binary16; the bound is then never above the float32 one, so a layer given F(4x4) at create
  * keeps it at run time, where ki_conv2d_pick asks with the float32 bound). */
 static bool u4_small(const ki_conv2d *c, bool stored)
 {
-    const ki_cpu_info *cpu = ki_cpu_get();
-    const size_t l2s = KI_WINO_U4_L2S * cpu->l2, l3 = cpu->l3 / 2;
-    const size_t bound = !cpu->l3 ? l2s : stored && l2s < l3 ? l2s : l3;
     int64_t pairs;
     return ki_ckd_mul_i64(&pairs, c->in_ch / c->groups, c->out_ch) &&
-           pairs <= (int64_t)(bound / (36 * sizeof(float)));
+           pairs <= (int64_t)(u4_bound(stored) / (36 * sizeof(float)));
 }
 
 /* Whether Winograd pays for layer c at output size oh x ow with m x m tiles (see
@@ -357,7 +364,6 @@ bool ki_conv2d_want_ws2(const ki_conv2d *c, const ki_op_desc *op)
 {
     const ki_shape *d = declared_input(op);
     const ki_cpu_info *cpu = ki_cpu_get();
-    const size_t bound = cpu->l3 ? cpu->l3 / 2 : KI_WINO_U4_L2S * cpu->l2;
     const size_t v_item = 81 * (size_t)KI_WS2_NT * sizeof(float);
     ki_conv2d_geom g;
     int64_t pairs;
@@ -369,7 +375,7 @@ bool ki_conv2d_want_ws2(const ki_conv2d *c, const ki_op_desc *op)
     }
     return ki_conv2d_ws2_tiles(&g) >= KI_WS2_MIN_TILES &&
            ki_ckd_mul_i64(&pairs, c->in_ch, c->out_ch + KI_GEMM_MR) &&
-           pairs <= (int64_t)(bound / (36 * sizeof(float)));
+           pairs <= (int64_t)(u4_bound(false) / (36 * sizeof(float)));
 }
 
 bool ki_conv2d_path_ok(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p)

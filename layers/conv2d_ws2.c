@@ -32,9 +32,8 @@
 #define KI_WS2_SUFFIX _ref
 #include "ws2_xform.h"
 
-#define WS2_T  9  /* positions along one dimension */
-#define WS2_NP 81 /* positions of a tile */
-#define WS2_UD 6  /* distinct transformed taps along one dimension: 5 of F(4,2), the centre */
+#define WS2_NP (WX_T * WX_T) /* positions of a tile (WX_T along one dimension) */
+#define WS2_UD 6 /* distinct transformed taps along one dimension: 5 of F(4,2), the centre */
 
 bool ki_conv2d_ws2_shape_ok(const ki_conv2d *c)
 {
@@ -130,7 +129,7 @@ static void ws2_products(const ki_conv2d *c, const float *v, int64_t r0, int64_t
 {
     const int64_t ic = c->in_ch, urows = ws2_rows(c), nl = KI_WS2_NT;
     for (int p = 0; p < WS2_NP; p++) {
-        const int py = p / WS2_T, px = p % WS2_T;
+        const int py = p / WX_T, px = p % WX_T;
         const int ui = (py < 5 ? py : 5) * WS2_UD + (px < 5 ? px : 5);
         const float *u = c->ws2_u + (int64_t)ui * urows * ic;
         const float *vp = v + (int64_t)p * ic * nl;
@@ -187,10 +186,11 @@ static void ws2_body(void *arg, const ki_part *pt)
         return; /* the workspace check at plan time refused such a layer */
     }
     float *v = ki_exec_slice(j->ex, pt->tid), *m = v + vf;
+    const int64_t tiles = ki_conv2d_ws2_tiles(g);
     ki_share_begin(pt, (long long)(g->in.n * j->per_image));
     for (long long k = ki_share_take(pt->share, pt->tid); k >= 0;
          k = ki_share_take(pt->share, pt->tid)) {
-        const int64_t n = k / j->per_image, tiles = ki_conv2d_ws2_tiles(g);
+        const int64_t n = k / j->per_image;
         ki_ws2_item it = { (k % j->per_image) * KI_WS2_NT, 0, j->tw, { 0 }, { 0 } };
         it.nt = tiles - it.t0 < KI_WS2_NT ? tiles - it.t0 : KI_WS2_NT;
         for (int l = 0; l < it.nt; l++) {

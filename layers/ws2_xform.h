@@ -2,10 +2,11 @@
  * matrices), compiled twice: plainly in conv2d_ws2.c (the reference, ki_ws2_input_ref /
  * ki_ws2_output_ref) and with AVX2 in conv2d_ws2_avx2.c, each defining KI_WS2_SUFFIX first. Both
  * work on KI_WS2_NT lanes (the tiles of an item) as GCC vectors (four floats plain, eight with
- * AVX2). Per patch row the columns step takes eight tiles of one tile row at a time from a copy of
- * the row with the padding's zeros: the plain build tile by tile, the AVX2 one from eight row loads
- * transposed in registers; the AVX2 output transform stores whole tiles' rows interleaved in
- * registers. The same operations on the same values either way, so the same bits. */
+ * AVX2). Per patch row the columns step takes eight tiles of one tile row at a time, from the row
+ * in place or from a copy with the padding's zeros: the plain build gathers their columns into
+ * lanes, the AVX2 one transposes eight row loads in registers; the AVX2 output transform stores
+ * whole tiles' rows interleaved in registers. The same operations on the same values either way,
+ * so the same bits. */
 #include <string.h>
 
 #include "conv2d.h"
@@ -60,21 +61,6 @@ WX_AI void wx_bt8(const wx_v *d, float *o, int64_t os)
     wx_st(o + 8 * os, d[7]);
 }
 
-/* The same on one lane: o[q * os] from c[i] (i = 0..8). */
-WX_AI void wx_bt1(const float *c, float *o, int64_t os)
-{
-    const float d0 = c[0], d1 = c[2], d2 = c[4], d3 = c[6], d4 = c[8];
-    o[0] = 2.0f * d0 - d1 - 2.0f * d2 + d3;
-    o[os] = d3 - 2.0f * d1 - d2;
-    o[2 * os] = 2.0f * d1 - 3.0f * d2 + d3;
-    o[3 * os] = d3 - d1;
-    o[4 * os] = 2.0f * d1 - d2 - 2.0f * d3 + d4;
-    o[5 * os] = c[1];
-    o[6 * os] = c[3];
-    o[7 * os] = c[5];
-    o[8 * os] = c[7];
-}
-
 /* One dimension's output transform on WX_VL lanes: y[j * ys] from m[q] (q = 0..8). */
 WX_AI void wx_at8(const wx_v *m, float *y, int64_t ys)
 {
@@ -113,7 +99,7 @@ WX_AI void wx_cols8(const float *r, wx_v *d)
 #endif
 
 /* Lanes l0..l0+7 of patch row i from r, the row's columns from the first lane's patch on (zero
- * padded): the plain build picks each tile's 9 columns. */
+ * padded): the plain build gathers each tile's 9 columns into lanes, WX_VL tiles a vector. */
 WX_AI void wx_row8(const float *r, float *o, int64_t os)
 {
 #ifdef __AVX2__
@@ -121,8 +107,14 @@ WX_AI void wx_row8(const float *r, float *o, int64_t os)
     wx_cols8(r, d);
     wx_bt8(d, o, os);
 #else
-    for (int k = 0; k < 8; k++) {
-        wx_bt1(r + 8 * k, o + k, os);
+    for (int k0 = 0; k0 < 8; k0 += WX_VL) {
+        wx_v d[WX_T];
+        for (int j = 0; j < WX_T; j++) {
+            for (int k = 0; k < WX_VL; k++) {
+                d[j][k] = r[8 * (k0 + k) + j];
+            }
+        }
+        wx_bt8(d, o + k0, os);
     }
 #endif
 }
