@@ -147,15 +147,6 @@ static void ws2_products(const ki_conv2d *c, const float *v, int64_t r0, int64_t
     }
 }
 
-typedef struct ws2_job {
-    const ki_conv2d *c;
-    const ki_conv2d_geom *g;
-    const float *in;
-    float *out;
-    const ki_exec *ex;
-    int64_t per_image, tw;
-} ws2_job;
-
 /* The epilogue of channel o on the output rows the item wrote (each tile row's span). */
 static void ws2_finish(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_ws2_item *it,
                        int64_t o, float *y, const float *res)
@@ -176,7 +167,7 @@ static void ws2_finish(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_ws2
 
 static void ws2_body(void *arg, const ki_part *pt)
 {
-    const ws2_job *j = arg;
+    const ki_conv2d_job *j = arg;
     const ki_conv2d *c = j->c;
     const ki_conv2d_geom *g = j->g;
     const int64_t ic = c->in_ch, oc = c->out_ch, hw = g->in.h * g->in.w, ohw = g->oh * g->ow;
@@ -186,12 +177,12 @@ static void ws2_body(void *arg, const ki_part *pt)
         return; /* the workspace check at plan time refused such a layer */
     }
     float *v = ki_exec_slice(j->ex, pt->tid), *m = v + vf;
-    const int64_t tiles = ki_conv2d_ws2_tiles(g);
-    ki_share_begin(pt, (long long)(g->in.n * j->per_image));
+    const int64_t tiles = ki_conv2d_ws2_tiles(g), per_image = (tiles + KI_WS2_NT - 1) / KI_WS2_NT;
+    ki_share_begin(pt, (long long)(g->in.n * per_image));
     for (long long k = ki_share_take(pt->share, pt->tid); k >= 0;
          k = ki_share_take(pt->share, pt->tid)) {
-        const int64_t n = k / j->per_image;
-        ki_ws2_item it = { (k % j->per_image) * KI_WS2_NT, 0, j->tw, { 0 }, { 0 } };
+        const int64_t n = k / per_image;
+        ki_ws2_item it = { (k % per_image) * KI_WS2_NT, 0, (g->ow + 3) / 4, { 0 }, { 0 } };
         it.nt = tiles - it.t0 < KI_WS2_NT ? tiles - it.t0 : KI_WS2_NT;
         for (int l = 0; l < it.nt; l++) {
             it.y0[l] = 8 * ((it.t0 + l) / it.tw) - 1;
@@ -218,6 +209,6 @@ void ki_conv2d_forward_ws2(const ki_conv2d *c, const ki_conv2d_geom *g, const fl
     if (tiles == 0 || c->out_ch == 0 || g->in.n == 0) {
         return;
     }
-    ws2_job j = { c, g, in, out, ex, (tiles + KI_WS2_NT - 1) / KI_WS2_NT, (g->ow + 3) / 4 };
+    ki_conv2d_job j = { c, g, in, out, ex, false };
     ki_team_run(ex, ws2_body, &j);
 }
