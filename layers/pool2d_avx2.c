@@ -65,9 +65,12 @@ static inline __m256 load_cols(const float *r, int64_t b, int64_t w)
  * lanes of those loaded at b + 7, b + 8 (and b + 9), so no load reads past the last window. With
  * `inside` (a constant where inlined) every column lies inside the row (w columns) and is loaded
  * as it lies; else each load goes through load_cols, -inf outside [0, w), which never wins. NaN
- * lanes read or-ed into *nan. */
-static inline __attribute__((always_inline)) __m256
-row_max(const float *r, int64_t b, int64_t w, const int64_t kw, const bool inside, __m256 *nan)
+ * lanes of columns b .. b + 15 or-ed into *nan, and with `tail` (the last vector of a row's
+ * chunk) of b + kw + 13 too: the vectors before it stand 16 columns apart, so those columns
+ * cover every one a chunk reads. */
+static inline __attribute__((always_inline)) __m256 row_max(const float *r, int64_t b, int64_t w,
+                                                            const int64_t kw, const bool inside,
+                                                            const bool tail, __m256 *nan)
 {
 #define LOAD(o) (inside ? _mm256_loadu_ps(r + b + (o)) : load_cols(r, b + (o), w))
     const __m256 a0 = LOAD(0), a1 = LOAD(7), b1 = LOAD(8);
@@ -77,7 +80,9 @@ row_max(const float *r, int64_t b, int64_t w, const int64_t kw, const bool insid
         const __m256 c1 = LOAD(9);
         lo = _mm256_max_ps(LOAD(2), lo);
         hi = _mm256_max_ps(c1, hi);
-        n = _mm256_or_ps(n, _mm256_cmp_ps(c1, c1, _CMP_UNORD_Q)); /* 9..16 */
+        if (tail) {
+            n = _mm256_or_ps(n, _mm256_cmp_ps(c1, c1, _CMP_UNORD_Q)); /* 9..16 */
+        }
     }
 #undef LOAD
     *nan = _mm256_or_ps(*nan, n);
@@ -92,10 +97,13 @@ row_max(const float *r, int64_t b, int64_t w, const int64_t kw, const bool insid
 /* row_max of the vector from column b of row r, its columns loaded as they lie when the row
  * holds them all (kw + 14 from b), else through load_cols. */
 static inline __attribute__((always_inline)) __m256 row_at(const float *r, int64_t b, int64_t w,
-                                                           const int64_t kw, __m256 *nan)
+                                                           const int64_t kw, bool tail, __m256 *nan)
 {
-    return b >= 0 && b + kw + 14 <= w ? row_max(r, b, w, kw, true, nan)
-                                      : row_max(r, b, w, kw, false, nan);
+    if (b >= 0 && b + kw + 14 <= w) {
+        return tail ? row_max(r, b, w, kw, true, true, nan)
+                    : row_max(r, b, w, kw, true, false, nan);
+    }
+    return row_max(r, b, w, kw, false, true, nan);
 }
 
 /* ki_pool_max_s2_avx2's loops. A column chunk walks down the plane. Each input row a window
@@ -130,12 +138,33 @@ s2_plane(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh
             if (y1 <= y0) {
                 return 1; /* a window all padding: the reference's answer */
             }
+            if (kh == 3 && sh == 2 && y1 - y0 == 3 && done == y0 + 1 && n >= 8) {
+                /* a whole window below the first: row y0 reduced for the row before, rows y0 + 1
+                 * and y0 + 2 here in one pass (only the last kept, for the next), the maxima in
+                 * ky order as below */
+                const float *r1 = src + (y0 + 1) * w, *r2 = r1 + w, *m0 = hr + y0 % 3 * ld;
+                float *keep = hr + (y0 + 2) % 3 * ld, *o = dst + oy * ow + ox0;
+                for (int64_t q = 0;; q += 8) {
+                    const int64_t qq = q < ql ? q : ql;
+                    const bool t = qq == ql;
+                    const __m256 a = row_at(r1, b0 + 2 * qq, w, kw, t, &nan);
+                    const __m256 c = row_at(r2, b0 + 2 * qq, w, kw, t, &nan);
+                    _mm256_storeu_ps(keep + qq, c);
+                    _mm256_storeu_ps(o + qq,
+                                     _mm256_max_ps(c, _mm256_max_ps(a, _mm256_loadu_ps(m0 + qq))));
+                    if (t) {
+                        break;
+                    }
+                }
+                done = y1;
+                continue;
+            }
             for (int64_t iy = done > y0 ? done : y0; iy < y1 - 1; iy++) {
                 const float *r = src + iy * w;
                 float *d = hr + iy % kh * ld;
                 for (int64_t q = 0;; q += 8) {
                     const int64_t qq = q < ql ? q : ql;
-                    _mm256_storeu_ps(d + qq, row_at(r, b0 + 2 * qq, w, kw, &nan));
+                    _mm256_storeu_ps(d + qq, row_at(r, b0 + 2 * qq, w, kw, qq == ql, &nan));
                     if (qq == ql) {
                         break;
                     }
@@ -153,7 +182,7 @@ s2_plane(const float *src, int64_t h, int64_t w, float *restrict dst, int64_t oh
                 const int64_t qq = q < ql ? q : ql;
                 __m256 v;
                 if (fresh) {
-                    v = row_at(r, b0 + 2 * qq, w, kw, &nan);
+                    v = row_at(r, b0 + 2 * qq, w, kw, qq == ql, &nan);
                     _mm256_storeu_ps(last + qq, v);
                 } else {
                     v = _mm256_loadu_ps(last + qq);

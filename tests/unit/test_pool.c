@@ -438,6 +438,47 @@ static void test_max_rows(void **unused)
     }
 }
 
+/* A NaN anywhere a window reads makes that window NaN, at every position of the plane: plane i
+ * has its NaN at element i. Stride 2 with 2- and 3-wide windows (the stride-2 plane kernels,
+ * whose NaN checks skip columns the vectors next to them cover), padded or not, widths around
+ * the vectors' steps, against the naive scan. */
+static void test_max_s2_nan_everywhere(void **unused)
+{
+    (void)unused;
+    static const int64_t widths[] = { 9, 23, 40, 55 };
+    uint64_t s = 0x243F6A8885A308D3ull;
+    for (int64_t k = 2; k <= 3; k++) {
+        for (int64_t pad = 0; pad <= 1; pad++) {
+            for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+                const int64_t h = 7 + 2 * pad + (int64_t)wi, w = widths[wi], hw = h * w;
+                const int64_t p[8] = { k, k, 2, 2, pad, pad, 1, 1 }, d[4] = { 1, hw, h, w };
+                float *x = malloc((size_t)(hw * hw) * 4);
+                trng_fill(&s, x, (size_t)(hw * hw));
+                for (int64_t i = 0; i < hw; i++) {
+                    x[i * hw + i] = NAN;
+                }
+                ki_tensor out;
+                uint64_t s2 = (uint64_t)(k * 8 + pad * 4 + (int64_t)wi);
+                assert_int_equal(random_pool_run("nn.MaxPool2d", p, d, x, s2, &s2, &out), KI_OK);
+                const int64_t oh = out.shape.d[2], ow = out.shape.d[3];
+                float *want = malloc((size_t)(oh * ow) * 4);
+                for (int64_t i = 0; i < hw; i++) {
+                    naive_max_nan(p, x + i * hw, h, w, oh, ow, want);
+                    long bad = tclose(out.data + i * oh * ow, want, (size_t)(oh * ow), 0, 0);
+                    if (bad >= 0) {
+                        fail_msg("k %lld pad %lld w %lld NaN at %lld: out[%ld] %g want %g",
+                                 (long long)k, (long long)pad, (long long)w, (long long)i, bad,
+                                 out.data[i * oh * ow + bad], want[bad]);
+                    }
+                }
+                free(want);
+                free(out.data);
+                free(x);
+            }
+        }
+    }
+}
+
 /* The global average pool's plane sums of the CPU's level (four planes side by side at AVX2)
  * against the reference loop, bit for bit: plane sizes around the vector width and the
  * networks' 49 / 196 / 3136, 1-9 planes (whole groups of four and the rest), a stride past the
@@ -512,11 +553,17 @@ static void test_max_s2_ties(void **unused)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_max_hand),    cmocka_unit_test(test_ceil_mode),
-        cmocka_unit_test(test_avg_hand),    cmocka_unit_test(test_adaptive_hand),
-        cmocka_unit_test(test_errors),      cmocka_unit_test(test_random_vs_naive),
-        cmocka_unit_test(test_max_rows),    cmocka_unit_test(test_max_ties_first),
-        cmocka_unit_test(test_max_s2_ties), cmocka_unit_test(test_adaptive_random),
+        cmocka_unit_test(test_max_hand),
+        cmocka_unit_test(test_ceil_mode),
+        cmocka_unit_test(test_avg_hand),
+        cmocka_unit_test(test_adaptive_hand),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_random_vs_naive),
+        cmocka_unit_test(test_max_rows),
+        cmocka_unit_test(test_max_ties_first),
+        cmocka_unit_test(test_max_s2_ties),
+        cmocka_unit_test(test_adaptive_random),
+        cmocka_unit_test(test_max_s2_nan_everywhere),
         cmocka_unit_test(test_plane_sums),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
