@@ -236,6 +236,21 @@ ki_status ki_conv2d_geom_make(const ki_conv2d *c, const ki_shape *in, ki_conv2d_
     return st;
 }
 
+/* A fused global mean (c->gap) after path p: whether it sums the OV path's tiles (*ov: their sums
+ * per pixel block, the blocks the same for every thread count, ov_layout_of), and the bytes of
+ * its buffer at the end of the workspace: those sums, or the whole output of another path (the
+ * OV path is the layer's unless its workspace would overflow), which it then averages. */
+static bool gap_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p, bool *ov,
+                      size_t *bytes)
+{
+    const int64_t n = g->oh * g->ow, pw = ki_conv2d_ov_pw(n);
+    *ov = p == KI_CONV2D_OV;
+    return ki_ckd_mul(bytes, (size_t)g->in.n, (size_t)c->out_ch) &&
+           ki_ckd_mul(bytes, *bytes, (size_t)(*ov ? (n + pw - 1) / pw : n)) &&
+           ki_ckd_mul(bytes, *bytes, sizeof(float)) && ki_ckd_add(bytes, *bytes, 63) &&
+           (*bytes = *bytes / 64 * 64, *bytes < SIZE_MAX / 4);
+}
+
 static ki_status conv_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
                             int n_out, ki_error *err)
 {
@@ -258,11 +273,17 @@ static ki_status conv_shape(const void *state, const ki_shape *in, int n_in, ki_
         }
         return st;
     }
+    bool gov;
+    size_t gb;
+    if (st == KI_OK && c->gap && !gap_sizes(c, &g, ki_conv2d_pick(c, &g), &gov, &gb)) {
+        st = KI_FAIL(err, KI_ERR_LIMIT, "input %s is too large", ki_shape_str(&in[0], a, sizeof a));
+    }
     if (st == KI_OK) {
         out[0] = c->pool
                      ? ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch,
                                         ki_conv2d_pool_dim(c, g.oh), ki_conv2d_pool_dim(c, g.ow))
-                     : ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch, g.oh, g.ow);
+                 : c->gap ? ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch, 1, 1)
+                          : ki_cv_nchw_shape(g.in.batched, g.in.n, c->out_ch, g.oh, g.ow);
         if (c->pool && (ki_conv2d_pool_dim(c, g.oh) < 1 || ki_conv2d_pool_dim(c, g.ow) < 1)) {
             st = KI_FAIL(err, KI_ERR_SHAPE,
                          "the max pool after it does not fit the %lldx%lld output", (long long)g.oh,
@@ -385,7 +406,65 @@ static size_t conv_workspace(const void *state, const ki_shape *in, int n_in, co
     if (c->dwf) {
         return ki_conv2d_pwdw_workspace(c, &g);
     }
-    return ki_conv2d_workspace_for(c, &g, ki_conv2d_pick(c, &g), n_threads);
+    const ki_conv2d_path p = ki_conv2d_pick(c, &g);
+    bool ov;
+    size_t gb, need = (ki_conv2d_workspace_for(c, &g, p, n_threads) + 63) / 64 * 64;
+    if (c->gap) { /* its buffer past every thread's slice of the path's workspace (gap_forward) */
+        return gap_sizes(c, &g, p, &ov, &gb) && need < SIZE_MAX / 2 ? need + gb : 0;
+    }
+    return ki_conv2d_workspace_for(c, &g, p, n_threads);
+}
+
+typedef struct gap_job {
+    const ki_conv2d *c;
+    const ki_conv2d_geom *g;
+    const float *buf; /* the tiles' sums [image][channel][pixel block], or the whole output */
+    bool ov;
+    float *out;
+} gap_job;
+
+/* Each channel's mean from gap_forward's buffer, once the path has filled it: the sums in pixel
+ * (block) order, / the pixels, as the adaptive average pool divides. */
+static void gap_body(void *arg, const ki_part *p)
+{
+    const gap_job *j = arg;
+    const int64_t n = j->g->oh * j->g->ow, pw = ki_conv2d_ov_pw(n);
+    const int64_t per = j->ov ? (n + pw - 1) / pw : n;
+    int64_t i0, i1;
+    ki_part_sync(p); /* every thread's part of the path is done */
+    ki_part_range(j->g->in.n * j->c->out_ch, p, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) {
+        const float *s = j->buf + i * per;
+        float acc = 0.0f;
+        for (int64_t q = 0; q < per; q++) {
+            acc += s[q];
+        }
+        j->out[i] = acc / (float)n;
+    }
+}
+
+/* The layer with its global mean (c->gap) into out (n x out_ch values): the path into a buffer at
+ * the end of the workspace, past what the path uses (conv_workspace adds it to every thread's
+ * share, so it lies beyond the last thread's slice and beyond a team-wide buffer of the path),
+ * then the means. On the OV path the buffer takes only the tiles' sums, the output planes never
+ * written. */
+static ki_status gap_forward(ki_conv2d *c, const ki_conv2d_geom *g, const float *in, float *out,
+                             const ki_exec *ex)
+{
+    const ki_conv2d_path p = ki_conv2d_pick(c, g);
+    bool ov;
+    size_t gb, need = (ki_conv2d_workspace_for(c, g, p, ex->n_threads) + 63) / 64 * 64;
+    if (!ki_conv2d_path_ok(c, g, p) || !gap_sizes(c, g, p, &ov, &gb) || need > ex->ws_per_thread ||
+        gb > ex->ws_per_thread - need) {
+        return KI_ERR_INTERNAL;
+    }
+    const size_t total = (size_t)(ex->n_threads > 0 ? ex->n_threads : 1) * ex->ws_per_thread;
+    float *buf = (float *)(void *)((char *)ex->workspace + total - gb);
+    c->gap_sum = ov ? buf : NULL;
+    ki_conv2d_run(c, g, p, in, ov ? out : buf, ex);
+    const gap_job j = { c, g, buf, ov, out };
+    ki_team_run(ex, gap_body, (void *)&j);
+    return KI_OK;
 }
 
 static ki_status conv_forward(const void *state, const ki_tensor *in, int n_in, ki_tensor *out,
@@ -412,6 +491,9 @@ static ki_status conv_forward(const void *state, const ki_tensor *in, int n_in, 
         }
         ki_conv2d_forward_pwdw(&c, &g, in[0].data, out[0].data, ex);
         return KI_OK;
+    }
+    if (c.gap) {
+        return gap_forward(&c, &g, in[0].data, out[0].data, ex);
     }
     ki_conv2d_path p = ki_conv2d_pick(&c, &g);
     if (!ki_conv2d_path_ok(&c, &g, p)) {
@@ -505,6 +587,22 @@ static bool is_pool3s2(const ki_op_desc *op, int *pad, bool *ceil_mode)
            (p[0] == 0 || p[0] == 1) && d[0] == 1 && d[1] == 1 && !idx;
 }
 
+/* Whether op is nn.AdaptiveAvgPool2d or F.adaptive_avg_pool2d to 1x1 (each plane's mean). */
+static bool is_global_mean(const ki_op_desc *op)
+{
+    if ((strcmp(op->type, "nn.AdaptiveAvgPool2d") != 0 &&
+         strcmp(op->type, "F.adaptive_avg_pool2d") != 0) ||
+        op->n_inputs != 1 || op->n_outputs != 1) {
+        return false;
+    }
+    const ki_param *p = ki_op_param(op, "output_size");
+    if (p && p->kind == KI_PARAM_INT) {
+        return p->i == 1;
+    }
+    return p && p->kind == KI_PARAM_INTS && p->n >= 1 && p->n <= 2 && p->ints[0] == 1 &&
+           p->ints[p->n - 1] == 1;
+}
+
 /* Whether d (next, created) is a depthwise layer over c's output channels that the band kernel
  * runs. */
 static bool pwdw_takes(const ki_conv2d *c, const ki_conv2d *d)
@@ -540,7 +638,7 @@ static bool depthwise_over(const ki_conv2d *c, const ki_op_desc *next)
 static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
 {
     ki_conv2d *c = state;
-    if (c->pool) {
+    if (c->pool || c->gap) {
         return false; /* the pool is the last thing the layer does */
     }
     if (c->dwf) { /* after the second layer only its activation (one its kernel applies) */
@@ -580,6 +678,10 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
         c->pool_pad = c->pool ? pool_pad : 0;
         c->pool_ceil = c->pool && pool_ceil;
         return c->pool;
+    }
+    if (is_global_mean(next)) {
+        c->gap = slot == 0 && ki_conv2d_gap_ok(c);
+        return c->gap;
     }
     if (next->n_inputs == 2) {
         if (c->residual || !ki_cv_is_residual_add(next)) {

@@ -164,8 +164,15 @@ typedef struct ki_conv2d {
     /* The only consumer of the output (after any activation absorbed) is a depthwise layer over
      * its channels that fuse() was offered and did not absorb (see ki_conv2d_gemm_private) */
     bool next_dw;
+    /* fuse() absorbed a global average pool (nn.AdaptiveAvgPool2d or F.adaptive_avg_pool2d to
+     * 1x1) after a clamp-type activation, on a layer with OV weights: the output is each
+     * channel's mean, (n, out_ch, 1, 1) (ki_conv2d_forward_gap) */
+    bool gap;
     /* Per run, on forward's copy of the state: that input's data (NULL in the model's state) */
     const float *res;
+    /* Per run with gap on the OV path: the tiles' per-channel sums, [image][out_ch][pixel block]
+     * (the OV path's tiles then are summed, not stored); else NULL */
+    float *gap_sum;
     /* Kernels chosen for this CPU at create (tests may force others), of level isa: */
     ki_isa isa;
     ki_gemm_ukernel uk;    /* GEMM micro-kernel */
@@ -602,6 +609,9 @@ void ki_wino_output_avx512(const float *m, int64_t pstride, float *q, const floa
 bool ki_conv2d_ov_shape_ok(const ki_conv2d *c);
 /* Pixels per column block for n output pixels (1..KI_OV_PW_MAX). */
 int64_t ki_conv2d_ov_pw(int64_t n);
+/* Whether fuse() may give layer c a global mean (c->gap): a layer with OV weights, one group, no
+ * residual, max pool or band fusion, and a clamp-type activation (in the tiles' epilogue). */
+bool ki_conv2d_gap_ok(const ki_conv2d *c);
 /* half: keep the weights as binary16 (c->ov_h) if every one is exactly such a value (conv_create
  * asks for it from KI_OV_HALF_MIN_BYTES of them); else float32 (c->ov_a). */
 ki_status ki_conv2d_ov_prepare(ki_conv2d *c, bool half, ki_error *err);

@@ -92,7 +92,8 @@ static bool ov_packs(const ki_conv2d *c)
  * of the weights once), or, when the column matrix is the larger operand (more pixels than output
  * channels), by pixels: a run of pixel blocks for every channel block, so a thread reads only its
  * own pixels, which the layer before it mostly wrote from the same core, and packs them itself.
- * By pixels the blocks are narrowed so that their count divides evenly between the threads. */
+ * By pixels the blocks are narrowed so that their count divides evenly between the threads (so
+ * never with a fused global mean). */
 typedef struct ov_layout {
     int64_t pw, nb, nob;
     bool by_pixels;
@@ -103,7 +104,8 @@ static ov_layout ov_layout_of(const ki_conv2d *c, const ki_conv2d_geom *g, int n
     int64_t n = g->oh * g->ow;
     ov_layout l = { ki_conv2d_ov_pw(n), 0, (c->out_ch + KI_OV_MV - 1) / KI_OV_MV, false };
     l.nb = (n + l.pw - 1) / l.pw;
-    if (nt > 1 && n > c->out_ch && l.nb >= nt) {
+    /* not with a fused global mean, whose sums per pixel block then would depend on nt */
+    if (nt > 1 && n > c->out_ch && l.nb >= nt && !c->gap) {
         int64_t want = (l.nb + nt - 1) / nt * nt, pw = (n + want - 1) / want;
         if (pw >= KI_OV_PW_MAX / 2 && (n + pw - 1) / pw == want) {
             l.pw = pw;
@@ -290,11 +292,34 @@ void ki_ov_tile_store(const float *t, int64_t rows, int64_t nr, float *d, int64_
     }
 }
 
-/* Writes tile t ([pw][MV], rows oc0..oc0+rows-1 of the output, pixels j0..j0+nr-1) into y
- * (row stride n) with the rest of the epilogue. */
-static void ov_store(const ki_conv2d *c, const ov_fin *f, const float *t, int64_t oc0, int64_t rows,
-                     int64_t j0, int64_t nr, int64_t n, float *y, const float *res)
+/* With a fused global mean (c->gap_sum): tile t's sums per channel over its nr pixels, in pixel
+ * order (the same tiles, so the same sums, whatever the thread count), to gs[r * nb] for its rows
+ * (gs: the image's sums at the tile's channel block and pixel block). */
+static void ov_gap_sums(const float *t, int64_t rows, int64_t nr, float *gs, int64_t nb)
 {
+    float acc[KI_OV_MV] = { 0 };
+    for (int64_t j = 0; j < nr; j++) {
+#pragma GCC ivdep
+        for (int r = 0; r < KI_OV_MV; r++) {
+            acc[r] += t[j * KI_OV_MV + r];
+        }
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        gs[r * nb] = acc[r];
+    }
+}
+
+/* Writes tile t ([pw][MV], rows oc0..oc0+rows-1 of the output, pixels j0..j0+nr-1) into y
+ * (row stride n) with the rest of the epilogue; with a fused global mean its sums into gs (the
+ * image's, [out_ch][nb]; pixel block j0 / pw) instead. */
+static void ov_store(const ki_conv2d *c, const ov_fin *f, const float *t, int64_t oc0, int64_t rows,
+                     int64_t j0, int64_t nr, int64_t n, float *y, const float *res, float *gs,
+                     int64_t pw, int64_t nb)
+{
+    if (gs) { /* the bias and the clamp are in t (ki_conv2d_gap_ok: no residual) */
+        ov_gap_sums(t, rows, nr, gs + oc0 * nb + j0 / pw, nb);
+        return;
+    }
     float *d = y + oc0 * n + j0;
     const float *rr = res ? res + oc0 * n + j0 : NULL;
     if (f->clamp) { /* the bias is in t; the clamp too unless there is a residual */
@@ -379,7 +404,8 @@ static void prefetch_rows(const float *x, int64_t ld, int64_t q0, int64_t q1, in
  * input channels the layer before wrote on its core); then, after a barrier, each thread its
  * share of the pixel blocks: P_0 + P_1, the bias and clamp, the store, the other activations. */
 static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
-                               float *y, const float *res, const ki_exec *ex, const ki_part *me)
+                               float *y, const float *res, float *gs, const ki_exec *ex,
+                               const ki_part *me)
 {
     const int64_t k = c->in_ch, hw = g->in.h * g->in.w, n = g->oh * g->ow, kh = k / 2;
     int64_t pw, nb, nob;
@@ -457,7 +483,7 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
                     }
                 }
             }
-            ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res);
+            ov_store(c, &f, t, oc0, rows, j0, nr, n, y, res, gs, pw, nb);
         }
         if (!f.clamp && p1 > p0) {
             ov_epilogue(c, ob, p0, p1, pw, n, y, res);
@@ -486,6 +512,8 @@ typedef struct ov_image {
     bool packs;
     float *y;
     const float *res;
+    float *gs; /* the image's sums of a fused global mean ([out_ch][nb]), or NULL */
+    int64_t nb;
 } ov_image;
 
 /* The bias of channel block oc0 (rows channels) into buf, zero past them, where the micro-kernel
@@ -524,7 +552,7 @@ static void ov_tile(const ov_image *im, const char *a, int64_t k0, int64_t kc, i
         c->ov_uk(kc, (const float *)(const void *)a, b, bw, ldb, k0 > 0, bv, lo, hi, t, pf);
     }
     if (last) {
-        ov_store(c, im->f, t, oc0, rows, j0, nr, im->n, im->y, im->res);
+        ov_store(c, im->f, t, oc0, rows, j0, nr, im->n, im->y, im->res, im->gs, im->pw, im->nb);
     }
 }
 
@@ -585,8 +613,15 @@ static void ov_body(void *arg, const ki_part *me)
             if (img > 0) {
                 ki_part_sync(me); /* the image before is done with the partial sums */
             }
-            ov_forward_split_k(c, g, in + img * c->in_ch * hw, out + img * c->out_ch * n,
-                               c->res ? c->res + img * c->out_ch * n : NULL, ex, me);
+            int64_t pw, nb, nob;
+            size_t half;
+            if (!splitk_sizes(c, g, &pw, &nb, &nob, &half)) {
+                return;
+            }
+            ov_forward_split_k(c, g, in + img * c->in_ch * hw,
+                               c->gap_sum ? NULL : out + img * c->out_ch * n,
+                               c->res ? c->res + img * c->out_ch * n : NULL,
+                               c->gap_sum ? c->gap_sum + img * c->out_ch * nb : NULL, ex, me);
         }
         return;
     }
@@ -606,7 +641,7 @@ static void ov_body(void *arg, const ki_part *me)
     size_t part_stride = (part + 63) / 64 * 64;
     for (int64_t img = 0; img < g->in.n; img++) {
         const float *x = in + img * c->in_ch * hw;
-        float *y = out + img * c->out_ch * n;
+        float *y = c->gap_sum ? NULL : out + img * c->out_ch * n;
         const float *res = c->res ? c->res + img * c->out_ch * n : NULL;
         if (img > 0) {
             ki_part_sync(me); /* the image before is done with the packed columns */
@@ -620,7 +655,10 @@ static void ov_body(void *arg, const ki_part *me)
             }
             ki_part_sync(me);
         }
-        const ov_image im = { c, &f, k, n, hw, pw, x, bp, packs, y, res };
+        const ov_image im = { c,     &f, k,   n,
+                              hw,    pw, x,   bp,
+                              packs, y,  res, c->gap_sum ? c->gap_sum + img * c->out_ch * nb : NULL,
+                              nb };
         if (ov_by_blocks(c, &l)) {
             ov_blocks_run(&im, &l, (float *)(parts + (size_t)me->tid * part_stride), me);
             continue;

@@ -463,6 +463,13 @@ bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next)
     return bytes >= ki_conv2d_pwdw_min_bytes(c->isa);
 }
 
+bool ki_conv2d_gap_ok(const ki_conv2d *c)
+{
+    ki_gemm_fin f;
+    return !c->residual && !c->pool && !c->dwf && c->groups == 1 && (c->ov_a || c->ov_h) &&
+           ki_gemm_fin_of(&c->ep, 0, NULL, &f);
+}
+
 void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_t n)
 {
     static const char *const names[] = {
@@ -503,5 +510,9 @@ void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_
             snprintf(buf, n, "%s%s %s", names[p], p == KI_CONV2D_OV && c->ov_h ? " binary16" : "",
                      isa);
         }
+    }
+    const size_t len = strlen(buf);
+    if (c->gap && len < n) {
+        snprintf(buf + len, n - len, " + mean");
     }
 }

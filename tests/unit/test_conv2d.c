@@ -470,6 +470,104 @@ static void test_ov_parts(void **unused)
     }
 }
 
+/* A global average pool fused by fuse() (nn.AdaptiveAvgPool2d / F.adaptive_avg_pool2d to 1x1)
+ * after a clamp-type activation: each channel's mean against the reference convolution's output
+ * averaged in double, on 1 to 3 threads with the same bits, at the best level this CPU has and
+ * with the plain kernels. The OV path summing its tiles (a 1x1 layer by channels, a 3x3 one whose
+ * columns are packed, a 1x1 one split over k; two images; more pixels than output channels,
+ * whose blocks are then split by channels, as by pixels they would depend on the thread count),
+ * and, without its OV weights, another path (the 1x1 GEMM) through the whole output. Not fused:
+ * a pool to 2x2, SiLU (applied after the store), a residual. */
+static void test_global_mean(void **unused)
+{
+    (void)unused;
+    static const struct {
+        int64_t ic, oc, k, h, n;
+        ki_act_kind act;
+        bool f_op; /* F.adaptive_avg_pool2d */
+    } cases[] = {
+        { 80, 96, 1, 7, 2, KI_ACT_RELU, false },  { 32, 64, 3, 7, 1, KI_ACT_RELU6, true },
+        { 576, 96, 1, 7, 1, KI_ACT_NONE, false }, { 80, 32, 1, 14, 1, KI_ACT_HARDTANH, false },
+        { 64, 40, 1, 40, 1, KI_ACT_RELU, true },  { 512, 200, 1, 13, 1, KI_ACT_RELU, false },
+    };
+    const ki_isa best = ki_cpu_isa();
+    for (size_t v = 0; v < sizeof cases / sizeof cases[0]; v++) {
+        const int64_t ic = cases[v].ic, oc = cases[v].oc, k = cases[v].k, h = cases[v].h;
+        const int64_t nimg = cases[v].n, nw = oc * ic * k * k, nx = nimg * ic * h * h;
+        uint64_t s = 501 + (uint64_t)v;
+        float *w = malloc((size_t)nw * 4), *b = malloc((size_t)oc * 4), *x = malloc((size_t)nx * 4);
+        float *full = malloc((size_t)(nimg * oc * h * h) * 4),
+              *one = malloc((size_t)(nimg * oc) * 4);
+        trng_fill(&s, w, (size_t)nw), trng_fill(&s, b, (size_t)oc), trng_fill(&s, x, (size_t)nx);
+        top t, p;
+        conv_op(&t, ic, oc, k, k, 1, w, b);
+        top_ints(&t, "padding", 2, (const int64_t[]){ k / 2, k / 2 });
+        const ki_layer_ops *ops;
+        void *st;
+        ki_error err = { 0 };
+        assert_int_equal(top_create(&t, &ops, &st, &err), KI_OK);
+        ki_conv2d *c = st;
+        c->ep.act = (ki_act){ cases[v].act, -0.5f, 0.75f };
+        if (!c->ov_a) {
+            assert_int_equal(ki_conv2d_ov_prepare(c, false, &err), KI_OK);
+        }
+        top_init(&p, cases[v].f_op ? "F.adaptive_avg_pool2d" : "nn.AdaptiveAvgPool2d", 1, 1);
+        top_ints2(&p, "output_size", 2, 2);
+        assert_false(ops->fuse(c, &p.d, 0)); /* not a global mean */
+        top_init(&p, cases[v].f_op ? "F.adaptive_avg_pool2d" : "nn.AdaptiveAvgPool2d", 1, 1);
+        top_ints2(&p, "output_size", 1, 1);
+        const ki_act kept = c->ep.act;
+        c->ep.act = (ki_act){ KI_ACT_SILU, 0, 0 };
+        assert_false(ops->fuse(c, &p.d, 0)); /* SiLU is applied after the store */
+        c->ep.act = kept, c->residual = true;
+        assert_false(ops->fuse(c, &p.d, 0));
+        c->residual = false;
+        assert_true(ops->fuse(c, &p.d, 0));
+        assert_true(c->gap);
+        ki_conv2d_geom g;
+        ki_shape in = ki_shape_make(4, (const int64_t[]){ nimg, ic, h, h });
+        assert_int_equal(ki_conv2d_geom_make(c, &in, &g, &err), KI_OK);
+        ki_conv2d_forward_ref(c, &g, x, full);
+        /* the OV path (its weights are there), summing its tiles; for case 3 also without them
+         * (then the 1x1 GEMM, whose whole output is averaged) */
+        assert_int_equal(ki_conv2d_pick(c, &g), KI_CONV2D_OV);
+        float *ov_a = c->ov_a;
+        const ki_isa levels[3] = { best, KI_ISA_GENERIC, best };
+        for (int li = 0; li < (v == 3 ? 3 : 2); li++) {
+            ki_conv2d_set_isa(c, levels[li]);
+            c->ov_a = li == 2 ? NULL : ov_a;
+            assert_int_equal(ki_conv2d_pick(c, &g) == KI_CONV2D_OV, li < 2);
+            for (int th = 1; th <= 3; th++) {
+                ki_tensor tin = { in, x }, tout;
+                assert_int_equal(top_run(ops, c, &tin, 1, &tout, 1, th, &err), KI_OK);
+                assert_int_equal(tout.shape.ndim, 4);
+                assert_true(tout.shape.d[0] == nimg && tout.shape.d[1] == oc &&
+                            tout.shape.d[2] == 1 && tout.shape.d[3] == 1);
+                for (int64_t i = 0; i < nimg * oc; i++) {
+                    double m = 0.0;
+                    for (int64_t q = 0; q < h * h; q++) {
+                        m += full[i * h * h + q];
+                    }
+                    m /= (double)(h * h);
+                    if (fabs(tout.data[i] - m) > 2e-5 * (1.0 + fabs(m))) {
+                        fail_msg("case %zu level %d threads %d: mean[%lld] %g want %g", v,
+                                 (int)levels[li], th, (long long)i, tout.data[i], m);
+                    }
+                }
+                if (th == 1) {
+                    memcpy(one, tout.data, (size_t)(nimg * oc) * 4);
+                } else {
+                    assert_memory_equal(one, tout.data, (size_t)(nimg * oc) * 4);
+                }
+                free(tout.data);
+            }
+        }
+        c->ov_a = ov_a;
+        ops->destroy(st);
+        free(w), free(b), free(x), free(full), free(one);
+    }
+}
+
 /* The direct path on stems wide enough for its unmasked blocks (every column a block reads inside
  * the row: from about 2 x 16 + kw + 31 input columns at stride 2): 3x3, 6x6 and 7x7 at stride 2
  * and 5x5 at stride 1, 20 output channels (a partial block), against the reference at each level
@@ -1072,7 +1170,7 @@ int main(void)
         cmocka_unit_test(test_dot_vs_ref),        cmocka_unit_test(test_ov_blocks),
         cmocka_unit_test(test_ov_parts),          cmocka_unit_test(test_half_exact),
         cmocka_unit_test(test_direct_wide),       cmocka_unit_test(test_release_weights),
-        cmocka_unit_test(test_discard_pages),
+        cmocka_unit_test(test_discard_pages),     cmocka_unit_test(test_global_mean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
