@@ -241,14 +241,14 @@ ki_status ki_conv2d_geom_make(const ki_conv2d *c, const ki_shape *in, ki_conv2d_
  * its buffer at the end of the workspace: those sums, or the whole output of another path (the
  * OV path is the layer's unless its workspace would overflow), which it then averages. */
 static bool gap_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p, bool *ov,
-                      size_t *bytes)
+                      int64_t *per, size_t *bytes)
 {
-    const int64_t n = g->oh * g->ow, pw = ki_conv2d_ov_pw(n);
+    const int64_t n = g->oh * g->ow;
     *ov = p == KI_CONV2D_OV;
+    *per = *ov ? ki_conv2d_ov_blocks(n) : n; /* floats an (image, channel) */
     return ki_ckd_mul(bytes, (size_t)g->in.n, (size_t)c->out_ch) &&
-           ki_ckd_mul(bytes, *bytes, (size_t)(*ov ? (n + pw - 1) / pw : n)) &&
-           ki_ckd_mul(bytes, *bytes, sizeof(float)) && ki_ckd_add(bytes, *bytes, 63) &&
-           (*bytes = *bytes / 64 * 64, *bytes < SIZE_MAX / 4);
+           ki_ckd_mul(bytes, *bytes, (size_t)*per) && ki_ckd_mul(bytes, *bytes, sizeof(float)) &&
+           ki_ckd_add(bytes, *bytes, 63) && (*bytes = *bytes / 64 * 64, *bytes < SIZE_MAX / 4);
 }
 
 static ki_status conv_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
@@ -274,8 +274,9 @@ static ki_status conv_shape(const void *state, const ki_shape *in, int n_in, ki_
         return st;
     }
     bool gov;
+    int64_t gper;
     size_t gb;
-    if (st == KI_OK && c->gap && !gap_sizes(c, &g, ki_conv2d_pick(c, &g), &gov, &gb)) {
+    if (st == KI_OK && c->gap && !gap_sizes(c, &g, ki_conv2d_pick(c, &g), &gov, &gper, &gb)) {
         st = KI_FAIL(err, KI_ERR_LIMIT, "input %s is too large", ki_shape_str(&in[0], a, sizeof a));
     }
     if (st == KI_OK) {
@@ -407,19 +408,23 @@ static size_t conv_workspace(const void *state, const ki_shape *in, int n_in, co
         return ki_conv2d_pwdw_workspace(c, &g);
     }
     const ki_conv2d_path p = ki_conv2d_pick(c, &g);
+    const size_t need = ki_conv2d_workspace_for(c, &g, p, n_threads);
     bool ov;
-    size_t gb, need = (ki_conv2d_workspace_for(c, &g, p, n_threads) + 63) / 64 * 64;
+    int64_t per;
+    size_t gb;
     if (c->gap) { /* its buffer past every thread's slice of the path's workspace (gap_forward) */
-        return gap_sizes(c, &g, p, &ov, &gb) && need < SIZE_MAX / 2 ? need + gb : 0;
+        return gap_sizes(c, &g, p, &ov, &per, &gb) && need < SIZE_MAX / 2
+                   ? (need + 63) / 64 * 64 + gb
+                   : 0;
     }
-    return ki_conv2d_workspace_for(c, &g, p, n_threads);
+    return need;
 }
 
 typedef struct gap_job {
     const ki_conv2d *c;
     const ki_conv2d_geom *g;
     const float *buf; /* the tiles' sums [image][channel][pixel block], or the whole output */
-    bool ov;
+    int64_t per;      /* floats of buf an (image, channel) */
     float *out;
 } gap_job;
 
@@ -428,18 +433,16 @@ typedef struct gap_job {
 static void gap_body(void *arg, const ki_part *p)
 {
     const gap_job *j = arg;
-    const int64_t n = j->g->oh * j->g->ow, pw = ki_conv2d_ov_pw(n);
-    const int64_t per = j->ov ? (n + pw - 1) / pw : n;
     int64_t i0, i1;
     ki_part_sync(p); /* every thread's part of the path is done */
     ki_part_range(j->g->in.n * j->c->out_ch, p, &i0, &i1);
     for (int64_t i = i0; i < i1; i++) {
-        const float *s = j->buf + i * per;
+        const float *s = j->buf + i * j->per;
         float acc = 0.0f;
-        for (int64_t q = 0; q < per; q++) {
+        for (int64_t q = 0; q < j->per; q++) {
             acc += s[q];
         }
-        j->out[i] = acc / (float)n;
+        j->out[i] = acc / (float)(j->g->oh * j->g->ow);
     }
 }
 
@@ -448,13 +451,14 @@ static void gap_body(void *arg, const ki_part *p)
  * share, so it lies beyond the last thread's slice and beyond a team-wide buffer of the path),
  * then the means. On the OV path the buffer takes only the tiles' sums, the output planes never
  * written. */
-static ki_status gap_forward(ki_conv2d *c, const ki_conv2d_geom *g, const float *in, float *out,
-                             const ki_exec *ex)
+static ki_status gap_forward(ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_path p, size_t need,
+                             const float *in, float *out, const ki_exec *ex)
 {
-    const ki_conv2d_path p = ki_conv2d_pick(c, g);
     bool ov;
-    size_t gb, need = (ki_conv2d_workspace_for(c, g, p, ex->n_threads) + 63) / 64 * 64;
-    if (!ki_conv2d_path_ok(c, g, p) || !gap_sizes(c, g, p, &ov, &gb) || need > ex->ws_per_thread ||
+    int64_t per;
+    size_t gb;
+    need = (need + 63) / 64 * 64;
+    if (!gap_sizes(c, g, p, &ov, &per, &gb) || need > ex->ws_per_thread ||
         gb > ex->ws_per_thread - need) {
         return KI_ERR_INTERNAL;
     }
@@ -462,7 +466,7 @@ static ki_status gap_forward(ki_conv2d *c, const ki_conv2d_geom *g, const float 
     float *buf = (float *)(void *)((char *)ex->workspace + total - gb);
     c->gap_sum = ov ? buf : NULL;
     ki_conv2d_run(c, g, p, in, ov ? out : buf, ex);
-    const gap_job j = { c, g, buf, ov, out };
+    const gap_job j = { c, g, buf, per, out };
     ki_team_run(ex, gap_body, (void *)&j);
     return KI_OK;
 }
@@ -492,14 +496,14 @@ static ki_status conv_forward(const void *state, const ki_tensor *in, int n_in, 
         ki_conv2d_forward_pwdw(&c, &g, in[0].data, out[0].data, ex);
         return KI_OK;
     }
-    if (c.gap) {
-        return gap_forward(&c, &g, in[0].data, out[0].data, ex);
-    }
     ki_conv2d_path p = ki_conv2d_pick(&c, &g);
     if (!ki_conv2d_path_ok(&c, &g, p)) {
         return KI_ERR_INTERNAL;
     }
     size_t need = ki_conv2d_workspace_for(&c, &g, p, ex->n_threads);
+    if (c.gap) {
+        return gap_forward(&c, &g, p, need, in[0].data, out[0].data, ex);
+    }
     if (need > ex->ws_per_thread) {
         return KI_ERR_INTERNAL;
     }

@@ -166,7 +166,7 @@ typedef struct ki_conv2d {
     bool next_dw;
     /* fuse() absorbed a global average pool (nn.AdaptiveAvgPool2d or F.adaptive_avg_pool2d to
      * 1x1) after a clamp-type activation, on a layer with OV weights: the output is each
-     * channel's mean, (n, out_ch, 1, 1) (ki_conv2d_forward_gap) */
+     * channel's mean, (n, out_ch, 1, 1) (gap_forward in conv2d.c) */
     bool gap;
     /* Per run, on forward's copy of the state: that input's data (NULL in the model's state) */
     const float *res;
@@ -609,6 +609,8 @@ void ki_wino_output_avx512(const float *m, int64_t pstride, float *q, const floa
 bool ki_conv2d_ov_shape_ok(const ki_conv2d *c);
 /* Pixels per column block for n output pixels (1..KI_OV_PW_MAX). */
 int64_t ki_conv2d_ov_pw(int64_t n);
+/* Column blocks of ki_conv2d_ov_pw pixels for n output pixels. */
+int64_t ki_conv2d_ov_blocks(int64_t n);
 /* Whether fuse() may give layer c a global mean (c->gap): a layer with OV weights, one group, no
  * residual, max pool or band fusion, and a clamp-type activation (in the tiles' epilogue). */
 bool ki_conv2d_gap_ok(const ki_conv2d *c);

@@ -27,6 +27,12 @@ int64_t ki_conv2d_ov_pw(int64_t n)
     return (n + blocks - 1) / blocks;
 }
 
+int64_t ki_conv2d_ov_blocks(int64_t n)
+{
+    const int64_t pw = ki_conv2d_ov_pw(n);
+    return (n + pw - 1) / pw;
+}
+
 /* blk[q][r] = weight (o = ob * 32 + r, k0 + q), zero past out_ch, for every k and channel block:
  * the layout of ki_conv2d.ov_a (STORE writes one element). */
 #define OV_REPACK(STORE)                                                                           \
@@ -102,8 +108,8 @@ typedef struct ov_layout {
 static ov_layout ov_layout_of(const ki_conv2d *c, const ki_conv2d_geom *g, int nt)
 {
     int64_t n = g->oh * g->ow;
-    ov_layout l = { ki_conv2d_ov_pw(n), 0, (c->out_ch + KI_OV_MV - 1) / KI_OV_MV, false };
-    l.nb = (n + l.pw - 1) / l.pw;
+    ov_layout l = { ki_conv2d_ov_pw(n), ki_conv2d_ov_blocks(n),
+                    (c->out_ch + KI_OV_MV - 1) / KI_OV_MV, false };
     /* not with a fused global mean, whose sums per pixel block then would depend on nt */
     if (nt > 1 && n > c->out_ch && l.nb >= nt && !c->gap) {
         int64_t want = (l.nb + nt - 1) / nt * nt, pw = (n + want - 1) / want;
@@ -205,7 +211,7 @@ static bool splitk_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t *p
 {
     const int64_t n = g->oh * g->ow;
     *pw = ki_conv2d_ov_pw(n);
-    *nb = (n + *pw - 1) / *pw;
+    *nb = ki_conv2d_ov_blocks(n);
     *nob = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV;
     return ki_ckd_mul(half, (size_t)*nob * (size_t)*nb, (size_t)*pw * KI_OV_MV) &&
            *half < SIZE_MAX / 16;
@@ -598,6 +604,13 @@ static void ov_blocks_run(const ov_image *im, const ov_layout *l, float *tp, con
     }
 }
 
+/* Image img's sums of a fused global mean (c->gap_sum: [image][out_ch][pixel block] for n
+ * pixels an image), or NULL. */
+static float *ov_gap_of(const ki_conv2d *c, int64_t img, int64_t n)
+{
+    return c->gap_sum ? c->gap_sum + img * c->out_ch * ki_conv2d_ov_blocks(n) : NULL;
+}
+
 /* Each image in turn, the team on it. */
 static void ov_body(void *arg, const ki_part *me)
 {
@@ -613,15 +626,9 @@ static void ov_body(void *arg, const ki_part *me)
             if (img > 0) {
                 ki_part_sync(me); /* the image before is done with the partial sums */
             }
-            int64_t pw, nb, nob;
-            size_t half;
-            if (!splitk_sizes(c, g, &pw, &nb, &nob, &half)) {
-                return;
-            }
-            ov_forward_split_k(c, g, in + img * c->in_ch * hw,
-                               c->gap_sum ? NULL : out + img * c->out_ch * n,
-                               c->res ? c->res + img * c->out_ch * n : NULL,
-                               c->gap_sum ? c->gap_sum + img * c->out_ch * nb : NULL, ex, me);
+            ov_forward_split_k(
+                c, g, in + img * c->in_ch * hw, c->gap_sum ? NULL : out + img * c->out_ch * n,
+                c->res ? c->res + img * c->out_ch * n : NULL, ov_gap_of(c, img, n), ex, me);
         }
         return;
     }
@@ -655,10 +662,7 @@ static void ov_body(void *arg, const ki_part *me)
             }
             ki_part_sync(me);
         }
-        const ov_image im = { c,     &f, k,   n,
-                              hw,    pw, x,   bp,
-                              packs, y,  res, c->gap_sum ? c->gap_sum + img * c->out_ch * nb : NULL,
-                              nb };
+        const ov_image im = { c, &f, k, n, hw, pw, x, bp, packs, y, res, ov_gap_of(c, img, n), nb };
         if (ov_by_blocks(c, &l)) {
             ov_blocks_run(&im, &l, (float *)(parts + (size_t)me->tid * part_stride), me);
             continue;
