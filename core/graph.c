@@ -104,6 +104,15 @@ static ki_status check_dangling_and_names(ki_graph *g, ki_error *err)
 {
     for (int n = 0; n < g->n_nodes; n++) {
         const ki_node *nd = &g->nodes[n];
+        bool is_in = strcmp(nd->desc.type, "pnnx.Input") == 0;
+        int wrong = is_in                                       ? nd->desc.n_inputs
+                    : strcmp(nd->desc.type, "pnnx.Output") == 0 ? nd->desc.n_outputs
+                                                                : 0;
+        if (wrong > 0) {
+            return KI_FAIL(err, KI_ERR_FORMAT, "%s:%d: op '%s' (%s) has %d %s%s; it must have none",
+                           g->path, nd->desc.line, nd->desc.name, nd->desc.type, wrong,
+                           is_in ? "input" : "output", wrong == 1 ? "" : "s");
+        }
         for (int i = 0; i < nd->desc.n_inputs; i++) {
             if (g->operands[nd->in[i]].producer < 0) {
                 return KI_FAIL(err, KI_ERR_FORMAT,

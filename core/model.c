@@ -7,8 +7,8 @@
 
 static bool is_tuple_to_output(const ki_graph *g, const ki_node *nd)
 {
-    if (strcmp(nd->desc.type, "prim::TupleConstruct") != 0 &&
-        strcmp(nd->desc.type, "prim::ListConstruct") != 0) {
+    if (nd->desc.n_outputs != 1 || (strcmp(nd->desc.type, "prim::TupleConstruct") != 0 &&
+                                    strcmp(nd->desc.type, "prim::ListConstruct") != 0)) {
         return false;
     }
     /* only when every consumer is a pnnx.Output: the tuple then just groups model outputs */

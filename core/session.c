@@ -76,6 +76,13 @@ static ki_status infer_shapes(ki_session *s, ki_shape *tmp_in, ki_shape *tmp_out
         const ki_node *nd = &g->nodes[n];
         const ki_layer_ops *l = m->layer[n];
         for (int i = 0; i < nd->desc.n_inputs; i++) {
+            if (!s->has_buf[nd->in[i]]) {
+                return KI_FAIL(err, KI_ERR_FORMAT,
+                               "%s:%d: op '%s' (%s) reads operand '%s', which no operator "
+                               "computes",
+                               g->path, nd->desc.line, nd->desc.name, nd->desc.type,
+                               g->operands[nd->in[i]].name);
+            }
             tmp_in[i] = s->shape[nd->in[i]];
         }
         memset(tmp_out, 0, (size_t)(nd->desc.n_outputs + 1) * sizeof *tmp_out);

@@ -232,6 +232,12 @@ static void test_malformed(void **state)
     /* graph-level errors */
     expect_fail("7767517\n2 2\npnnx.Input in0 0 1 x\npnnx.Output out 1 0 y\n", KI_ERR_FORMAT,
                 "reads operand 'y', which no operator produces");
+    /* found by fuzz-model: an output's own output read by a view left its buffer unplanned */
+    expect_fail("7767517\n4 3\npnnx.Input in0 0 1 0\npnnx.Output out0 1 1 0 1\n"
+                "nn.Identity r 1 1 1 2\npnnx.Output out1 1 0 2\n",
+                KI_ERR_FORMAT, "m.param:4: op 'out0' (pnnx.Output) has 1 output; it must have none");
+    expect_fail("7767517\n2 2\npnnx.Input in0 1 1 a x\npnnx.Output out 1 0 x\n", KI_ERR_FORMAT,
+                "op 'in0' (pnnx.Input) has 1 input; it must have none");
     expect_fail("7767517\n3 1\npnnx.Input in0 0 1 x\nnn.ReLU r 0 1 x\npnnx.Output o 1 0 x\n",
                 KI_ERR_FORMAT, "operand 'x' is produced twice");
     expect_fail("7767517\n3 2\npnnx.Input a 0 1 x\nnn.ReLU a 1 1 x y\npnnx.Output o 1 0 y\n",
