@@ -205,8 +205,9 @@ static ki_status apply_entries(const slice_state *st, const ki_shape *x, int64_t
         int64_t b = clamp_bound(st->bound[B_START][k], len[a]), e = st->bound[B_END][k];
         e = e >= PNNX_INT_MAX ? len[a] : clamp_bound(e, len[a]);
         off[a] += b * step[a];
-        step[a] *= stp;
-        len[a] = e > b ? (e - b + stp - 1) / stp : 0;
+        len[a] = e > b ? (e - b - 1) / stp + 1 : 0;
+        /* a step only matters between two elements, and then it is below the dim: no overflow */
+        step[a] = len[a] > 1 ? step[a] * stp : 1;
     }
     return KI_OK;
 }

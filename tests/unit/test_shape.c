@@ -267,6 +267,10 @@ static void test_slice_single(void **state)
     assert_int_equal(run(&b.op, in, 1, out), KI_OK);
     expect_shape(&out[0], 2, (int64_t[]){ 2, 2 });
     expect_vals(g_out[0], (float[]){ 2, 5, 10, 13 }, 4);
+    b.params[3].i = INT64_MAX; /* found by fuzz-model: step x stride overflowed; x[:, -6::huge] */
+    assert_int_equal(run(&b.op, in, 1, out), KI_OK);
+    expect_shape(&out[0], 2, (int64_t[]){ 2, 1 });
+    expect_vals(g_out[0], (float[]){ 2, 10 }, 2);
     b.params[1].i = 5; /* start 5, end -1 → 5..7 */
     b.params[2].i = -1;
     b.params[3].i = 1;
