@@ -1,6 +1,7 @@
 #!/bin/sh
 # seeds.sh KIND DIR - fills DIR afresh with the seed corpus of one fuzz target: the files in
-# tests/fuzz/corpus_KIND plus the small cases of tests/data (param text, bin archives, npy
+# tests/fuzz/corpus_KIND (for model also its findings in tests/malformed/crashes) plus the small
+# cases of tests/data (param text, bin archives, npy
 # tensors, param NUL bin for whole models, or the JPEG files of tests/data/jpeg).
 set -eu
 kind=$1
@@ -9,6 +10,9 @@ rm -rf "$dir"
 mkdir -p "$dir"
 if [ -d "tests/fuzz/corpus_$kind" ]; then
     cp "tests/fuzz/corpus_$kind"/* "$dir"/ 2>/dev/null || true
+fi
+if [ "$kind" = model ]; then # its findings (tests/malformed/crashes), checked first
+    cp tests/malformed/crashes/model_*.fuzz "$dir"/
 fi
 if [ "$kind" = jpeg ]; then
     cp tests/data/jpeg/*.jpg "$dir"/

@@ -1,4 +1,5 @@
-/* test_hard_model.c - regression tests for fuzz-model findings in model loading (core/weights.c).
+/* test_hard_model.c - regression tests for fuzz-model findings in model loading (core/weights.c,
+ * core/graph.c) and in planning and running a session (layers/shape_slice.c).
  * Each test names the input that once misbehaved. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -83,11 +84,70 @@ static void test_fuzz_input_oom_weights(void **state)
     assert_int_not_equal(st, KI_ERR_NOMEM);
 }
 
+/* A finding's input (param text only: no NUL, no bin) loaded with an empty bin. */
+static ki_status load_crash(const char *name, ki_model **m, ki_error *err)
+{
+    char path[128];
+    snprintf(path, sizeof path, "tests/malformed/crashes/%s", name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char buf[1 << 12];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char ppath[64];
+    temp_file(ppath, buf, n);
+    *m = NULL;
+    ki_status st = ki_model_load(ppath, NULL, NULL, m, err);
+    remove(ppath);
+    return st;
+}
+
+/* fuzz-model finding: a pnnx.Output with an output, which an nn.Identity (a view) read; that
+ * operand had no buffer, so the planner read an unset slot (SEGV in plan_memory). */
+static void test_fuzz_input_output_with_output(void **state)
+{
+    (void)state;
+    ki_model *m;
+    ki_error err;
+    assert_int_equal(load_crash("model_output_with_output.fuzz", &m, &err), KI_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, ":4: op 'out0' (pnnx.Output) has 1 output; it must have none"));
+    ki_model_destroy(m);
+}
+
+/* fuzz-model finding: x[0:1:1333333333333333333] on (2,3,4); step x stride overflowed int64
+ * (UBSan). The slice is x[0:1], the input's first 12 values. */
+static void test_fuzz_input_slice_huge_step(void **state)
+{
+    (void)state;
+    ki_model *m;
+    ki_error err;
+    assert_int_equal(load_crash("model_slice_huge_step.fuzz", &m, &err), KI_OK);
+    ki_shape in = ki_shape_make(3, (int64_t[]){ 2, 3, 4 });
+    ki_session_options so = { 1, 0 };
+    ki_session *s = NULL;
+    assert_int_equal(ki_session_create(m, &in, 1, &so, &s, &err), KI_OK);
+    ki_tensor x = ki_session_input(s, 0);
+    for (int i = 0; i < 24; i++) {
+        x.data[i] = (float)i;
+    }
+    assert_int_equal(ki_session_run(s, &err), KI_OK);
+    ki_tensor y = ki_session_output(s, 0);
+    assert_int_equal(ki_shape_count(&y.shape), 12);
+    for (int i = 0; i < 12; i++) {
+        assert_true(y.data[i] == (float)i);
+    }
+    ki_session_destroy(s);
+    ki_model_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_declared_weights_not_allocated),
         cmocka_unit_test(test_fuzz_input_oom_weights),
+        cmocka_unit_test(test_fuzz_input_output_with_output),
+        cmocka_unit_test(test_fuzz_input_slice_huge_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
