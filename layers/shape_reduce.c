@@ -212,7 +212,7 @@ static double fold(const reduce_plan *p, enum reduce_kind kind, const float *x, 
     int64_t inner = p->nr > 0 ? p->rd[last] : 1, is = p->nr > 0 ? p->rs[last] : 0;
     int64_t rows = p->nr > 0 ? ki_shapeop_prod(p->rd, 0, last) : 1;
     double acc = kind == R_PROD ? 1.0 : 0.0;
-    float best = x[0];
+    float best = kind >= R_MAX ? x[0] : 0.0f; /* make_plan: the extremes fold some elements */
     *arg = 0;
     for (int64_t r = 0; r < rows; r++) {
         int64_t off = 0, rem = r;

@@ -1,5 +1,6 @@
 /* test_hard_model.c - regression tests for fuzz-model findings in model loading (core/weights.c,
- * core/graph.c) and in planning and running a session (layers/shape_slice.c).
+ * core/graph.c) and in planning and running a session (layers/shape_slice.c,
+ * layers/shape_reduce.c).
  * Each test names the input that once misbehaved. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -141,6 +142,30 @@ static void test_fuzz_input_slice_huge_step(void **state)
     ki_model_destroy(m);
 }
 
+/* fuzz-model finding: torch.sum over dims (0, 3) of a (0,5,6,7) input folds no elements, and
+ * read the input's first element anyway, past the session's buffers (ASan). PyTorch's sum of
+ * nothing is 0: output 3 is (5,6) of zeros. */
+static void test_fuzz_input_sum_of_none(void **state)
+{
+    (void)state;
+    ki_model *m;
+    ki_error err;
+    assert_int_equal(load_crash("model_sum_of_none.fuzz", &m, &err), KI_OK);
+    ki_shape in = ki_shape_make(4, (int64_t[]){ 0, 5, 6, 7 });
+    ki_session_options so = { 1, 0 };
+    ki_session *s = NULL;
+    assert_int_equal(ki_session_create(m, &in, 1, &so, &s, &err), KI_OK);
+    assert_int_equal(ki_session_run(s, &err), KI_OK);
+    ki_tensor y = ki_session_output(s, 3);
+    assert_int_equal(y.shape.ndim, 2);
+    assert_int_equal(ki_shape_count(&y.shape), 30);
+    for (int i = 0; i < 30; i++) {
+        assert_true(y.data[i] == 0.0f);
+    }
+    ki_session_destroy(s);
+    ki_model_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -148,6 +173,7 @@ int main(void)
         cmocka_unit_test(test_fuzz_input_oom_weights),
         cmocka_unit_test(test_fuzz_input_output_with_output),
         cmocka_unit_test(test_fuzz_input_slice_huge_step),
+        cmocka_unit_test(test_fuzz_input_sum_of_none),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

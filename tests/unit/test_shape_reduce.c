@@ -44,6 +44,25 @@ static void test_sum_mean(void **state)
     assert_int_equal(run(&b.op, in, 1, out), KI_ERR_SHAPE);
     b.ints[0][1] = 3;
     assert_int_equal(run(&b.op, in, 1, out), KI_ERR_SHAPE);
+
+    /* found by fuzz-model: folds of no elements read the input's first element, past an empty
+     * input; torch.sum of none is 0, torch.mean NaN, torch.prod 1 */
+    in[0] = shp(3, 2, 0, 4, 0);
+    op_init(&b, "torch.sum", 1, 1);
+    p_ints(&b, "dim", 1, (int64_t[]){ 1 });
+    assert_int_equal(run(&b.op, in, 1, out), KI_OK);
+    expect_shape(&out[0], 2, (int64_t[]){ 2, 4 });
+    expect_vals(g_out[0], (float[]){ 0, 0, 0, 0, 0, 0, 0, 0 }, 8);
+    op_init(&b, "torch.prod", 1, 1);
+    p_int(&b, "dim", 1);
+    assert_int_equal(run(&b.op, in, 1, out), KI_OK);
+    expect_vals(g_out[0], (float[]){ 1, 1, 1, 1, 1, 1, 1, 1 }, 8);
+    op_init(&b, "torch.mean", 1, 1);
+    p_ints(&b, "dim", 1, (int64_t[]){ 1 });
+    assert_int_equal(run(&b.op, in, 1, out), KI_OK);
+    for (int i = 0; i < 8; i++) {
+        assert_true(isnan(g_out[0][i]));
+    }
 }
 
 static void test_prod_amax_amin(void **state)
