@@ -111,6 +111,26 @@ plane(const dw_plane *d, const ki_conv2d *c, int64_t y0, int64_t y1, int64_t oh,
             n = band_share(oh * ow, yb, ye, oh, &a);
             ki_cv_prefetch_out(d->pf_out + a, n);
         }
+#if DW_ROW_MAJOR
+        if ((ow > 32 || DW_FULL_OK(d, c, s, kk)) && y1 - y0 >= 4) {
+            for (int64_t oy = yb; oy < ye;) {
+                int64_t next = oy;
+                for (int64_t ox = 0; ox < ow;) {
+                    const int64_t run = DW_FULL_RUN(d, c, s, kk, oy, y1, ox);
+                    if (run > ox) {
+                        ox = run, next = oy + 4;
+                        continue;
+                    }
+                    const dw_mask sm = out_mask(ow - ox);
+                    const dw_cols k = cols_at(ox, s, kk, c->pl, d->w);
+                    next = block_at(d, c, &k, sm, s, kk, 4, oy, y1, ox);
+                    ox += DW_LANES;
+                }
+                oy = next;
+            }
+            continue;
+        }
+#endif
         for (int64_t ox = 0; ox < ow; ox += DW_LANES) {
             const dw_mask sm = out_mask(ow - ox);
             const dw_cols k = cols_at(ox, s, kk, c->pl, d->w);

@@ -26,6 +26,7 @@
 #define DW_FLAT_3X3_OW 16 /* two vectors (conv2d_dw3_loops.h: dw_flat_ok) */
 #define DW_SET1        _mm256_set1_ps
 #define DW_ROWS_S2     4
+#define DW_ROW_MAJOR   1
 
 /* A block's store: its lanes, and whether that is all eight (a plain store). */
 typedef struct dw_mask {
@@ -339,6 +340,160 @@ static inline __attribute__((always_inline)) void flat_store(const dw_plane *d, 
 }
 
 /* the loops over bands and blocks, shared with the AVX-512 kernel, over the pieces above */
+/* Which edges of the plane a block of rows4_full touches: its first input row above the plane
+ * (top), its last below it (bottom), column -1 (left), column w (right). */
+enum { E_TOP = 1, E_BOTTOM = 2, E_LEFT = 4, E_RIGHT = 8, E_TAIL = 16 };
+
+/* One column block of rows4_full: output rows y .. y + 3 at q from input rows y - 1 .. y + 4, x
+ * being row y's column ox (the block's first); with E_TAIL only the rows from y + first are
+ * stored (those before belong to the block above). Taps outside the plane (e, a constant: E_*)
+ * are zero vectors, as block_v reads them (a row outside: zeros; a column outside: a masked
+ * lane), made from the row's middle taps at a column edge and never loaded. */
+static inline __attribute__((always_inline)) void rows4_block(const float *x, int64_t w, float *q,
+                                                              int64_t ow, const __m256 *k,
+                                                              __m256 vb, __m256 lo, __m256 hi,
+                                                              int first, const int e)
+{
+    const __m256 k0 = k[0], k1 = k[1], k2 = k[2], k3 = k[3], k4 = k[4], k5 = k[5], k6 = k[6];
+    const __m256 k7 = k[7], k8 = k[8];
+    const __m256i up = _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6);
+    const __m256i down = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7);
+    __m256 a0, a1, a2, a3, l, m, r;
+#define DW_TAPS(i)                                                                                 \
+    do {                                                                                           \
+        const float *p = x + ((i)-1) * w;                                                          \
+        if (((e & E_TOP) && (i) == 0) || ((e & E_BOTTOM) && (i) == 5)) {                           \
+            l = m = r = _mm256_setzero_ps();                                                       \
+            break;                                                                                 \
+        }                                                                                          \
+        m = _mm256_loadu_ps(p);                                                                    \
+        l = (e & E_LEFT)                                                                           \
+                ? _mm256_blend_ps(_mm256_permutevar8x32_ps(m, up), _mm256_setzero_ps(), 1)         \
+                : _mm256_loadu_ps(p - 1);                                                          \
+        r = (e & E_RIGHT)                                                                          \
+                ? _mm256_blend_ps(_mm256_permutevar8x32_ps(m, down), _mm256_setzero_ps(), 0x80)    \
+                : _mm256_loadu_ps(p + 1);                                                          \
+    } while (0)
+#define DW_ROW(a, ka, kb, kc)                                                                      \
+    a = _mm256_fmadd_ps(kc, r, _mm256_fmadd_ps(kb, m, _mm256_fmadd_ps(ka, l, a)))
+    DW_TAPS(0);
+    a0 = _mm256_setzero_ps();
+    DW_ROW(a0, k0, k1, k2);
+    DW_TAPS(1);
+    DW_ROW(a0, k3, k4, k5);
+    a1 = _mm256_setzero_ps();
+    DW_ROW(a1, k0, k1, k2);
+    DW_TAPS(2);
+    DW_ROW(a0, k6, k7, k8);
+    DW_ROW(a1, k3, k4, k5);
+    a2 = _mm256_setzero_ps();
+    DW_ROW(a2, k0, k1, k2);
+    DW_TAPS(3);
+    DW_ROW(a1, k6, k7, k8);
+    DW_ROW(a2, k3, k4, k5);
+    a3 = _mm256_setzero_ps();
+    DW_ROW(a3, k0, k1, k2);
+    DW_TAPS(4);
+    DW_ROW(a2, k6, k7, k8);
+    DW_ROW(a3, k3, k4, k5);
+    DW_TAPS(5);
+    DW_ROW(a3, k6, k7, k8);
+#undef DW_TAPS
+#undef DW_ROW
+    if (!(e & E_TAIL) || first <= 0) {
+        _mm256_storeu_ps(q, _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a0, vb))));
+    }
+    if (!(e & E_TAIL) || first <= 1) {
+        _mm256_storeu_ps(q + ow, _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a1, vb))));
+    }
+    if (!(e & E_TAIL) || first <= 2) {
+        _mm256_storeu_ps(q + 2 * ow, _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a2, vb))));
+    }
+    _mm256_storeu_ps(q + 3 * ow, _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a3, vb))));
+}
+
+/* rows4_full's blocks from ox to the row's end with the row edges and tail re (a constant): from
+ * column 0 the block at the left edge, then blocks of eight, and a row end that is no multiple
+ * of eight as the block of the last eight columns (overlapping the one before: the columns both
+ * hold get the same sums twice, as in the pair blocks). */
+static inline __attribute__((always_inline)) void
+rows4_run(const dw_plane *d, const float *x, float *o, int64_t ox, int first, const int re)
+{
+    const __m256 k[9] = { d->k0, d->k1, d->k2, d->k3, d->k4, d->k5, d->k6, d->k7, d->k8 };
+    const __m256 vb = d->vb, lo = d->lo, hi = d->hi;
+    const int64_t w = d->w, ow = d->ow;
+    if (ox == 0) {
+        rows4_block(x, w, o, ow, k, vb, lo, hi, first, re | E_LEFT);
+        ox = 8;
+    }
+    for (; ox + 8 < w; ox += 8) {
+        rows4_block(x + ox, w, o + ox, ow, k, vb, lo, hi, first, re);
+    }
+    ox = w - 8; /* the block that ends at column w - 1 */
+    rows4_block(x + ox, w, o + ox, ow, k, vb, lo, hi, first, re | E_RIGHT);
+}
+
+/* Stride 1, 3x3 padded by 1, a clamp-type activation and no residual, rows more than two vectors
+ * wide (up to two, the pair blocks and the flat planes were faster: docs/performance.md) and at
+ * least 4 high: output rows y0 .. y0 + 3 of d's plane from column block ox0 to the row's end
+ * (storing the rows from y0 + first), every block whole (see rows4_run). The nine weights stay in
+ * registers beside the four sums and a row's three tap vectors (all sixteen), one column block
+ * after another with nothing between them to wait on (block_v's row blocks, a column block of
+ * eight rows at a time, kept the weights in memory and stopped after each block; the pair
+ * blocks of narrower planes went two rows at a time). Each output sums its taps in block_v's
+ * order, then the bias and the clamp as finish_row: the same bits. */
+static __attribute__((noinline)) void rows4_full(const dw_plane *d, int64_t y0, int first,
+                                                 int64_t ox0)
+{
+    const float *x = d->x + (y0 - d->row0) * d->w; /* input row y0 */
+    float *o = d->o + y0 * d->ow;
+    const int re = (y0 == 0 ? E_TOP : 0) | (y0 + 4 == d->h ? E_BOTTOM : 0);
+    if (first > 0) {
+        rows4_run(d, x, o, ox0, first, re | E_TAIL); /* rare: the row edges at run time */
+    } else if (re == 0) {
+        rows4_run(d, x, o, ox0, 0, 0);
+    } else if (re == E_TOP) {
+        rows4_run(d, x, o, ox0, 0, E_TOP);
+    } else if (re == E_BOTTOM) {
+        rows4_run(d, x, o, ox0, 0, E_BOTTOM);
+    } else {
+        rows4_run(d, x, o, ox0, 0, E_TOP | E_BOTTOM);
+    }
+}
+
+/* Whether rows4_full takes c's planes (see there), before the pair blocks. */
+static inline bool rows4_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    ki_gemm_fin f;
+    return c->sw == 1 && c->kh == 3 && c->pt == 1 && c->pl == 1 && c->pb == 1 && g->ow == g->in.w &&
+           g->in.w > 16 && g->in.h >= 4 && !c->res && ki_gemm_fin_of(&c->ep, 0, NULL, &f);
+}
+
+/* Whether rows4_full takes d's plane of layer c, at stride s with a kk x kk kernel (constants):
+ * rows4_ok as the plane's state holds it. */
+static inline __attribute__((always_inline)) bool dw_full_ok(const dw_plane *d, const ki_conv2d *c,
+                                                             int s, int kk)
+{
+    return s == 1 && kk == 3 && c->pt == 1 && c->pl == 1 && c->pb == 1 && d->ow == d->w &&
+           d->w > 16 && d->h >= 4 && !d->res && !d->vact;
+}
+
+/* The column where the run of rows4_full's blocks for the output rows from oy (before y1) ends:
+ * the row's end, or ox when it takes none there. */
+static inline __attribute__((always_inline)) int64_t dw_full_run(const dw_plane *d,
+                                                                 const ki_conv2d *c, int s, int kk,
+                                                                 int64_t oy, int64_t y1, int64_t ox)
+{
+    if (!dw_full_ok(d, c, s, kk) || y1 < 4) {
+        return ox;
+    }
+    const int64_t yf = y1 - oy < 4 ? y1 - 4 : oy; /* a tail: the block of the last four rows */
+    rows4_full(d, yf, (int)(oy - yf), ox);
+    return d->ow;
+}
+#define DW_FULL_OK  dw_full_ok
+#define DW_FULL_RUN dw_full_run
+
 #include "conv2d_dw3_loops.h"
 
 /* Planes of at most PAIR_MAX_OW output columns (the mobilenets' 14x14 and 28x28 layers, and
@@ -711,8 +866,8 @@ static void blocks_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
 void ki_conv2d_dw3_planes_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                int64_t p0, int64_t p1, float *restrict out)
 {
-    const bool pair = pair_ok(c, g);
-    if (pair || narrow_ok(c, g)) {
+    const bool pair = !rows4_ok(c, g) && pair_ok(c, g);
+    if (pair || (!rows4_ok(c, g) && narrow_ok(c, g))) {
         blocks_planes(c, g, in, p0, p1, out, !pair);
         return;
     }

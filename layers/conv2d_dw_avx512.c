@@ -35,6 +35,7 @@
 #define DW_FLAT_3X3_OW 8 /* half a vector, as other kernels (conv2d_dw3_loops.h: dw_flat_ok) */
 #define DW_SET1        _mm512_set1_ps
 #define DW_ROWS_S2     8
+#define DW_ROW_MAJOR   0
 typedef __mmask16 dw_mask;
 
 /* The store mask of a block with n columns left. */

@@ -107,8 +107,8 @@ static void planes_case(const dwcase *d, uint64_t *s, int act, bool bias, bool r
     free(w), free(b), free(x), free(ref), free(out), free(r);
 }
 
-/* Every width 1..40 and height 1..20, strides 1 and 2, padding k / 2 (0 for every third
- * width), at level isa with a k x k kernel. */
+/* Every width 1..40 and height 1..20 (and some wider rows), strides 1 and 2, padding k / 2 (0 for
+ * every third width), at level isa with a k x k kernel. */
 static void planes_sizes(ki_isa isa, int64_t k)
 {
     if (!have(isa)) {
@@ -122,6 +122,20 @@ static void planes_sizes(ki_isa isa, int64_t k)
                 const dwcase d = { 2, st, p, p, h, w, 1, k, isa };
                 if (h + 2 * p >= k && w + 2 * p >= k) {
                     planes_case(&d, &s, (int)((w + h) % N_ACTS), h % 2 == 0, w % 5 == 0);
+                }
+            }
+        }
+    }
+    /* wider rows: the AVX2 stride-1 3x3 runs of column blocks (rows4_full), at row ends that are
+     * and are not a multiple of eight, and the blocks after them */
+    static const int64_t wide[] = { 47, 48, 56, 57, 63, 64, 112, 113 };
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++) {
+        for (int64_t h = 3; h <= 13; h++) {
+            for (int64_t st = 1; st <= 2; st++) {
+                const int64_t p = h % 5 == 0 ? 0 : k / 2;
+                const dwcase d = { 2, st, p, p, h, wide[i], 1, k, isa };
+                if (h + 2 * p >= k) {
+                    planes_case(&d, &s, (int)((wide[i] + h) % N_ACTS), h % 2 == 0, h % 4 == 0);
                 }
             }
         }
@@ -144,7 +158,7 @@ static void planes_random(ki_isa isa)
                      trng_int(&s, 0, k / 2),
                      trng_int(&s, 0, k / 2),
                      trng_int(&s, 1, 20),
-                     trng_int(&s, 1, 40),
+                     trng_int(&s, 1, 72),
                      trng_int(&s, 1, 2),
                      k,
                      isa };
@@ -173,7 +187,7 @@ static void band_random(ki_isa isa)
                            trng_int(&s, 0, k / 2),
                            trng_int(&s, 0, k / 2),
                            trng_int(&s, k, 20),
-                           trng_int(&s, 1, 40),
+                           trng_int(&s, 1, 72),
                            1,
                            k,
                            isa };
