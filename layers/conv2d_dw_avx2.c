@@ -461,6 +461,119 @@ static __attribute__((noinline)) void rows4_full(const dw_plane *d, int64_t y0, 
     }
 }
 
+/* Stride 2: one column block of output rows y .. y + 3 at q (its lanes in the order 0 1 4 5 2 3 6 7
+ * until the store, as block_v's) from input rows 2y - 1 .. 2y + 7, x being row 2y's column 2ox:
+ * per input row the taps kx = 0 and 1 from columns 2ox - 1 .. 2ox + 14 (two loads, two
+ * shuffles), kx = 2 from 2ox + 1 .. 2ox + 16. At the left edge (E_LEFT) column -1 and at the
+ * right (E_RIGHT, 2ox + 16 = w) column w are zero lanes, never loaded; at the top (E_TOP) row
+ * -1 is zeros. With E_TAIL only the rows from y + first are stored. */
+static inline __attribute__((always_inline)) void
+rows4_block_s2(const float *x, int64_t w, float *q, int64_t ow, const __m256 *k, __m256 vb,
+               __m256 lo, __m256 hi, int first, const int e)
+{
+    const __m256 k0 = k[0], k1 = k[1], k2 = k[2], k3 = k[3], k4 = k[4], k5 = k[5], k6 = k[6];
+    const __m256 k7 = k[7], k8 = k[8];
+    const __m256i up = _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6);
+    const __m256i down = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7);
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, v0, v1, v2;
+#define DW2_TAPS(i)                                                                                \
+    do {                                                                                           \
+        const float *p = x + ((i)-1) * w;                                                          \
+        if ((e & E_TOP) && (i) == 0) {                                                             \
+            v0 = v1 = v2 = _mm256_setzero_ps();                                                    \
+            break;                                                                                 \
+        }                                                                                          \
+        const __m256 l = (e & E_LEFT)                                                              \
+                             ? _mm256_blend_ps(_mm256_permutevar8x32_ps(_mm256_loadu_ps(p), up),   \
+                                               _mm256_setzero_ps(), 1)                             \
+                             : _mm256_loadu_ps(p - 1);                                             \
+        const __m256 h = _mm256_loadu_ps(p + 7);                                                   \
+        v0 = _mm256_shuffle_ps(l, h, 0x88);                                                        \
+        v1 = _mm256_shuffle_ps(l, h, 0xDD);                                                        \
+        const __m256 l2 = _mm256_loadu_ps(p + 1);                                                  \
+        const __m256 h2 =                                                                          \
+            (e & E_RIGHT)                                                                          \
+                ? _mm256_blend_ps(_mm256_permutevar8x32_ps(_mm256_loadu_ps(p + 8), down),          \
+                                  _mm256_setzero_ps(), 0x80)                                       \
+                : _mm256_loadu_ps(p + 9);                                                          \
+        v2 = _mm256_shuffle_ps(l2, h2, 0x88);                                                      \
+    } while (0)
+#define DW2_ROW(a, ka, kb, kc)                                                                     \
+    a = _mm256_fmadd_ps(kc, v2, _mm256_fmadd_ps(kb, v1, _mm256_fmadd_ps(ka, v0, a)))
+    DW2_TAPS(0);
+    DW2_ROW(a0, k0, k1, k2);
+    DW2_TAPS(1);
+    DW2_ROW(a0, k3, k4, k5);
+    DW2_TAPS(2);
+    DW2_ROW(a0, k6, k7, k8);
+    DW2_ROW(a1, k0, k1, k2);
+    DW2_TAPS(3);
+    DW2_ROW(a1, k3, k4, k5);
+    DW2_TAPS(4);
+    DW2_ROW(a1, k6, k7, k8);
+    DW2_ROW(a2, k0, k1, k2);
+    DW2_TAPS(5);
+    DW2_ROW(a2, k3, k4, k5);
+    DW2_TAPS(6);
+    DW2_ROW(a2, k6, k7, k8);
+    DW2_ROW(a3, k0, k1, k2);
+    DW2_TAPS(7);
+    DW2_ROW(a3, k3, k4, k5);
+    DW2_TAPS(8);
+    DW2_ROW(a3, k6, k7, k8);
+#undef DW2_TAPS
+#undef DW2_ROW
+#define DW2_OUT(a)                                                                                 \
+    _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_castpd_ps(_mm256_permute4x64_pd(                    \
+                                            _mm256_castps_pd(_mm256_add_ps(a, vb)), 0xD8))))
+    if (!(e & E_TAIL) || first <= 0) {
+        _mm256_storeu_ps(q, DW2_OUT(a0));
+    }
+    if (!(e & E_TAIL) || first <= 1) {
+        _mm256_storeu_ps(q + ow, DW2_OUT(a1));
+    }
+    if (!(e & E_TAIL) || first <= 2) {
+        _mm256_storeu_ps(q + 2 * ow, DW2_OUT(a2));
+    }
+    _mm256_storeu_ps(q + 3 * ow, DW2_OUT(a3));
+#undef DW2_OUT
+}
+
+/* rows4_run at stride 2: x is input row 2y's column 0, blocks as there (the last eight output
+ * columns end at input column w - 1, w even). */
+static inline __attribute__((always_inline)) void
+rows4_run_s2(const dw_plane *d, const float *x, float *o, int64_t ox, int first, const int re)
+{
+    const __m256 k[9] = { d->k0, d->k1, d->k2, d->k3, d->k4, d->k5, d->k6, d->k7, d->k8 };
+    const __m256 vb = d->vb, lo = d->lo, hi = d->hi;
+    const int64_t w = d->w, ow = d->ow;
+    if (ox == 0) {
+        rows4_block_s2(x, w, o, ow, k, vb, lo, hi, first, re | E_LEFT);
+        ox = 8;
+    }
+    for (; ox + 8 < ow; ox += 8) {
+        rows4_block_s2(x + 2 * ox, w, o + ox, ow, k, vb, lo, hi, first, re);
+    }
+    ox = ow - 8;
+    rows4_block_s2(x + 2 * ox, w, o + ox, ow, k, vb, lo, hi, first, re | E_RIGHT);
+}
+
+/* rows4_full at stride 2 (even plane sides, ow = w / 2 more than two vectors, oh = h / 2: the
+ * bottom padding row is never read). */
+static __attribute__((noinline)) void rows4_full_s2(const dw_plane *d, int64_t y0, int first,
+                                                    int64_t ox0)
+{
+    const float *x = d->x + (2 * y0 - d->row0) * d->w; /* input row 2 y0 */
+    float *o = d->o + y0 * d->ow;
+    if (first > 0) {
+        rows4_run_s2(d, x, o, ox0, first, (y0 == 0 ? E_TOP : 0) | E_TAIL);
+    } else if (y0 == 0) {
+        rows4_run_s2(d, x, o, ox0, 0, E_TOP);
+    } else {
+        rows4_run_s2(d, x, o, ox0, 0, 0);
+    }
+}
+
 /* Whether rows4_full takes c's planes (see there), before the pair blocks. */
 static inline bool rows4_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
@@ -474,8 +587,13 @@ static inline bool rows4_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
 static inline __attribute__((always_inline)) bool dw_full_ok(const dw_plane *d, const ki_conv2d *c,
                                                              int s, int kk)
 {
-    return s == 1 && kk == 3 && c->pt == 1 && c->pl == 1 && c->pb == 1 && d->ow == d->w &&
-           d->w > 16 && d->h >= 4 && !d->res && !d->vact;
+    if (kk != 3 || c->pt != 1 || c->pl != 1 || d->res || d->vact) {
+        return false;
+    }
+    if (s == 2) {
+        return d->w % 2 == 0 && d->h % 2 == 0 && d->ow == d->w / 2 && d->ow > 16 && d->h >= 8;
+    }
+    return s == 1 && c->pb == 1 && d->ow == d->w && d->w > 16 && d->h >= 4;
 }
 
 /* The column where the run of rows4_full's blocks for the output rows from oy (before y1) ends:
@@ -488,7 +606,11 @@ static inline __attribute__((always_inline)) int64_t dw_full_run(const dw_plane 
         return ox;
     }
     const int64_t yf = y1 - oy < 4 ? y1 - 4 : oy; /* a tail: the block of the last four rows */
-    rows4_full(d, yf, (int)(oy - yf), ox);
+    if (s == 2) {
+        rows4_full_s2(d, yf, (int)(oy - yf), ox);
+    } else {
+        rows4_full(d, yf, (int)(oy - yf), ox);
+    }
     return d->ow;
 }
 #define DW_FULL_OK  dw_full_ok

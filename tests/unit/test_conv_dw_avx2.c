@@ -126,6 +126,17 @@ static void planes_sizes(ki_isa isa, int64_t k)
             }
         }
     }
+    /* the AVX2 3x3 row runs (rows4_full, rows4_full_s2: no residual, a clamp or none), every
+     * height to 17 at widths where their blocks end at the row's end or overlap */
+    static const int64_t runs[] = { 17, 24, 34, 40, 48, 56, 66, 112, 113 };
+    for (size_t i = 0; k == 3 && i < sizeof runs / sizeof runs[0]; i++) {
+        for (int64_t h = 3; h <= 17; h++) {
+            for (int64_t st = 1; st <= 2; st++) {
+                const dwcase d = { 2, st, 1, 1, h, runs[i], 2, k, isa };
+                planes_case(&d, &s, h % 2 ? 0 : 2, h % 3 != 0, false);
+            }
+        }
+    }
     /* wider rows: the AVX2 stride-1 3x3 runs of column blocks (rows4_full), at row ends that are
      * and are not a multiple of eight, and the blocks after them */
     static const int64_t wide[] = { 47, 48, 56, 57, 63, 64, 112, 113 };
