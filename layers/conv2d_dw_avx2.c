@@ -412,55 +412,6 @@ static inline __attribute__((always_inline)) void rows4_block(const float *x, in
     _mm256_storeu_ps(q + 3 * ow, _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a3, vb))));
 }
 
-/* rows4_full's blocks from ox to the row's end with the row edges and tail re (a constant): from
- * column 0 the block at the left edge, then blocks of eight, and a row end that is no multiple
- * of eight as the block of the last eight columns (overlapping the one before: the columns both
- * hold get the same sums twice, as in the pair blocks). */
-static inline __attribute__((always_inline)) void
-rows4_run(const dw_plane *d, const float *x, float *o, int64_t ox, int first, const int re)
-{
-    const __m256 k[9] = { d->k0, d->k1, d->k2, d->k3, d->k4, d->k5, d->k6, d->k7, d->k8 };
-    const __m256 vb = d->vb, lo = d->lo, hi = d->hi;
-    const int64_t w = d->w, ow = d->ow;
-    if (ox == 0) {
-        rows4_block(x, w, o, ow, k, vb, lo, hi, first, re | E_LEFT);
-        ox = 8;
-    }
-    for (; ox + 8 < w; ox += 8) {
-        rows4_block(x + ox, w, o + ox, ow, k, vb, lo, hi, first, re);
-    }
-    ox = w - 8; /* the block that ends at column w - 1 */
-    rows4_block(x + ox, w, o + ox, ow, k, vb, lo, hi, first, re | E_RIGHT);
-}
-
-/* Stride 1, 3x3 padded by 1, a clamp-type activation and no residual, rows more than two vectors
- * wide (up to two, the pair blocks and the flat planes were faster: docs/performance.md) and at
- * least 4 high: output rows y0 .. y0 + 3 of d's plane from column block ox0 to the row's end
- * (storing the rows from y0 + first), every block whole (see rows4_run). The nine weights stay in
- * registers beside the four sums and a row's three tap vectors (all sixteen), one column block
- * after another with nothing between them to wait on (block_v's row blocks, a column block of
- * eight rows at a time, kept the weights in memory and stopped after each block; the pair
- * blocks of narrower planes went two rows at a time). Each output sums its taps in block_v's
- * order, then the bias and the clamp as finish_row: the same bits. */
-static __attribute__((noinline)) void rows4_full(const dw_plane *d, int64_t y0, int first,
-                                                 int64_t ox0)
-{
-    const float *x = d->x + (y0 - d->row0) * d->w; /* input row y0 */
-    float *o = d->o + y0 * d->ow;
-    const int re = (y0 == 0 ? E_TOP : 0) | (y0 + 4 == d->h ? E_BOTTOM : 0);
-    if (first > 0) {
-        rows4_run(d, x, o, ox0, first, re | E_TAIL); /* rare: the row edges at run time */
-    } else if (re == 0) {
-        rows4_run(d, x, o, ox0, 0, 0);
-    } else if (re == E_TOP) {
-        rows4_run(d, x, o, ox0, 0, E_TOP);
-    } else if (re == E_BOTTOM) {
-        rows4_run(d, x, o, ox0, 0, E_BOTTOM);
-    } else {
-        rows4_run(d, x, o, ox0, 0, E_TOP | E_BOTTOM);
-    }
-}
-
 /* Stride 2: one column block of output rows y .. y + 3 at q (its lanes in the order 0 1 4 5 2 3 6 7
  * until the store, as block_v's) from input rows 2y - 1 .. 2y + 7, x being row 2y's column 2ox:
  * per input row the taps kx = 0 and 1 from columns 2ox - 1 .. 2ox + 14 (two loads, two
@@ -539,23 +490,58 @@ rows4_block_s2(const float *x, int64_t w, float *q, int64_t ow, const __m256 *k,
 #undef DW2_OUT
 }
 
-/* rows4_run at stride 2: x is input row 2y's column 0, blocks as there (the last eight output
- * columns end at input column w - 1, w even). */
-static inline __attribute__((always_inline)) void
-rows4_run_s2(const dw_plane *d, const float *x, float *o, int64_t ox, int first, const int re)
+/* rows4_full's blocks (stride s, a constant) from output column ox to the row's end with the row
+ * edges and tail re (a constant), x being input row s * y's column 0: from column 0 the block at
+ * the left edge, then blocks of eight, and a row end that is no multiple of eight as the block
+ * of the last eight output columns (overlapping the one before: the columns both hold get the
+ * same sums twice, as in the pair blocks), which ends at input column w - 1. */
+static inline __attribute__((always_inline)) void rows4_run(const dw_plane *d, const float *x,
+                                                            float *o, int64_t ox, int first,
+                                                            const int re, const int s)
 {
     const __m256 k[9] = { d->k0, d->k1, d->k2, d->k3, d->k4, d->k5, d->k6, d->k7, d->k8 };
     const __m256 vb = d->vb, lo = d->lo, hi = d->hi;
     const int64_t w = d->w, ow = d->ow;
+#define ROWS4_AT(c, e)                                                                             \
+    (s == 1 ? rows4_block(x + (c), w, o + (c), ow, k, vb, lo, hi, first, e)                        \
+            : rows4_block_s2(x + 2 * (c), w, o + (c), ow, k, vb, lo, hi, first, e))
     if (ox == 0) {
-        rows4_block_s2(x, w, o, ow, k, vb, lo, hi, first, re | E_LEFT);
+        ROWS4_AT(0, re | E_LEFT);
         ox = 8;
     }
     for (; ox + 8 < ow; ox += 8) {
-        rows4_block_s2(x + 2 * ox, w, o + ox, ow, k, vb, lo, hi, first, re);
+        ROWS4_AT(ox, re);
     }
-    ox = ow - 8;
-    rows4_block_s2(x + 2 * ox, w, o + ox, ow, k, vb, lo, hi, first, re | E_RIGHT);
+    ROWS4_AT(ow - 8, re | E_RIGHT);
+#undef ROWS4_AT
+}
+
+/* Stride 1, 3x3 padded by 1, a clamp-type activation and no residual, rows more than two vectors
+ * wide (up to two, the pair blocks and the flat planes were faster: docs/performance.md) and at
+ * least 4 high: output rows y0 .. y0 + 3 of d's plane from column block ox0 to the row's end
+ * (storing the rows from y0 + first), every block whole (see rows4_run). The nine weights stay in
+ * registers beside the four sums and a row's three tap vectors (all sixteen), one column block
+ * after another with nothing between them to wait on (block_v's row blocks, a column block of
+ * eight rows at a time, kept the weights in memory and stopped after each block; the pair
+ * blocks of narrower planes went two rows at a time). Each output sums its taps in block_v's
+ * order, then the bias and the clamp as finish_row: the same bits. */
+static __attribute__((noinline)) void rows4_full(const dw_plane *d, int64_t y0, int first,
+                                                 int64_t ox0)
+{
+    const float *x = d->x + (y0 - d->row0) * d->w; /* input row y0 */
+    float *o = d->o + y0 * d->ow;
+    const int re = (y0 == 0 ? E_TOP : 0) | (y0 + 4 == d->h ? E_BOTTOM : 0);
+    if (first > 0) {
+        rows4_run(d, x, o, ox0, first, re | E_TAIL, 1); /* rare: the row edges at run time */
+    } else if (re == 0) {
+        rows4_run(d, x, o, ox0, 0, 0, 1);
+    } else if (re == E_TOP) {
+        rows4_run(d, x, o, ox0, 0, E_TOP, 1);
+    } else if (re == E_BOTTOM) {
+        rows4_run(d, x, o, ox0, 0, E_BOTTOM, 1);
+    } else {
+        rows4_run(d, x, o, ox0, 0, E_TOP | E_BOTTOM, 1);
+    }
 }
 
 /* rows4_full at stride 2 (even plane sides, ow = w / 2 more than two vectors, oh = h / 2: the
@@ -566,11 +552,11 @@ static __attribute__((noinline)) void rows4_full_s2(const dw_plane *d, int64_t y
     const float *x = d->x + (2 * y0 - d->row0) * d->w; /* input row 2 y0 */
     float *o = d->o + y0 * d->ow;
     if (first > 0) {
-        rows4_run_s2(d, x, o, ox0, first, (y0 == 0 ? E_TOP : 0) | E_TAIL);
+        rows4_run(d, x, o, ox0, first, (y0 == 0 ? E_TOP : 0) | E_TAIL, 2);
     } else if (y0 == 0) {
-        rows4_run_s2(d, x, o, ox0, 0, E_TOP);
+        rows4_run(d, x, o, ox0, 0, E_TOP, 2);
     } else {
-        rows4_run_s2(d, x, o, ox0, 0, 0);
+        rows4_run(d, x, o, ox0, 0, 0, 2);
     }
 }
 
