@@ -20,6 +20,10 @@
  * DW_KEEP(v) (an empty asm holding the sum v in a register, or nothing),
  * flat_wt(d, kk, i) (weight i broadcast) and flat_store(d, at, n, v) (the epilogue and the store
  * of the n <= DW_LANES outputs from at).
+ * DW_ROW_MAJOR (1: planes over 32 output columns, and those the ISA file's row runs take, go a row
+ * of blocks at a time across the row), and with it DW_FULL_OK(d, c, s) (whether the ISA file's own
+ * 3x3 row runs take the plane) and DW_FULL_ROWS(d, s, oy, y1) (those runs for the output rows from
+ * oy, returning the row after them).
  * Everything here is static inline and always inlined into the ISA file's entries, so s, kk,
  * rows and checked are constants in each block. Thread-safe: each call writes only its own
  * planes' rows. */
@@ -88,15 +92,19 @@ static inline __attribute__((always_inline)) int64_t block_at(const dw_plane *d,
     return yf + rows;
 }
 
-/* Output rows [y0, y1) of the plane of d (of oh rows), in bands of DW_BAND rows; in a band, a
- * column block at a time (its masks computed once) down the rows in blocks of four (at stride 2
- * DW_ROWS_S2 when there are as many: AVX-512, one thread, eight rows 16-25 % faster there, 10-20 %
- * slower at stride 1 on 14x14 / 28x28 planes). Only blocks that reach past the plane's top or
- * bottom check their rows. Fewer than four rows go a row at a time. */
+/* Output rows [y0, y1) of the plane of d (of oh rows), in bands of DW_BAND rows (8 over 32
+ * columns); in a band, with DW_ROW_MAJOR a row of blocks at a time (or the ISA file's row runs),
+ * else a column block at a time (its masks computed once) down the rows in blocks of four (at
+ * stride 2 DW_ROWS_S2 when there are as many: AVX-512, one thread, eight rows 16-25 % faster there,
+ * 10-20 % slower at stride 1 on 14x14 / 28x28 planes). Only blocks that reach past the plane's top
+ * or bottom check their rows. Fewer than four rows go a row at a time. */
 static inline __attribute__((always_inline)) void
 plane(const dw_plane *d, const ki_conv2d *c, int64_t y0, int64_t y1, int64_t oh, int s, int kk)
 {
     const int64_t ow = d->ow, band = ow > 32 ? 8 : DW_BAND;
+#if DW_ROW_MAJOR
+    const bool full = kk == 3 && DW_FULL_OK(d, c, s); /* the ISA file's row runs take the plane */
+#endif
     for (int64_t yb = y0; yb < y1; yb += band) {
         const int64_t ye = y1 - yb > band ? yb + band : y1;
         /* this band's share of the next plane: asked for all at once at the start of a plane,
@@ -112,19 +120,17 @@ plane(const dw_plane *d, const ki_conv2d *c, int64_t y0, int64_t y1, int64_t oh,
             ki_cv_prefetch_out(d->pf_out + a, n);
         }
 #if DW_ROW_MAJOR
-        if ((ow > 32 || DW_FULL_OK(d, c, s, kk)) && y1 - y0 >= 4) {
+        if ((ow > 32 || full) && y1 - y0 >= 4) { /* row blocks across the row */
             for (int64_t oy = yb; oy < ye;) {
+                if (full) {
+                    oy = DW_FULL_ROWS(d, s, oy, y1);
+                    continue;
+                }
                 int64_t next = oy;
-                for (int64_t ox = 0; ox < ow;) {
-                    const int64_t run = DW_FULL_RUN(d, c, s, kk, oy, y1, ox);
-                    if (run > ox) {
-                        ox = run, next = oy + 4;
-                        continue;
-                    }
+                for (int64_t ox = 0; ox < ow; ox += DW_LANES) {
                     const dw_mask sm = out_mask(ow - ox);
                     const dw_cols k = cols_at(ox, s, kk, c->pl, d->w);
                     next = block_at(d, c, &k, sm, s, kk, 4, oy, y1, ox);
-                    ox += DW_LANES;
                 }
                 oy = next;
             }

@@ -344,6 +344,27 @@ static inline __attribute__((always_inline)) void flat_store(const dw_plane *d, 
  * (top), its last below it (bottom), column -1 (left), column w (right). */
 enum { E_TOP = 1, E_BOTTOM = 2, E_LEFT = 4, E_RIGHT = 8, E_TAIL = 16 };
 
+/* The four rows' sums of a rows4 block into q (rows ow apart): the bias, at stride 2 the lanes
+ * put in order (0 1 4 5 2 3 6 7 -> 0 .. 7, as finish_row), the clamp; with E_TAIL in e only the
+ * rows from `first` on (those before belong to the block above). */
+static inline __attribute__((always_inline)) void rows4_store(float *q, int64_t ow, __m256 a0,
+                                                              __m256 a1, __m256 a2, __m256 a3,
+                                                              __m256 vb, __m256 lo, __m256 hi,
+                                                              int first, const int e, const int s)
+{
+    const __m256 a[4] = { a0, a1, a2, a3 };
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        __m256 v = _mm256_add_ps(a[r], vb);
+        if (s == 2) {
+            v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8));
+        }
+        if (!(e & E_TAIL) || first <= r) {
+            _mm256_storeu_ps(q + r * ow, _mm256_min_ps(hi, _mm256_max_ps(lo, v)));
+        }
+    }
+}
+
 /* One column block of rows4_full: output rows y .. y + 3 at q from input rows y - 1 .. y + 4, x
  * being row y's column ox (the block's first); with E_TAIL only the rows from y + first are
  * stored (those before belong to the block above). Taps outside the plane (e, a constant: E_*)
@@ -400,16 +421,7 @@ static inline __attribute__((always_inline)) void rows4_block(const float *x, in
     DW_ROW(a3, k6, k7, k8);
 #undef DW_TAPS
 #undef DW_ROW
-    if (!(e & E_TAIL) || first <= 0) {
-        _mm256_storeu_ps(q, _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a0, vb))));
-    }
-    if (!(e & E_TAIL) || first <= 1) {
-        _mm256_storeu_ps(q + ow, _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a1, vb))));
-    }
-    if (!(e & E_TAIL) || first <= 2) {
-        _mm256_storeu_ps(q + 2 * ow, _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a2, vb))));
-    }
-    _mm256_storeu_ps(q + 3 * ow, _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a3, vb))));
+    rows4_store(q, ow, a0, a1, a2, a3, vb, lo, hi, first, e, 1);
 }
 
 /* Stride 2: one column block of output rows y .. y + 3 at q (its lanes in the order 0 1 4 5 2 3 6 7
@@ -474,30 +486,16 @@ rows4_block_s2(const float *x, int64_t w, float *q, int64_t ow, const __m256 *k,
     DW2_ROW(a3, k6, k7, k8);
 #undef DW2_TAPS
 #undef DW2_ROW
-#define DW2_OUT(a)                                                                                 \
-    _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_castpd_ps(_mm256_permute4x64_pd(                    \
-                                            _mm256_castps_pd(_mm256_add_ps(a, vb)), 0xD8))))
-    if (!(e & E_TAIL) || first <= 0) {
-        _mm256_storeu_ps(q, DW2_OUT(a0));
-    }
-    if (!(e & E_TAIL) || first <= 1) {
-        _mm256_storeu_ps(q + ow, DW2_OUT(a1));
-    }
-    if (!(e & E_TAIL) || first <= 2) {
-        _mm256_storeu_ps(q + 2 * ow, DW2_OUT(a2));
-    }
-    _mm256_storeu_ps(q + 3 * ow, DW2_OUT(a3));
-#undef DW2_OUT
+    rows4_store(q, ow, a0, a1, a2, a3, vb, lo, hi, first, e, 2);
 }
 
-/* rows4_full's blocks (stride s, a constant) from output column ox to the row's end with the row
- * edges and tail re (a constant), x being input row s * y's column 0: from column 0 the block at
- * the left edge, then blocks of eight, and a row end that is no multiple of eight as the block
- * of the last eight output columns (overlapping the one before: the columns both hold get the
- * same sums twice, as in the pair blocks), which ends at input column w - 1. */
-static inline __attribute__((always_inline)) void rows4_run(const dw_plane *d, const float *x,
-                                                            float *o, int64_t ox, int first,
-                                                            const int re, const int s)
+/* rows4_full's blocks along one row of blocks (stride s, a constant) with the row edges and tail
+ * re (a constant), x being input row s * y's column 0: the block at the left edge, blocks of
+ * eight, and the block of the last eight output columns, which ends at input column w - 1 (it
+ * overlaps the one before when the row is no multiple of eight: the columns both hold get the
+ * same sums twice, as in the pair blocks). */
+static inline __attribute__((always_inline)) void
+rows4_run(const dw_plane *d, const float *x, float *o, int first, const int re, const int s)
 {
     const __m256 k[9] = { d->k0, d->k1, d->k2, d->k3, d->k4, d->k5, d->k6, d->k7, d->k8 };
     const __m256 vb = d->vb, lo = d->lo, hi = d->hi;
@@ -505,102 +503,91 @@ static inline __attribute__((always_inline)) void rows4_run(const dw_plane *d, c
 #define ROWS4_AT(c, e)                                                                             \
     (s == 1 ? rows4_block(x + (c), w, o + (c), ow, k, vb, lo, hi, first, e)                        \
             : rows4_block_s2(x + 2 * (c), w, o + (c), ow, k, vb, lo, hi, first, e))
-    if (ox == 0) {
-        ROWS4_AT(0, re | E_LEFT);
-        ox = 8;
-    }
-    for (; ox + 8 < ow; ox += 8) {
+    ROWS4_AT(0, re | E_LEFT);
+    for (int64_t ox = 8; ox + 8 < ow; ox += 8) {
         ROWS4_AT(ox, re);
     }
     ROWS4_AT(ow - 8, re | E_RIGHT);
 #undef ROWS4_AT
 }
 
-/* Stride 1, 3x3 padded by 1, a clamp-type activation and no residual, rows more than two vectors
- * wide (up to two, the pair blocks and the flat planes were faster: docs/performance.md) and at
- * least 4 high: output rows y0 .. y0 + 3 of d's plane from column block ox0 to the row's end
- * (storing the rows from y0 + first), every block whole (see rows4_run). The nine weights stay in
- * registers beside the four sums and a row's three tap vectors (all sixteen), one column block
- * after another with nothing between them to wait on (block_v's row blocks, a column block of
- * eight rows at a time, kept the weights in memory and stopped after each block; the pair
- * blocks of narrower planes went two rows at a time). Each output sums its taps in block_v's
- * order, then the bias and the clamp as finish_row: the same bits. */
-static __attribute__((noinline)) void rows4_full(const dw_plane *d, int64_t y0, int first,
-                                                 int64_t ox0)
+/* rows4_run with the row edges re known at compile time (first > 0: a tail, at run time). */
+static inline __attribute__((always_inline)) void
+rows4_edges(const dw_plane *d, const float *x, float *o, int first, int re, const int s)
 {
-    const float *x = d->x + (y0 - d->row0) * d->w; /* input row y0 */
-    float *o = d->o + y0 * d->ow;
-    const int re = (y0 == 0 ? E_TOP : 0) | (y0 + 4 == d->h ? E_BOTTOM : 0);
     if (first > 0) {
-        rows4_run(d, x, o, ox0, first, re | E_TAIL, 1); /* rare: the row edges at run time */
+        rows4_run(d, x, o, first, re | E_TAIL, s); /* rare: the row edges at run time */
     } else if (re == 0) {
-        rows4_run(d, x, o, ox0, 0, 0, 1);
+        rows4_run(d, x, o, 0, 0, s);
     } else if (re == E_TOP) {
-        rows4_run(d, x, o, ox0, 0, E_TOP, 1);
+        rows4_run(d, x, o, 0, E_TOP, s);
     } else if (re == E_BOTTOM) {
-        rows4_run(d, x, o, ox0, 0, E_BOTTOM, 1);
+        rows4_run(d, x, o, 0, E_BOTTOM, s);
     } else {
-        rows4_run(d, x, o, ox0, 0, E_TOP | E_BOTTOM, 1);
+        rows4_run(d, x, o, 0, E_TOP | E_BOTTOM, s);
     }
 }
 
-/* rows4_full at stride 2 (even plane sides, ow = w / 2 more than two vectors, oh = h / 2: the
- * bottom padding row is never read). */
-static __attribute__((noinline)) void rows4_full_s2(const dw_plane *d, int64_t y0, int first,
-                                                    int64_t ox0)
+/* 3x3 padded by 1 at stride 1, or at stride 2 on even sides (ow = w / 2, oh = h / 2: the bottom
+ * padding row is never read); a clamp-type activation and no residual; output rows more than
+ * two vectors wide (up to two, the pair blocks and the flat planes were faster:
+ * docs/performance.md): output rows y0 .. y0 + 3 of d's plane (storing the rows from y0 +
+ * first) across the whole row (rows4_run). The nine weights stay in registers beside the four
+ * sums and a row's three tap vectors (all sixteen), one column block after another with nothing
+ * between them to wait on (block_v's row blocks, a column block of eight rows at a time, kept the
+ * weights in memory and stopped after each block; the pair blocks of narrower planes went two
+ * rows at a time). Each output sums its taps in block_v's order, then the bias and the clamp as
+ * finish_row: the same bits. */
+static __attribute__((noinline)) void rows4_full(const dw_plane *d, int64_t y0, int first, int s)
 {
-    const float *x = d->x + (2 * y0 - d->row0) * d->w; /* input row 2 y0 */
+    const float *x = d->x + (s * y0 - d->row0) * d->w; /* input row s * y0 */
     float *o = d->o + y0 * d->ow;
-    if (first > 0) {
-        rows4_run(d, x, o, ox0, first, (y0 == 0 ? E_TOP : 0) | E_TAIL, 2);
-    } else if (y0 == 0) {
-        rows4_run(d, x, o, ox0, 0, E_TOP, 2);
+    const int re = (y0 == 0 ? E_TOP : 0) | (s == 1 && y0 + 4 == d->h ? E_BOTTOM : 0);
+    if (s == 2) {
+        rows4_edges(d, x, o, first, re, 2);
     } else {
-        rows4_run(d, x, o, ox0, 0, 0, 2);
+        rows4_edges(d, x, o, first, re, 1);
     }
 }
 
-/* Whether rows4_full takes c's planes (see there), before the pair blocks. */
-static inline bool rows4_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
+/* Whether rows4_full takes a plane of layer c at stride s (w x h in, ow wide out; res: a
+ * residual; vact: an activation that is no clamp). */
+static inline bool rows4_fits(const ki_conv2d *c, int s, int64_t w, int64_t h, int64_t ow, bool res,
+                              bool vact)
 {
-    ki_gemm_fin f;
-    return c->sw == 1 && c->kh == 3 && c->pt == 1 && c->pl == 1 && c->pb == 1 && g->ow == g->in.w &&
-           g->in.w > 16 && g->in.h >= 4 && !c->res && ki_gemm_fin_of(&c->ep, 0, NULL, &f);
-}
-
-/* Whether rows4_full takes d's plane of layer c, at stride s with a kk x kk kernel (constants):
- * rows4_ok as the plane's state holds it. */
-static inline __attribute__((always_inline)) bool dw_full_ok(const dw_plane *d, const ki_conv2d *c,
-                                                             int s, int kk)
-{
-    if (kk != 3 || c->pt != 1 || c->pl != 1 || d->res || d->vact) {
+    if (c->kh != 3 || c->pt != 1 || c->pl != 1 || res || vact) {
         return false;
     }
     if (s == 2) {
-        return d->w % 2 == 0 && d->h % 2 == 0 && d->ow == d->w / 2 && d->ow > 16 && d->h >= 8;
+        return w % 2 == 0 && h % 2 == 0 && ow == w / 2 && ow > 16 && h >= 8;
     }
-    return s == 1 && c->pb == 1 && d->ow == d->w && d->w > 16 && d->h >= 4;
+    return s == 1 && c->pb == 1 && ow == w && w > 16 && h >= 4;
 }
 
-/* The column where the run of rows4_full's blocks for the output rows from oy (before y1) ends:
- * the row's end, or ox when it takes none there. */
-static inline __attribute__((always_inline)) int64_t dw_full_run(const dw_plane *d,
-                                                                 const ki_conv2d *c, int s, int kk,
-                                                                 int64_t oy, int64_t y1, int64_t ox)
+/* Whether rows4_full takes c's planes in place at stride 1, before the pair blocks. */
+static inline bool rows4_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
-    if (!dw_full_ok(d, c, s, kk) || y1 < 4) {
-        return ox;
-    }
-    const int64_t yf = y1 - oy < 4 ? y1 - 4 : oy; /* a tail: the block of the last four rows */
-    if (s == 2) {
-        rows4_full_s2(d, yf, (int)(oy - yf), ox);
-    } else {
-        rows4_full(d, yf, (int)(oy - yf), ox);
-    }
-    return d->ow;
+    ki_gemm_fin f;
+    return c->sw == 1 && rows4_fits(c, 1, g->in.w, g->in.h, g->ow, c->res != NULL,
+                                    !ki_gemm_fin_of(&c->ep, 0, NULL, &f));
 }
-#define DW_FULL_OK  dw_full_ok
-#define DW_FULL_RUN dw_full_run
+
+/* rows4_fits for d's plane at stride s (its state holds the residual and the activation). */
+static inline bool dw_full_ok(const dw_plane *d, const ki_conv2d *c, int s)
+{
+    return rows4_fits(c, s, d->w, d->h, d->ow, d->res != NULL, d->vact);
+}
+
+/* The output rows from oy (before y1, at least four in the call) through rows4_full: a tail of
+ * fewer than four as the block of the last four rows. Returns the row after them. */
+static inline int64_t dw_full_rows(const dw_plane *d, int s, int64_t oy, int64_t y1)
+{
+    const int64_t yf = y1 - oy < 4 ? y1 - 4 : oy;
+    rows4_full(d, yf, (int)(oy - yf), s);
+    return yf + 4;
+}
+#define DW_FULL_OK   dw_full_ok
+#define DW_FULL_ROWS dw_full_rows
 
 #include "conv2d_dw3_loops.h"
 
@@ -974,8 +961,8 @@ static void blocks_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
 void ki_conv2d_dw3_planes_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                int64_t p0, int64_t p1, float *restrict out)
 {
-    const bool pair = !rows4_ok(c, g) && pair_ok(c, g);
-    if (pair || (!rows4_ok(c, g) && narrow_ok(c, g))) {
+    const bool pair = !rows4_ok(c, g) && pair_ok(c, g); /* narrow_ok: rows of at most 8 */
+    if (pair || narrow_ok(c, g)) {
         blocks_planes(c, g, in, p0, p1, out, !pair);
         return;
     }
