@@ -184,61 +184,76 @@ static void dense_band(const ki_conv2d *d, const ki_conv2d_geom *dg, const float
     }
 }
 
-/* Rows [y0, y1) of image n's depthwise output, a band at a time, through buf (pack: the 1x1
- * layer's panel slots or the direct path's packed weights; pack2: a dense second layer's
- * panels). */
-static void rows_of_image(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv2d_geom *dg,
-                          const pwdw_plan *p, const float *in, int64_t n, int64_t y0, int64_t y1,
-                          float *buf, float *pack, float *pack2, float *out)
+/* Which input rows of which image the band buffer holds: rows [lo, hi) of image n (n -1: none). */
+typedef struct pwdw_held {
+    int64_t n, lo, hi;
+} pwdw_held;
+
+/* Output rows [yb, ye) of image n's depthwise output (out: its planes) through buf (pack: the 1x1
+ * layer's panel slots or the direct path's packed weights; pack2: a dense second layer's panels);
+ * rows the buffer holds of the band before (*held) are moved to its front instead of recomputed.
+ * ne: the end of this thread's next band of the same image, whose new input rows are asked for
+ * ahead, or -1. */
+static void band_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv2d_geom *dg,
+                      const pwdw_plan *p, const float *in, int64_t n, int64_t yb, int64_t ye,
+                      int64_t ne, float *buf, float *pack, float *pack2, float *out,
+                      pwdw_held *held)
 {
     const bool pw = ki_conv2d_is_pointwise(c);
     const ki_conv2d *d = c->dwf;
     const int64_t w = dg->in.w, h = dg->in.h, k = c->in_ch, ch = c->out_ch;
     const int64_t hw = g->in.h * g->in.w;
     const float *x = in + n * k * hw;
-    int64_t have0 = 0, have1 = 0; /* input rows [have0, have1) are in buf */
-    /* equal bands of at most p->band rows (a short last one would go a row at a time) */
-    const int64_t len = y1 - y0, nb = (len + p->band - 1) / p->band;
-    for (int64_t j = 0, yb = y0, ye; j < nb; j++, yb = ye) {
-        ye = y0 + len * (j + 1) / nb;
-        int64_t lo = yb * d->sh - d->pt, hi = lo + rows_read(d, ye - yb, INT64_MAX);
-        lo = lo < 0 ? 0 : lo;
-        hi = hi > h ? h : hi;
-        int64_t from = lo;
-        if (have0 <= lo && lo < have1) { /* the band before's last rows are this one's first */
-            for (int64_t q = 0; q < ch && lo > have0; q++) {
-                float *row = buf + q * p->cstride;
-                memmove(row, row + (lo - have0) * w, (size_t)((have1 - lo) * w) * sizeof *row);
-            }
-            from = have1;
+    int64_t lo = yb * d->sh - d->pt, hi = lo + rows_read(d, ye - yb, INT64_MAX);
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > h ? h : hi;
+    int64_t from = lo;
+    if (held->n == n && held->lo <= lo && lo < held->hi) { /* the band before's last rows */
+        for (int64_t q = 0; q < ch && lo > held->lo; q++) {
+            float *row = buf + q * p->cstride;
+            memmove(row, row + (lo - held->lo) * w, (size_t)((held->hi - lo) * w) * sizeof *row);
         }
-        if (from < hi && pw) {
-            expand(c, g, x, from, hi, buf + (from - lo) * w, p->cstride, pack);
-        } else if (from < hi && ki_conv2d_s2d_on(c, g->ow)) {
-            ki_conv2d_s2d_rows(c, g, in, n, from, hi, buf + (from - lo) * w, p->cstride, pack);
-        } else if (from < hi) {
-            ki_conv2d_direct_rows(c, g, in, pack, n, from, hi, buf + (from - lo) * w, p->cstride);
+        from = held->hi;
+    }
+    if (from < hi && pw) {
+        expand(c, g, x, from, hi, buf + (from - lo) * w, p->cstride, pack);
+    } else if (from < hi && ki_conv2d_s2d_on(c, g->ow)) {
+        ki_conv2d_s2d_rows(c, g, in, n, from, hi, buf + (from - lo) * w, p->cstride, pack);
+    } else if (from < hi) {
+        ki_conv2d_direct_rows(c, g, in, pack, n, from, hi, buf + (from - lo) * w, p->cstride);
+    }
+    *held = (pwdw_held){ n, lo, hi > from ? hi : from };
+    if (c->dwf_dense) {
+        dense_band(d, dg, buf, lo, hi, p->cstride, yb, ye, out, pack2);
+        return;
+    }
+    /* the depthwise layer in k pieces of channels, each asking for one input plane's rows of the
+     * next band (a 1x1 layer's k planes are k read streams, more than the prefetchers follow) */
+    const int64_t next = ne < 0 ? 0 : (ne - 1) * d->sh - d->pt + d->kh;
+    const int64_t nhi = next > h ? h : next;
+    for (int64_t i = 0; i < k; i++) {
+        if (pw && nhi > held->hi) {
+            ki_cv_prefetch_l2(x + i * hw + held->hi * w, (nhi - held->hi) * w);
         }
-        have0 = lo, have1 = hi > from ? hi : from;
-        if (c->dwf_dense) {
-            dense_band(d, dg, buf, lo, hi, p->cstride, yb, ye, out, pack2);
-            continue;
-        }
-        /* the depthwise layer in k pieces of channels, each asking for one input plane's rows
-         * of the next band (a 1x1 layer's k planes are k read streams, more than the
-         * prefetchers follow) */
-        const int64_t next = (y0 + len * (j + 2) / nb - 1) * d->sh - d->pt + d->kh;
-        const int64_t nhi = next > h ? h : next;
-        for (int64_t i = 0; i < k; i++) {
-            if (pw && j + 1 < nb && nhi > have1) {
-                ki_cv_prefetch_l2(x + i * hw + have1 * w, (nhi - have1) * w);
-            }
-            d->dw3_band(d, dg, buf, lo, p->cstride, ch * i / k, ch * (i + 1) / k, yb, ye, out);
-        }
+        d->dw3_band(d, dg, buf, lo, p->cstride, ch * i / k, ch * (i + 1) / k, yb, ye, out);
     }
 }
 
-/* Each thread a run of output rows, its band buffer and packed weights in its own slice. */
+/* Bands of an image: equal ones of at most p->band rows (a short last one would go a row at a
+ * time), as many as make a whole number for each of the nt threads (its own share one run of
+ * rows), at most one a row. */
+static int64_t bands_of(const pwdw_plan *p, int64_t oh, int nt)
+{
+    const int64_t t = nt > 0 ? nt : 1;
+    int64_t nb = (oh + p->band - 1) / p->band;
+    nb = (nb + t - 1) / t * t;
+    return nb < oh ? nb : oh;
+}
+
+/* The team's bands (ki_share: each thread its own share from the front, then what is left of
+ * the others' from their back, so a thread that runs slower, another process on its core, leaves
+ * its last bands to the others), each thread's band buffer and packed weights in its own slice.
+ * A band taken after the one before it in the same image continues from the rows it left. */
 static void pwdw_body(void *arg, const ki_part *pt)
 {
     const ki_conv2d_job *j = arg;
@@ -249,16 +264,20 @@ static void pwdw_body(void *arg, const ki_part *pt)
     if (ki_conv2d_pwdw_geom(c, g, &dg, NULL) != KI_OK || !plan_of(c, &dg, &p)) {
         return; /* conv_forward checked the workspace */
     }
-    const int64_t oh = dg.oh, ohw = oh * dg.ow;
+    const int64_t oh = dg.oh, ohw = oh * dg.ow, nb = bands_of(&p, oh, j->ex->n_threads);
     float *buf = ki_exec_slice(j->ex, pt->tid);
     float *pack = (float *)((char *)buf + p.buf_bytes), *pack2 = (float *)((char *)buf + p.pack2);
-    const int64_t y0 = oh * pt->tid / pt->nt, y1 = oh * (pt->tid + 1) / pt->nt;
     if (!ki_conv2d_is_pointwise(c) && !ki_conv2d_s2d_on(c, g->ow)) {
         ki_conv2d_direct_pack(c, pack); /* each thread its own copy: no barrier */
     }
-    for (int64_t n = 0; n < g->in.n && y0 < y1; n++) {
-        rows_of_image(c, g, &dg, &p, j->in, n, y0, y1, buf, pack, pack2,
-                      j->out + n * c->dwf->out_ch * ohw);
+    pwdw_held held = { -1, 0, 0 };
+    ki_share_begin(pt, g->in.n * nb);
+    for (int64_t b = ki_share_take(pt->share, pt->tid); b >= 0;
+         b = ki_share_take(pt->share, pt->tid)) {
+        const int64_t n = b / nb, i = b % nb, after = ki_share_peek(pt->share, pt->tid);
+        const int64_t ne = after == b + 1 && i + 1 < nb ? oh * (i + 2) / nb : -1;
+        band_rows(c, g, &dg, &p, j->in, n, oh * i / nb, oh * (i + 1) / nb, ne, buf, pack, pack2,
+                  j->out + n * c->dwf->out_ch * ohw, &held);
     }
 }
 
