@@ -234,7 +234,7 @@ static void gemm_group(const ki_conv2d *c, const ki_conv2d_geom *g, bool use_col
         pack_panel(c, g, use_col, x, p * KI_GEMM_NR, ga->k, ws + p * KI_GEMM_NR * ga->k);
     }
     ki_part_sync(pt);
-    ki_gemm_compute(ga, pt->tid, pt->nt);
+    ki_gemm_compute_shared(ga, pt);
 }
 
 /* Item it = (image n, group gi) of a batch or a grouped layer: its GEMM arguments. */

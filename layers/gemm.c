@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../core/bigbuf.h"
+#include "../core/team.h"
 
 /* The finishing step (scalar form of ki_gemm_fin) on mr rows of nr columns of a tile t (row
  * stride KI_GEMM_NR): + bias, + the residual (row stride ldc), max(lo, v) then min(hi, v) (a NaN v
@@ -298,6 +299,43 @@ void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt)
             const int64_t m0 = mi * KI_GEMM_MR;
             g->rows_done(g->done_ctx, g->c + m0 * g->ldc + c0, g->ldc, m0,
                          g->m - m0 < KI_GEMM_MR ? g->m - m0 : KI_GEMM_MR, c0, c1 - c0);
+        }
+    }
+}
+
+/* Runs of whole row tiles a thread's share of ki_gemm_compute_shared comes in. */
+#define KI_GEMM_RUNS_PER_THREAD 4
+
+void ki_gemm_compute_shared(const ki_gemm_args *g, const ki_part *pt)
+{
+    const int64_t np = (g->n + KI_GEMM_NR - 1) / KI_GEMM_NR,
+                  mp = (g->m + KI_GEMM_MR - 1) / KI_GEMM_MR;
+    const bool late = late_epilogue(g);
+    int64_t runs = KI_GEMM_RUNS_PER_THREAD * (int64_t)pt->nt;
+    runs = runs < mp ? runs : mp;
+    ki_share_begin(pt, runs);
+    for (int64_t q = ki_share_take(pt->share, pt->tid); q >= 0;
+         q = ki_share_take(pt->share, pt->tid)) {
+        const int64_t m0 = mp * q / runs, m1 = mp * (q + 1) / runs;
+        for (int64_t k0 = 0; k0 < g->k; k0 += KI_GEMM_KC) {
+            const int64_t kc = g->k - k0 < KI_GEMM_KC ? g->k - k0 : KI_GEMM_KC;
+            for (int64_t mi = m0; mi < m1; mi++) {
+                prefetch_a(g, mi + 1, k0, kc);
+                for (int64_t pi = 0; pi < np; pi++) {
+                    tile(g, pi, mi, k0, kc, g->bp + pi * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR,
+                         KI_GEMM_NR, late);
+                }
+            }
+        }
+        for (int64_t mi = m0; (late || g->rows_done) && mi < m1; mi++) {
+            if (late) {
+                rows_epilogue(g, mi, 0, g->n);
+            }
+            if (g->rows_done) {
+                const int64_t r0 = mi * KI_GEMM_MR;
+                g->rows_done(g->done_ctx, g->c + r0 * g->ldc, g->ldc, r0,
+                             g->m - r0 < KI_GEMM_MR ? g->m - r0 : KI_GEMM_MR, 0, g->n);
+            }
         }
     }
 }

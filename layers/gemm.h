@@ -109,6 +109,12 @@ void ki_gemm_finish_cols(const void *ctx, float *c, int64_t ldc, int64_t m0, int
 /* Computes thread tid's share of the tiles (call from inside a parallel region, every tid in
  * 0..nt-1 once). */
 void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt);
+/* The same tiles, the same operations each (so the same bits), for a team: runs of whole row
+ * tiles taken from a work share (ki_share), each thread its own runs first, then what is left of
+ * the others' (a thread that runs slower, another process on its core, leaves its last runs to
+ * them). Call from every thread of pt's team. */
+struct ki_part;
+void ki_gemm_compute_shared(const ki_gemm_args *g, const struct ki_part *pt);
 
 /* All tiles of panels p0..p0+np-1, packed one after another at b (np * k * NR floats): for
  * callers that pack a few panels at a time. With g->bin the full panels are read from it in
