@@ -143,6 +143,14 @@ void ki_share_begin(const ki_part *p, long long items)
                           memory_order_relaxed);
 }
 
+int64_t ki_share_begin_runs(const ki_part *p, int64_t n)
+{
+    const int64_t most = KI_SHARE_RUNS * (int64_t)(p->nt > 0 ? p->nt : 1);
+    const int64_t runs = n < most ? (n > 0 ? n : 0) : most;
+    ki_share_begin(p, runs);
+    return runs;
+}
+
 /* An empty share of n ranges (ki_share_begin sets each). */
 static void share_empty(ki_share *s, int n)
 {

@@ -102,6 +102,18 @@ void ki_part_sync(const ki_part *p);
  * yet finds it empty, as every use leaves every range: the owner then does it all). With more
  * threads than KI_SHARE_MAX ranges, thread 0 sets them all and the threads meet. */
 void ki_share_begin(const ki_part *p, long long items);
+/* ki_share_begin for n items handed out as runs of consecutive items, KI_SHARE_RUNS a thread (at
+ * most one an item): returns the number of runs; run q is items [ki_run_start(n, runs, q),
+ * ki_run_start(n, runs, q + 1)). A thread's own runs follow each other, so undisturbed it does
+ * what a static split would; a thread that runs slower (another process on its core) leaves its
+ * last runs to the others. */
+#define KI_SHARE_RUNS 4
+int64_t ki_share_begin_runs(const ki_part *p, int64_t n);
+/* The first item of run q of `runs` over n items (q <= runs): n * q / runs without overflow. */
+static inline int64_t ki_run_start(int64_t n, int64_t runs, int64_t q)
+{
+    return n / runs * q + n % runs * q / runs;
+}
 /* Thread p->tid's items [lo, hi) of n: OpenMP's static split (contiguous, the first n % nt
  * threads one more). */
 void ki_part_range(int64_t n, const ki_part *p, int64_t *lo, int64_t *hi);

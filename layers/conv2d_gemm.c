@@ -406,22 +406,16 @@ static void pad_plane(const ki_conv2d *c, const ki_conv2d_geom *g, const float *
 }
 #endif
 
-/* Runs of planes a thread's share of an in-place depthwise layer comes in (ki_share): a thread
- * that runs slower (another process on its core) leaves its last runs to the others. */
-#define DW_RUNS_PER_THREAD 4
-
-/* The team's runs of planes (ki_share), each in one call of the kernel (the call's setup, its
- * masks and row checks, is paid per run, not per plane); epilogue at the store. */
+/* The team's runs of planes (ki_share_begin_runs), each in one call of the kernel (the call's
+ * setup, its masks and row checks, is paid per run, not per plane); epilogue at the store. */
 static void dw_in_place_body(void *arg, const ki_part *pt)
 {
     const ki_conv2d_job *j = arg;
-    const int64_t planes = j->g->in.n * j->c->in_ch;
-    int64_t runs = DW_RUNS_PER_THREAD * (int64_t)pt->nt;
-    runs = runs < planes ? runs : planes;
-    ki_share_begin(pt, runs);
+    const int64_t planes = j->g->in.n * j->c->in_ch, runs = ki_share_begin_runs(pt, planes);
     for (int64_t q = ki_share_take(pt->share, pt->tid); q >= 0;
          q = ki_share_take(pt->share, pt->tid)) {
-        j->c->dw3_planes(j->c, j->g, j->in, planes * q / runs, planes * (q + 1) / runs, j->out);
+        j->c->dw3_planes(j->c, j->g, j->in, ki_run_start(planes, runs, q),
+                         ki_run_start(planes, runs, q + 1), j->out);
     }
 }
 

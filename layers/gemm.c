@@ -303,20 +303,15 @@ void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt)
     }
 }
 
-/* Runs of whole row tiles a thread's share of ki_gemm_compute_shared comes in. */
-#define KI_GEMM_RUNS_PER_THREAD 4
-
 void ki_gemm_compute_shared(const ki_gemm_args *g, const ki_part *pt)
 {
     const int64_t np = (g->n + KI_GEMM_NR - 1) / KI_GEMM_NR,
                   mp = (g->m + KI_GEMM_MR - 1) / KI_GEMM_MR;
     const bool late = late_epilogue(g);
-    int64_t runs = KI_GEMM_RUNS_PER_THREAD * (int64_t)pt->nt;
-    runs = runs < mp ? runs : mp;
-    ki_share_begin(pt, runs);
+    const int64_t runs = ki_share_begin_runs(pt, mp);
     for (int64_t q = ki_share_take(pt->share, pt->tid); q >= 0;
          q = ki_share_take(pt->share, pt->tid)) {
-        const int64_t m0 = mp * q / runs, m1 = mp * (q + 1) / runs;
+        const int64_t m0 = ki_run_start(mp, runs, q), m1 = ki_run_start(mp, runs, q + 1);
         for (int64_t k0 = 0; k0 < g->k; k0 += KI_GEMM_KC) {
             const int64_t kc = g->k - k0 < KI_GEMM_KC ? g->k - k0 : KI_GEMM_KC;
             for (int64_t mi = m0; mi < m1; mi++) {

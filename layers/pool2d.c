@@ -440,17 +440,12 @@ typedef struct pool_job {
     bool rows, sep;
 } pool_job;
 
-/* Each thread its planes (OpenMP's static split), by the kernel pool_forward chose. */
-static void pool_body(void *arg, const ki_part *pt)
+/* Planes [p0, p1) by the kernel pool_forward chose; ws: the thread's slice, or NULL. */
+static void pool_run(const pool_job *j, int64_t p0, int64_t p1, float *ws)
 {
-    const pool_job *j = arg;
     const pool2d *p = j->p;
     const ki_cv_nchw *x = &j->x;
     const int64_t planes = x->n * x->c, hw = x->h * x->w, oh = j->oh, ow = j->ow, ohw = oh * ow;
-    /* the thread's slice (no workspace when the kernel needs none: not even an offset from NULL) */
-    float *ws = j->mode == POOL_S1 || j->sep ? ki_exec_slice(j->ex, pt->tid) : NULL;
-    int64_t p0, p1;
-    ki_part_range(planes, pt, &p0, &p1);
     for (int64_t pl = p0; pl < p1; pl++) {
         const float *s = j->src + pl * hw;
         float *d = j->dst + pl * ohw;
@@ -469,6 +464,20 @@ static void pool_body(void *arg, const ki_part *pt)
                                        : max_plane_taps(p, x, s, d, oh, ow))) {
             pool_plane_ref(p, x, s, d, j->ind ? j->ind + pl * ohw : NULL, ohw, ow);
         }
+    }
+}
+
+/* The team's runs of planes (ki_share_begin_runs), each thread its own slice. */
+static void pool_body(void *arg, const ki_part *pt)
+{
+    const pool_job *j = arg;
+    const int64_t planes = j->x.n * j->x.c;
+    /* the thread's slice (no workspace when the kernel needs none: not even an offset from NULL) */
+    float *ws = j->mode == POOL_S1 || j->sep ? ki_exec_slice(j->ex, pt->tid) : NULL;
+    const int64_t runs = ki_share_begin_runs(pt, planes);
+    for (int64_t q = ki_share_take(pt->share, pt->tid); q >= 0;
+         q = ki_share_take(pt->share, pt->tid)) {
+        pool_run(j, ki_run_start(planes, runs, q), ki_run_start(planes, runs, q + 1), ws);
     }
 }
 

@@ -346,13 +346,75 @@ static void test_share_begin(void **unused)
     }
 }
 
+/* ki_share_begin_runs: at most KI_SHARE_RUNS runs a thread and one an item; the runs cover the
+ * items in order, each item exactly once, also with a thread that starts late. ki_run_start is
+ * n * q / runs rounded down, without overflow near INT64_MAX. */
+typedef struct runs_check {
+    share_check s;
+    atomic_int bad; /* runs of a wrong count, or empty (checked after the region) */
+} runs_check;
+
+static void runs_pass(void *arg, const ki_part *p)
+{
+    runs_check *r = arg;
+    if (p->tid == r->s.late) {
+        const struct timespec t = { 0, 2000000 };
+        nanosleep(&t, NULL);
+    }
+    const int64_t runs = ki_share_begin_runs(p, r->s.items);
+    const int64_t most = KI_SHARE_RUNS * (int64_t)p->nt;
+    if (runs != (r->s.items < most ? r->s.items : most)) {
+        atomic_fetch_add(&r->bad, 1);
+    }
+    for (long long q = ki_share_take(p->share, p->tid); q >= 0;
+         q = ki_share_take(p->share, p->tid)) {
+        const int64_t i0 = ki_run_start(r->s.items, runs, q);
+        const int64_t i1 = ki_run_start(r->s.items, runs, q + 1);
+        if (i0 >= i1) {
+            atomic_fetch_add(&r->bad, 1);
+        }
+        for (int64_t i = i0; i < i1; i++) {
+            atomic_fetch_add(&r->s.count[i], 1);
+        }
+    }
+}
+
+static void test_share_runs(void **unused)
+{
+    (void)unused;
+    for (int64_t n = 0; n < 40; n++) {
+        for (int64_t runs = 1; runs < 12; runs++) {
+            for (int64_t q = 0; q <= runs; q++) {
+                assert_int_equal(ki_run_start(n, runs, q), n * q / runs);
+            }
+        }
+    }
+    assert_int_equal(ki_run_start(INT64_MAX, 8, 8), INT64_MAX);
+    assert_int_equal(ki_run_start(INT64_MAX, 8, 4), INT64_MAX / 2);
+    assert_int_equal(ki_run_start(INT64_MAX - 1, 3, 2), (INT64_MAX - 1) / 3 * 2);
+    for (int th = 1; th <= MAX_TH; th++) {
+        static runs_check r;
+        for (int u = 0; u < 5; u++) {
+            memset(&r, 0, sizeof r);
+            r.s.items = (int[]){ 1000, 7, 0, 1, 3 }[u];
+            r.s.late = u % 2 ? u % th : -1;
+            const ki_exec ex = { th, NULL, 0, NULL };
+            ki_team_run(&ex, runs_pass, &r);
+            assert_int_equal(atomic_load(&r.bad), 0);
+            for (int i = 0; i < ITEMS; i++) {
+                assert_int_equal(atomic_load(&r.s.count[i]), i < r.s.items ? 1 : 0);
+            }
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rounds),      cmocka_unit_test(test_late_thread),
         cmocka_unit_test(test_share),       cmocka_unit_test(test_part_range),
         cmocka_unit_test(test_run_alone),   cmocka_unit_test(test_run_in_crew),
-        cmocka_unit_test(test_share_begin),
+        cmocka_unit_test(test_share_begin), cmocka_unit_test(test_share_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
