@@ -214,14 +214,10 @@ typedef struct linear_job {
     float *y;
 } linear_job;
 
-/* Rows of x: y[r][o] = act(W[o] . x[r] + b[o]) (then the residual), the rows' outputs split over
- * the team (OpenMP's static split). */
-static void gemv_body(void *arg, const ki_part *p)
+/* Outputs [i0, i1) of the rows of x (output i: row i / out_f, feature i % out_f). */
+static void gemv_run(const linear_job *j, int64_t i0, int64_t i1)
 {
-    const linear_job *j = arg;
     const linear *l = j->l;
-    int64_t i0, i1;
-    ki_part_range(j->rows * l->out_f, p, &i0, &i1);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r = i / l->out_f, o = i % l->out_f;
         const float *xr = j->x + r * l->in_f;
@@ -235,6 +231,17 @@ static void gemv_body(void *arg, const ki_part *p)
         j->y[i] = l->residual && !l->res_after ? v : ki_act_apply(&l->act, v);
     }
     finish_rows(l, j->res ? j->res + i0 : NULL, j->y + i0, i1 - i0);
+}
+
+/* Rows of x: y[r][o] = act(W[o] . x[r] + b[o]) (then the residual), the rows' outputs in runs
+ * over the team (ki_share_begin_runs). */
+static void gemv_body(void *arg, const ki_part *p)
+{
+    const linear_job *j = arg;
+    const int64_t n = j->rows * j->l->out_f, runs = ki_share_begin_runs(p, n);
+    for (int64_t q = ki_share_take(p->share, p->tid); q >= 0; q = ki_share_take(p->share, p->tid)) {
+        gemv_run(j, ki_run_start(n, runs, q), ki_run_start(n, runs, q + 1));
+    }
 }
 
 /* y = x W^T on the packed panels, each thread finishing its rows (bias, activation, residual). */
@@ -254,7 +261,7 @@ static void gemm_body(void *arg, const ki_part *p)
                               .uk = l->uk,
                               .rows_done = ki_gemm_finish_cols,
                               .done_ctx = &f };
-    ki_gemm_compute(&ga, p->tid, p->nt);
+    ki_gemm_compute_shared(&ga, p);
 }
 
 /* y = act(x W^T + b) (with a fused residual: + res before or after the activation) for an input
