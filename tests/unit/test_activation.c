@@ -45,7 +45,7 @@ static ki_status run(const ki_op_desc *op, const ki_shape *s, const float *x, fl
         assert_true(ki_shape_equal(&out, s));
         assert_true(ops->flags & KI_LAYER_INPLACE);
         ki_tensor tin = { *s, (float *)x }, tout = { out, y };
-        ki_exec ex = { threads, NULL, 0 };
+        ki_exec ex = { threads, NULL, 0, NULL };
         rc = ops->forward(st, &tin, 1, &tout, 1, &ex);
     }
     if (ops->destroy) {

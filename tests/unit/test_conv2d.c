@@ -226,7 +226,7 @@ static void run_variant(const ki_conv2d *c, const ki_conv2d_geom *g, int p, ki_i
     ki_conv2d_set_isa(&cc, isa);
     size_t ws = ki_conv2d_workspace_for(&cc, g, p, th);
     /* 64-byte aligned, as the session's workspace */
-    ki_exec ex = { th, ws ? aligned_alloc(64, (ws * (size_t)th + 63) / 64 * 64) : NULL, ws };
+    ki_exec ex = { th, ws ? aligned_alloc(64, (ws * (size_t)th + 63) / 64 * 64) : NULL, ws, NULL };
     omp_set_num_threads(th);
     ki_conv2d_run(&cc, g, p, x, out, &ex);
     free(ex.workspace);

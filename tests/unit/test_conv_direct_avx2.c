@@ -83,7 +83,7 @@ static void run_direct(const ki_conv2d *c, const ki_conv2d_geom *g, ki_isa isa, 
     ki_conv2d_set_isa(&cc, isa);
     cc.direct_act = cc.direct_act && regs;
     size_t ws = ki_conv2d_workspace_for(&cc, g, KI_CONV2D_DIRECT, th);
-    ki_exec ex = { th, ws ? aligned_alloc(64, (ws * (size_t)th + 63) / 64 * 64) : NULL, ws };
+    ki_exec ex = { th, ws ? aligned_alloc(64, (ws * (size_t)th + 63) / 64 * 64) : NULL, ws, NULL };
     omp_set_num_threads(th);
     ki_conv2d_run(&cc, g, KI_CONV2D_DIRECT, x, out, &ex);
     free(ex.workspace);

@@ -97,7 +97,7 @@ static void planes_case(const dwcase *d, uint64_t *s, int act, bool bias, bool r
     assert_int_equal(ki_conv2d_workspace_for(c, &g, KI_CONV2D_DW, 2), 0);
     ki_conv2d_forward_ref(c, &g, x, ref);
     for (int th = 1; th <= 2; th++) {
-        ki_exec ex = { th, NULL, 0 };
+        ki_exec ex = { th, NULL, 0, NULL };
         omp_set_num_threads(th);
         memset(out, 0xff, n * 4);
         ki_conv2d_run(c, &g, KI_CONV2D_DW, x, out, &ex);

@@ -117,7 +117,7 @@ static void check_one(uint64_t seed, const ki_deconv2d *c, const int64_t *d, con
         ki_deconv2d cr = *c;
         cr.wt = run == 4 ? NULL : c->wt;
         size_t ws = ki_deconv2d_workspace_for(&cr, &g, KI_DECONV2D_GEMM, th);
-        ki_exec ex = { th, aligned_alloc(64, (ws * (size_t)th + 64) / 64 * 64 + 64), ws };
+        ki_exec ex = { th, aligned_alloc(64, (ws * (size_t)th + 64) / 64 * 64 + 64), ws, NULL };
         omp_set_num_threads(th);
         ki_deconv2d_run(&cr, &g, KI_DECONV2D_GEMM, x, fast, &ex);
         free(ex.workspace);

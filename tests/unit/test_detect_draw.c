@@ -137,7 +137,9 @@ static void letterbox_round_trip(int iw, int ih, int nw, int nh)
         memset(img + ((size_t)y * iw + r[0]) * 3, 255, (size_t)(r[2] - r[0]) * 3);
     }
     assert_true(stbi_write_png(path, iw, ih, 3, img, iw * 3));
-    ki_image_prep p = { 3, nh, nw, true, { 0, 0, 0 }, { 1, 1, 1 } };
+    ki_image_prep p = {
+        .channels = 3, .height = nh, .width = nw, .letterbox = true, .std = { 1, 1, 1 }
+    };
     float *net = malloc((size_t)3 * nw * nh * sizeof *net);
     assert_non_null(net);
     ki_image_info info;

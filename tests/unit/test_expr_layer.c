@@ -84,7 +84,7 @@ static ki_status run(run_ctx *c, const ki_tensor *in, int n_in, ki_tensor *out, 
     size_t ws = c->ops->workspace(c->state, in_s, n_in, &out->shape, 1, threads);
     size_t per = (ws + 63) / 64 * 64;
     void *buf = per ? aligned_alloc(64, per * (size_t)threads) : NULL;
-    ki_exec ex = { threads, buf, per };
+    ki_exec ex = { threads, buf, per, NULL };
     st = c->ops->forward(c->state, in, n_in, out, 1, &ex);
     free(buf);
     return st;

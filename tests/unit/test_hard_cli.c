@@ -116,7 +116,7 @@ static void test_npy_shape_limit_message(void **state)
 static void test_image_zero_width(void **state)
 {
     (void)state;
-    ki_image_prep p = { 1, 28, 28, false, { 0 }, { 1, 1, 1 } };
+    ki_image_prep p = { .channels = 1, .height = 28, .width = 28, .std = { 1, 1, 1 } };
     float dst[28 * 28];
     ki_image_info info;
     ki_error err;

@@ -51,7 +51,7 @@ static ki_status run(const op_spec *sp, const ki_tensor *in, ki_tensor *out, int
     rc = ops->shape(st, shapes, op.n_inputs, &out->shape, 1, err);
     if (rc == KI_OK) {
         assert_true(ki_shape_equal(&out->shape, &in[0].shape));
-        ki_exec ex = { threads, NULL, 0 };
+        ki_exec ex = { threads, NULL, 0, NULL };
         rc = ops->forward(st, in, op.n_inputs, out, 1, &ex);
     }
     ops->destroy(st);

@@ -49,7 +49,7 @@ static ki_status run(const char *type, bool has_dim, int64_t dim, const ki_shape
     if (rc == KI_OK) {
         assert_true(ki_shape_equal(&out, s));
         ki_tensor tin = { *s, (float *)x }, tout = { out, y };
-        ki_exec ex = { threads, NULL, 0 };
+        ki_exec ex = { threads, NULL, 0, NULL };
         rc = ops->forward(st, &tin, 1, &tout, 1, &ex);
     }
     ops->destroy(st);

@@ -78,7 +78,7 @@ static ki_status arange(fixture *f, const ki_shape *in, int n_in, float *y, int6
             ti[i].shape = in[i];
             ti[i].data = &vals[i];
         }
-        ki_exec ex = { 1, NULL, 0 };
+        ki_exec ex = { 1, NULL, 0, NULL };
         assert_int_equal(ops->forward(st, ti, n_in, &to, 1, &ex), KI_OK);
     }
     if (ops->destroy) {
@@ -183,7 +183,7 @@ static void meshgrid(const char *type, const char *indexing, int n, const ki_sha
         to[i].shape = out[i];
         to[i].data = y[i];
     }
-    ki_exec ex = { 1, NULL, 0 };
+    ki_exec ex = { 1, NULL, 0, NULL };
     assert_int_equal(ops->forward(st, ti, n, to, n, &ex), KI_OK);
     *os = out[0];
     ops->destroy(st);

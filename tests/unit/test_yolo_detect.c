@@ -117,7 +117,7 @@ static ki_status head_run(head *h, float *y, float *raw, ki_error *err)
     size_t wsb = ops->workspace ? ops->workspace(st, in, NL, out, h->op.n_outputs, 1) : 0;
     /* the convolution's scratch and the largest level's convolution output */
     assert_true(wsb >= NA * NO * 2 * 3 * sizeof(float));
-    ki_exec ex = { 1, malloc(wsb), wsb };
+    ki_exec ex = { 1, malloc(wsb), wsb, NULL };
     assert_non_null(ex.workspace);
     assert_int_equal(ops->forward(st, ti, NL, to, h->op.n_outputs, &ex), KI_OK);
     free(ex.workspace);
