@@ -109,7 +109,7 @@ void ki_share_begin(const ki_part *p, long long items);
  * last runs to the others. */
 #define KI_SHARE_RUNS 4
 int64_t ki_share_begin_runs(const ki_part *p, int64_t n);
-/* The first item of run q of `runs` over n items (q <= runs): n * q / runs without overflow. */
+/* The first item of run q (q <= runs, runs > 0) over n items: n * q / runs without overflow. */
 static inline int64_t ki_run_start(int64_t n, int64_t runs, int64_t q)
 {
     return n / runs * q + n % runs * q / runs;
