@@ -53,8 +53,8 @@ void ki_bench_print(const ki_bench_result *r, bool json, FILE *f)
             (double)r->peak_rss_kb / 1024.0);
     if (r->solo_runs > 0) {
         fprintf(f,
-                "threads: %ld of the %d runs on one thread (faster than the team then: another "
-                "process held a core)\n",
+                "threads: %ld of the %d runs on one thread (tries of one thread, kept while it was "
+                "faster than the team: another process held a core)\n",
                 r->solo_runs, r->runs);
     }
 }
