@@ -7,10 +7,9 @@
  * runs. Its run after the first KI_SOLO_PROBE team runs tries one thread once, kept if it beats
  * the fastest of them by KI_SOLO_PROBE_WIN (a margin for a host whose speed drifts): a machine busy
  * from the start gives team runs that all look the same, which the rule below never questions
- * (beside a busy loop, mobilenet_v3_small took 5.2 ms a run on two threads and 2.9 on one,
- * mobilenet_v2 10.2 and 8.0); on a quiet machine it costs that one run. When the last
- * KI_SOLO_RECENT team runs each took KI_SOLO_SLOWER
- * times the fastest team run
+ * (beside a busy loop, mobilenet_v3_small took about 5.2 ms a run on two threads and 3.1 on one,
+ * mobilenet_v2 10.2 and 8.1); on a quiet machine it costs that one run. When the last
+ * KI_SOLO_RECENT team runs each took KI_SOLO_SLOWER times the fastest team run
  * it has seen, the next run tries one thread; if that is faster than the fastest of those team runs
  * (a single slow run, or a slow stretch that one thread does not beat, on a machine whose speed
  * drifts, brings no change), the session stays on one thread, trying the team again after `gap`
@@ -38,7 +37,7 @@ typedef struct ki_solo {
     bool probed;      /* the first try of one thread (after KI_SOLO_PROBE team runs) is made */
     bool woken;       /* on one thread: the first run of a try of the team is made */
     double woke_in;   /* seconds: that run */
-    int team_runs;    /* team runs before it */
+    int team_runs;    /* team runs before that try */
     int slow;         /* team runs in a row that took KI_SOLO_SLOWER times the fastest */
     int gap, wait;    /* runs between tries, and until the next one may come */
     double best_team; /* seconds: the fastest team run */
