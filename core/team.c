@@ -151,6 +151,17 @@ int64_t ki_share_begin_runs(const ki_part *p, int64_t n)
     return runs;
 }
 
+bool ki_share_take_run(const ki_part *p, int64_t n, int64_t runs, int64_t *lo, int64_t *hi)
+{
+    const long long q = ki_share_take(p->share, p->tid);
+    if (q < 0) {
+        return false;
+    }
+    *lo = ki_run_start(n, runs, q);
+    *hi = ki_run_start(n, runs, q + 1);
+    return true;
+}
+
 /* An empty share of n ranges (ki_share_begin sets each). */
 static void share_empty(ki_share *s, int n)
 {

@@ -20,6 +20,7 @@
 #define KI_TEAM_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct ki_team {
@@ -109,6 +110,9 @@ void ki_share_begin(const ki_part *p, long long items);
  * last runs to the others. */
 #define KI_SHARE_RUNS 4
 int64_t ki_share_begin_runs(const ki_part *p, int64_t n);
+/* Takes thread p->tid's next run of the `runs` ki_share_begin_runs gave for n items: its items
+ * [*lo, *hi); false when none is left. */
+bool ki_share_take_run(const ki_part *p, int64_t n, int64_t runs, int64_t *lo, int64_t *hi);
 /* The first item of run q (q <= runs, runs > 0) over n items: n * q / runs without overflow. */
 static inline int64_t ki_run_start(int64_t n, int64_t runs, int64_t q)
 {

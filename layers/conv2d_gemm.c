@@ -412,10 +412,8 @@ static void dw_in_place_body(void *arg, const ki_part *pt)
 {
     const ki_conv2d_job *j = arg;
     const int64_t planes = j->g->in.n * j->c->in_ch, runs = ki_share_begin_runs(pt, planes);
-    for (int64_t q = ki_share_take(pt->share, pt->tid); q >= 0;
-         q = ki_share_take(pt->share, pt->tid)) {
-        j->c->dw3_planes(j->c, j->g, j->in, ki_run_start(planes, runs, q),
-                         ki_run_start(planes, runs, q + 1), j->out);
+    for (int64_t p0, p1; ki_share_take_run(pt, planes, runs, &p0, &p1);) {
+        j->c->dw3_planes(j->c, j->g, j->in, p0, p1, j->out);
     }
 }
 

@@ -269,14 +269,11 @@ void ki_gemm_finish_cols(const void *ctx, float *c, int64_t ldc, int64_t m0, int
     }
 }
 
-/* Used when there are few panels (small outputs, large weights): tiles are numbered row-major,
- * so each thread reads only its share of A (the weight, often megabytes streamed from memory),
- * while the few packed B panels stay in cache. k blocks outermost. */
-void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt)
+/* Tiles [t0, t1), numbered row-major over np panels, k blocks outermost; then each row's finish
+ * (late epilogue, rows_done) on the part of it these tiles cover. */
+static void tiles_run(const ki_gemm_args *g, int64_t np, int64_t t0, int64_t t1)
 {
-    int64_t np = (g->n + KI_GEMM_NR - 1) / KI_GEMM_NR, mp = (g->m + KI_GEMM_MR - 1) / KI_GEMM_MR;
-    int64_t tiles = np * mp, t0 = tiles * tid / nt, t1 = tiles * (tid + 1) / nt;
-    bool late = late_epilogue(g);
+    const bool late = late_epilogue(g);
     for (int64_t k0 = 0; k0 < g->k; k0 += KI_GEMM_KC) {
         int64_t kc = g->k - k0 < KI_GEMM_KC ? g->k - k0 : KI_GEMM_KC;
         for (int64_t t = t0; t < t1; t++) {
@@ -303,35 +300,23 @@ void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt)
     }
 }
 
+/* Used when there are few panels (small outputs, large weights): tiles are numbered row-major,
+ * so each thread reads only its share of A (the weight, often megabytes streamed from memory),
+ * while the few packed B panels stay in cache. */
+void ki_gemm_compute(const ki_gemm_args *g, int tid, int nt)
+{
+    const int64_t np = (g->n + KI_GEMM_NR - 1) / KI_GEMM_NR,
+                  mp = (g->m + KI_GEMM_MR - 1) / KI_GEMM_MR, tiles = np * mp;
+    tiles_run(g, np, tiles * tid / nt, tiles * (tid + 1) / nt);
+}
+
 void ki_gemm_compute_shared(const ki_gemm_args *g, const ki_part *pt)
 {
     const int64_t np = (g->n + KI_GEMM_NR - 1) / KI_GEMM_NR,
                   mp = (g->m + KI_GEMM_MR - 1) / KI_GEMM_MR;
-    const bool late = late_epilogue(g);
     const int64_t runs = ki_share_begin_runs(pt, mp);
-    for (int64_t q = ki_share_take(pt->share, pt->tid); q >= 0;
-         q = ki_share_take(pt->share, pt->tid)) {
-        const int64_t m0 = ki_run_start(mp, runs, q), m1 = ki_run_start(mp, runs, q + 1);
-        for (int64_t k0 = 0; k0 < g->k; k0 += KI_GEMM_KC) {
-            const int64_t kc = g->k - k0 < KI_GEMM_KC ? g->k - k0 : KI_GEMM_KC;
-            for (int64_t mi = m0; mi < m1; mi++) {
-                prefetch_a(g, mi + 1, k0, kc);
-                for (int64_t pi = 0; pi < np; pi++) {
-                    tile(g, pi, mi, k0, kc, g->bp + pi * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR,
-                         KI_GEMM_NR, late);
-                }
-            }
-        }
-        for (int64_t mi = m0; (late || g->rows_done) && mi < m1; mi++) {
-            if (late) {
-                rows_epilogue(g, mi, 0, g->n);
-            }
-            if (g->rows_done) {
-                const int64_t r0 = mi * KI_GEMM_MR;
-                g->rows_done(g->done_ctx, g->c + r0 * g->ldc, g->ldc, r0,
-                             g->m - r0 < KI_GEMM_MR ? g->m - r0 : KI_GEMM_MR, 0, g->n);
-            }
-        }
+    for (int64_t m0, m1; ki_share_take_run(pt, mp, runs, &m0, &m1);) {
+        tiles_run(g, np, m0 * np, m1 * np); /* whole rows */
     }
 }
 

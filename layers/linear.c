@@ -239,8 +239,8 @@ static void gemv_body(void *arg, const ki_part *p)
 {
     const linear_job *j = arg;
     const int64_t n = j->rows * j->l->out_f, runs = ki_share_begin_runs(p, n);
-    for (int64_t q = ki_share_take(p->share, p->tid); q >= 0; q = ki_share_take(p->share, p->tid)) {
-        gemv_run(j, ki_run_start(n, runs, q), ki_run_start(n, runs, q + 1));
+    for (int64_t i0, i1; ki_share_take_run(p, n, runs, &i0, &i1);) {
+        gemv_run(j, i0, i1);
     }
 }
 

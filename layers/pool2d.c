@@ -475,9 +475,8 @@ static void pool_body(void *arg, const ki_part *pt)
     /* the thread's slice (no workspace when the kernel needs none: not even an offset from NULL) */
     float *ws = j->mode == POOL_S1 || j->sep ? ki_exec_slice(j->ex, pt->tid) : NULL;
     const int64_t runs = ki_share_begin_runs(pt, planes);
-    for (int64_t q = ki_share_take(pt->share, pt->tid); q >= 0;
-         q = ki_share_take(pt->share, pt->tid)) {
-        pool_run(j, ki_run_start(planes, runs, q), ki_run_start(planes, runs, q + 1), ws);
+    for (int64_t p0, p1; ki_share_take_run(pt, planes, runs, &p0, &p1);) {
+        pool_run(j, p0, p1, ws);
     }
 }
 

@@ -366,10 +366,7 @@ static void runs_pass(void *arg, const ki_part *p)
     if (runs != (r->s.items < most ? r->s.items : most)) {
         atomic_fetch_add(&r->bad, 1);
     }
-    for (long long q = ki_share_take(p->share, p->tid); q >= 0;
-         q = ki_share_take(p->share, p->tid)) {
-        const int64_t i0 = ki_run_start(r->s.items, runs, q);
-        const int64_t i1 = ki_run_start(r->s.items, runs, q + 1);
+    for (int64_t i0, i1; ki_share_take_run(p, r->s.items, runs, &i0, &i1);) {
         if (i0 >= i1) {
             atomic_fetch_add(&r->bad, 1);
         }
