@@ -23,9 +23,11 @@ ki_status ki_bench_load(const char *param, const char *bin, ki_model **m, ki_err
  * annotation with '?' read as 1 for the batch and 224 elsewhere; batch > 0 replaces dim 0. */
 ki_status ki_bench_input_shapes(const ki_model *m, const ki_shape *given, int n_given, int batch,
                                 ki_shape *shapes, ki_error *err);
-/* Floating-point operations (2 x multiply-adds) of a convolution, transposed convolution, linear
- * or matmul step with these tensors' shapes; 0 for other operators. */
-double ki_bench_step_flops(const ki_op_desc *d, const ki_tensor *in, const ki_tensor *out);
+/* Floating-point operations (2 x multiply-adds) of a step with these tensors' shapes (in: its
+ * n_in inputs, out: its outputs) for the operators whose time is arithmetic (bench_flops.c); 0
+ * for the others, -1 when a shape it needs is not known (an undeclared or '?' dim). */
+double ki_bench_step_flops(const ki_op_desc *d, const ki_tensor *in, int n_in,
+                           const ki_tensor *out);
 
 /* Uniform floats in [lo, hi) from a 64-bit state (xorshift64*), deterministic for a seed. */
 float ki_bench_rand(unsigned long long *state, float lo, float hi);

@@ -59,44 +59,6 @@ void ki_bench_print(const ki_bench_result *r, bool json, FILE *f)
     }
 }
 
-static const ki_attr *find_attr(const ki_op_desc *d, const char *key)
-{
-    for (int a = 0; a < d->n_attrs; a++) {
-        if (strcmp(d->attrs[a].key, key) == 0) {
-            return &d->attrs[a];
-        }
-    }
-    return NULL;
-}
-
-/* Multiply-adds x 2 of the compute-heavy operators, from the weight and tensor shapes; 0 for
- * the rest (their time is memory traffic, not arithmetic). */
-double ki_bench_step_flops(const ki_op_desc *d, const ki_tensor *in, const ki_tensor *out)
-{
-    const ki_attr *w = find_attr(d, "weight");
-    double per = 0.0, base = 0.0;
-    if (w && w->shape.ndim == 4 && strcmp(d->type, "nn.Conv2d") == 0) {
-        const ki_shape *o = &out[0].shape, *decl = d->output_decl;
-        per = (double)(w->shape.d[1] * w->shape.d[2] * w->shape.d[3]);
-        base = (double)ki_shape_count(o);
-        /* a fused pool's output is smaller than the convolution's: its declared height, width */
-        if (decl && decl[0].ndim == 4 && o->ndim == 4 && decl[0].d[2] > 0 && decl[0].d[3] > 0) {
-            base = (double)o->d[0] * (double)o->d[1] * (double)decl[0].d[2] * (double)decl[0].d[3];
-        }
-    } else if (w && w->shape.ndim == 4 && strcmp(d->type, "nn.ConvTranspose2d") == 0) {
-        per = (double)(w->shape.d[1] * w->shape.d[2] * w->shape.d[3]);
-        base = (double)ki_shape_count(&in[0].shape);
-    } else if (w && w->shape.ndim == 2 && strcmp(d->type, "nn.Linear") == 0) {
-        per = (double)w->shape.d[1];
-        base = (double)ki_shape_count(&out[0].shape);
-    } else if ((strcmp(d->type, "torch.matmul") == 0 || strcmp(d->type, "torch.bmm") == 0) &&
-               d->n_inputs >= 1 && in[0].shape.ndim >= 1) {
-        per = (double)in[0].shape.d[in[0].shape.ndim - 1];
-        base = (double)ki_shape_count(&out[0].shape);
-    }
-    return 2.0 * per * base;
-}
-
 typedef struct type_row {
     const char *type;
     int count;
@@ -166,7 +128,9 @@ static void one_step(ki_session *s, int k, double sec, bool json, FILE *f)
         ki_shape_str(&in[0].shape, si, sizeof si);
     }
     ki_shape_str(&out[0].shape, so, sizeof so);
-    double fl = ki_bench_step_flops(d, in, out), gf = sec > 0 ? fl / sec * 1e-9 : 0.0;
+    const double macs = ki_session_step_macs(s, k);
+    double fl = macs >= 0 ? 2.0 * macs : ki_bench_step_flops(d, in, d->n_inputs, out);
+    double gf = sec > 0 && fl > 0 ? fl / sec * 1e-9 : 0.0;
     char kernel[96];
     ki_session_step_kernel(s, k, kernel, sizeof kernel);
     if (json) {

@@ -41,8 +41,9 @@ static void info_usage(FILE *f)
         "\n"
         "Describes a model without running it: inputs and outputs (shapes, types), operators\n"
         "by type, parameters and weight bytes, GFLOPs (multiply-adds x 2 of convolutions,\n"
-        "linear layers and matmuls) at the declared input size, and the operators kinfer\n"
-        "cannot run; exit status 1 when there are any.\n"
+        "linear layers, matmuls, attention, recurrent layers and YOLOv5's Detect head) at the\n"
+        "declared input size, and the operators kinfer cannot run; exit status 1 when there\n"
+        "are any.\n"
         "\n"
         "options:\n"
         "  --input-shape S    e.g. 1,3,320,320, once per input: count GFLOPs at this size\n"
@@ -75,23 +76,15 @@ static void count_type(info *in, const char *type)
 /* Operator d's FLOPs from its `#` annotations; -1 when a shape it needs is not declared. */
 static double decl_flops(const ki_op_desc *d)
 {
-    ki_tensor in[2], out[1];
+    ki_tensor in[BENCH_MAX_INPUTS], out[1];
+    const int n_in = d->n_inputs < BENCH_MAX_INPUTS ? d->n_inputs : BENCH_MAX_INPUTS;
     memset(in, 0, sizeof in);
     memset(out, 0, sizeof out);
-    for (int i = 0; i < d->n_inputs && i < 2; i++) {
+    for (int i = 0; i < n_in; i++) {
         in[i].shape = d->input_decl ? d->input_decl[i] : ki_shape_make(-1, NULL);
     }
     out[0].shape = d->n_outputs > 0 && d->output_decl ? d->output_decl[0] : ki_shape_make(-1, NULL);
-    double f = ki_bench_step_flops(d, in, out);
-    if (f <= 0) {
-        return 0;
-    }
-    for (int k = 0; k < out[0].shape.ndim; k++) {
-        if (out[0].shape.d[k] < 0) {
-            return -1;
-        }
-    }
-    return out[0].shape.ndim < 0 || (d->n_inputs > 0 && in[0].shape.ndim < 0) ? -1 : f;
+    return ki_bench_step_flops(d, in, n_in, out);
 }
 
 /* FLOPs of one run at the given input shapes: the model loaded, a session planned, each step's
@@ -113,7 +106,8 @@ static ki_status session_flops(const info_opts *o, double *flops, ki_error *err)
     for (int k = 0; st == KI_OK && k < ki_session_n_steps(s); k++) {
         const ki_tensor *in, *out;
         const ki_op_desc *d = ki_session_step(s, k, &in, &out, NULL);
-        *flops += ki_bench_step_flops(d, in, out);
+        const double macs = ki_session_step_macs(s, k);
+        *flops += macs >= 0 ? 2.0 * macs : ki_bench_step_flops(d, in, d->n_inputs, out);
     }
     ki_session_destroy(s);
     ki_model_destroy(m);

@@ -69,6 +69,9 @@ int ki_session_n_steps(const ki_session *s);
 /* The kernel step k runs for this session's shapes (e.g. "winograd F(4x4) avx2"), into buf;
  * empty when its layer does not say. */
 void ki_session_step_kernel(const ki_session *s, int k, char *buf, size_t n);
+/* The multiply-adds of step k for this session's shapes as its layer counts them, with any
+ * operators fused into it; -1 when its layer does not count them. */
+double ki_session_step_macs(const ki_session *s, int k);
 
 /* Concrete shape of an operand by name for this session; false if there is no such operand. */
 bool ki_session_operand_shape(const ki_session *s, const char *name, ki_shape *out);

@@ -160,6 +160,10 @@ typedef struct ki_layer_ops {
     /* Optional: names the kernel these shapes run (path, tiles, instruction set), e.g.
      * "winograd F(4x4) avx2", into buf (n bytes), for profiles. */
     void (*describe)(const void *state, const ki_shape *in, int n_in, char *buf, size_t n);
+    /* Optional: the multiply-adds of one run at these input shapes, those of the consumers fuse()
+     * absorbed included (a depthwise or dense layer after a convolution), for profiles; -1 when
+     * they cannot be counted. Without it, profiles count by operator type and shapes. */
+    double (*macs)(const void *state, const ki_shape *in, int n_in);
 } ki_layer_ops;
 
 /* ---- reading an operator's parameters (core/opdesc.c) ----

@@ -577,26 +577,51 @@ int ki_session_n_steps(const ki_session *s)
     return s->m->n_exec;
 }
 
+/* Step k's input shapes into in (KI_MAX_STEP_INPUTS); its input count, or -1 when k is not a
+ * step or it has more. */
+static int step_in_shapes(const ki_session *s, int k, ki_shape *in)
+{
+    if (k < 0 || k >= s->m->n_exec) {
+        return -1;
+    }
+    const ki_node *nd = &s->m->g->nodes[s->m->exec[k]];
+    if (nd->desc.n_inputs > KI_MAX_STEP_INPUTS) {
+        return -1;
+    }
+    for (int i = 0; i < nd->desc.n_inputs; i++) {
+        in[i] = s->tin[s->tin_at[k] + i].shape;
+    }
+    return nd->desc.n_inputs;
+}
+
+double ki_session_step_macs(const ki_session *s, int k)
+{
+    ki_shape in[KI_MAX_STEP_INPUTS];
+    const int n_in = step_in_shapes(s, k, in);
+    if (n_in < 0) {
+        return -1;
+    }
+    const int node = s->m->exec[k];
+    const ki_layer_ops *l = s->m->layer[node];
+    return l->macs ? l->macs(s->m->state[node], in, n_in) : -1;
+}
+
 void ki_session_step_kernel(const ki_session *s, int k, char *buf, size_t n)
 {
     if (n == 0) {
         return;
     }
     buf[0] = '\0';
-    if (k < 0 || k >= s->m->n_exec) {
-        return;
-    }
-    int node = s->m->exec[k];
-    const ki_layer_ops *l = s->m->layer[node];
-    const ki_node *nd = &s->m->g->nodes[node];
     ki_shape in[KI_MAX_STEP_INPUTS];
-    if (!l->describe || nd->desc.n_inputs > KI_MAX_STEP_INPUTS) {
+    const int n_in = step_in_shapes(s, k, in);
+    if (n_in < 0) {
         return;
     }
-    for (int i = 0; i < nd->desc.n_inputs; i++) {
-        in[i] = s->tin[s->tin_at[k] + i].shape;
+    const int node = s->m->exec[k];
+    const ki_layer_ops *l = s->m->layer[node];
+    if (l->describe) {
+        l->describe(s->m->state[node], in, n_in, buf, n);
     }
-    l->describe(s->m->state[node], in, nd->desc.n_inputs, buf, n);
 }
 
 const ki_op_desc *ki_session_step(const ki_session *s, int k, const ki_tensor **in,

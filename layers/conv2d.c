@@ -707,6 +707,32 @@ static void conv_describe(const void *state, const ki_shape *in, int n_in, char 
     ki_conv2d_describe(state, &in[0], buf, n);
 }
 
+/* One image's multiply-adds of c at geometry g: every output value sums (in_ch / groups) x kh x
+ * kw products. */
+static double conv_image_macs(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    return (double)c->out_ch * (double)g->oh * (double)g->ow * (double)(c->in_ch / c->groups) *
+           (double)c->kh * (double)c->kw;
+}
+
+/* This convolution's and, when it absorbed one, the next layer's (c->dwf) on its output. */
+static double conv_macs(const void *state, const ki_shape *in, int n_in)
+{
+    const ki_conv2d *c = state;
+    ki_conv2d_geom g, dg;
+    if (n_in < 1 || ki_conv2d_geom_make(c, &in[0], &g, NULL) != KI_OK) {
+        return -1;
+    }
+    double macs = conv_image_macs(c, &g);
+    if (c->dwf) {
+        if (ki_conv2d_pwdw_geom(c, &g, &dg, NULL) != KI_OK) {
+            return -1;
+        }
+        macs += conv_image_macs(c->dwf, &dg);
+    }
+    return macs * (double)g.in.n;
+}
+
 const ki_layer_ops ki_layer_conv2d = {
     .type = "nn.Conv2d",
     .flags = KI_LAYER_TEAM,
@@ -717,4 +743,5 @@ const ki_layer_ops ki_layer_conv2d = {
     .destroy = conv_destroy,
     .fuse = conv_fuse,
     .describe = conv_describe,
+    .macs = conv_macs,
 };

@@ -496,6 +496,136 @@ static void test_info(void **state)
     remove("/tmp/kinfer-info-test.param");
 }
 
+/* `info --json`'s GFLOPs of a one-operator graph: its input declarations (n_in of them, named 0..)
+ * and the operator line given. */
+static void info_gflops_at(int n_in, const char *const *in_decl, const char *op, const char *opts,
+                           const char *want);
+static void info_gflops(int n_in, const char *const *in_decl, const char *op, const char *want)
+{
+    info_gflops_at(n_in, in_decl, op, "", want);
+}
+
+/* The same with more options for info (e.g. --input-shape: the model is then loaded, with
+ * generated weights, and each step counted as the session runs it). */
+static void info_gflops_at(int n_in, const char *const *in_decl, const char *op, const char *opts,
+                           const char *want)
+{
+    const char *path = "/tmp/kinfer-flops-test.param";
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    int more = 0; /* operators in op past its first (one line each, each one more operand) */
+    for (const char *c = op; (c = strchr(c, '\n')) != NULL; c++) {
+        more++;
+    }
+    fprintf(f, "7767517\n%d %d\n", n_in + 2 + more, n_in + 1 + more);
+    for (int i = 0; i < n_in; i++) {
+        fprintf(f, "pnnx.Input in%d 0 1 %d #%d=%s\n", i, i, i, in_decl[i]);
+    }
+    fprintf(f, "%s\npnnx.Output out 1 0 9\n", op);
+    fclose(f);
+    char out[8192], cmd[256];
+    snprintf(cmd, sizeof cmd, "%%s info %s %s --json%%s", path, opts);
+    assert_int_equal(run(cmd, NULL, out, sizeof out), 0);
+    if (!strstr(out, want)) {
+        fail_msg("%s: want %s in %s", op, want, out);
+    }
+    remove(path);
+}
+
+/* FLOPs of the operators beyond convolutions and linear layers, each counted by hand (2 x the
+ * multiply-adds): multi-head attention (projections, scores, weighted values), its attn_mask not
+ * taken for the key; LSTM (every weight matrix once per time step); YOLOv5's Detect head (its
+ * three 1x1 convolutions); Conv1d, Conv3d and ConvTranspose1d. The attention, convolution and
+ * fused counts also equal PyTorch's (1.13) mm / addmm / bmm / baddbmm / convolution calls for the
+ * same modules, counted by a dispatch mode. */
+static void test_info_flops(void **state)
+{
+    (void)state;
+    /* self-attention, E 256, L = S = 512: 2*512*256^2 + 512*256*512 + 2*512*512*256 */
+    const char *mha_in[] = { "(1,512,256)f32" };
+    info_gflops(1, mha_in,
+                "nn.MultiheadAttention a 1 1 0 9 batch_first=True embed_dim=256 kdim=256 "
+                "num_heads=4 vdim=256 @in_proj_bias=(768)f32 @in_proj_weight=(768,256)f32 "
+                "@out_proj.bias=(256)f32 @out_proj.weight=(256,256)f32 #0=(1,512,256)f32 "
+                "#9=(1,512,256)f32",
+                "\"gflops\":0.5369,");
+    /* query (100, 2, 64), mask (100, 300) second, key and value (300, 2, 64): per batch item
+     * 2*100*64^2 + 300*64*128 + 2*100*300*64 = 7,116,800, x 2 items x 2 = 28,467,200 */
+    const char *cross_in[] = { "(100,2,64)f32", "(300,2,64)f32", "(300,2,64)f32",
+                               "(100,300)f32" };
+    info_gflops(4, cross_in,
+                "nn.MultiheadAttention a 4 1 0 3 1 2 9 embed_dim=64 kdim=64 num_heads=4 vdim=64 "
+                "$attn_mask=3 @in_proj_bias=(192)f32 @in_proj_weight=(192,64)f32 "
+                "@out_proj.bias=(64)f32 @out_proj.weight=(64,64)f32 #0=(100,2,64)f32 "
+                "#3=(100,300)f32 #1=(300,2,64)f32 #2=(300,2,64)f32 #9=(100,2,64)f32",
+                "\"gflops\":0.0285,");
+    /* 1000 steps x (512 x 64 + 512 x 128) */
+    const char *lstm_in[] = { "(1,1000,64)f32" };
+    info_gflops(1, lstm_in,
+                "nn.LSTM l 1 1 0 9 batch_first=True bias=True bidirectional=False hidden_size=128 "
+                "input_size=64 num_layers=1 proj_size=0 @bias_hh_l0=(512)f32 @bias_ih_l0=(512)f32 "
+                "@weight_hh_l0=(512,128)f32 @weight_ih_l0=(512,64)f32 #0=(1,1000,64)f32 "
+                "#9=(1,1000,128)f32",
+                "\"gflops\":0.1966,");
+    /* 6400*128*255 + 1600*256*255 + 400*512*255 = 365,568,000 */
+    const char *det_in[] = { "(1,128,80,80)f32", "(1,256,40,40)f32", "(1,512,20,20)f32" };
+    info_gflops(3, det_in,
+                "models.yolo.Detect d 3 1 0 1 2 9 @anchors=(3,3,2)f32 @m.0.bias=(255)f32 "
+                "@m.0.weight=(255,128,1,1)f32 @m.1.bias=(255)f32 @m.1.weight=(255,256,1,1)f32 "
+                "@m.2.bias=(255)f32 @m.2.weight=(255,512,1,1)f32 @pnnx_00=(3)f32 "
+                "#0=(1,128,80,80)f32 #1=(1,256,40,40)f32 #2=(1,512,20,20)f32 #9=(1,25200,85)f32",
+                "\"gflops\":0.7311,");
+    /* 64 x 1000 outputs x 32 x 3 */
+    const char *c1_in[] = { "(1,32,1002)f32" };
+    info_gflops(1, c1_in,
+                "nn.Conv1d c 1 1 0 9 bias=False dilation=(1) groups=1 in_channels=32 "
+                "kernel_size=(3) out_channels=64 padding=(0) padding_mode=zeros stride=(1) "
+                "@weight=(64,32,3)f32 #0=(1,32,1002)f32 #9=(1,64,1000)f32",
+                "\"gflops\":0.0123,");
+    /* 32 x 16 x 32 x 32 outputs x 16 x 27 */
+    const char *c3_in[] = { "(1,16,16,32,32)f32" };
+    info_gflops(1, c3_in,
+                "nn.Conv3d c 1 1 0 9 bias=False dilation=(1,1,1) groups=1 in_channels=16 "
+                "kernel_size=(3,3,3) out_channels=32 padding=(1,1,1) padding_mode=zeros "
+                "stride=(1,1,1) @weight=(32,16,3,3,3)f32 #0=(1,16,16,32,32)f32 "
+                "#9=(1,32,16,32,32)f32",
+                "\"gflops\":0.4530,");
+    /* 32 x 500 inputs, each to 16 channels x 4 taps */
+    const char *t1_in[] = { "(1,32,500)f32" };
+    info_gflops(1, t1_in,
+                "nn.ConvTranspose1d t 1 1 0 9 bias=False dilation=(1) groups=1 in_channels=32 "
+                "kernel_size=(4) out_channels=16 output_padding=(0) padding=(0) stride=(2) "
+                "@weight=(32,16,4)f32 #0=(1,32,500)f32 #9=(1,16,1002)f32",
+                "\"gflops\":0.0020,");
+    /* a 1x1 layer and the stride-2 depthwise layer it absorbs (their 4.8 MB between them is
+     * never written): one step, counted by the layer with both its parts, at the given shape as
+     * at the declared one: 96 x 112^2 x 16 + 96 x 56^2 x 9 = 21,977,088 */
+    const char *pwdw_in[] = { "(1,16,112,112)f32" };
+    const char *pwdw = "nn.Conv2d pw 1 1 0 1 bias=True dilation=(1,1) groups=1 in_channels=16 "
+                       "kernel_size=(1,1) out_channels=96 padding=(0,0) padding_mode=zeros "
+                       "stride=(1,1) @bias=(96)f32 @weight=(96,16,1,1)f32 #0=(1,16,112,112)f32 "
+                       "#1=(1,96,112,112)f32\n"
+                       "nn.Conv2d dw 1 1 1 9 bias=True dilation=(1,1) groups=96 in_channels=96 "
+                       "kernel_size=(3,3) out_channels=96 padding=(1,1) padding_mode=zeros "
+                       "stride=(2,2) @bias=(96)f32 @weight=(96,1,3,3)f32 #1=(1,96,112,112)f32 "
+                       "#9=(1,96,56,56)f32";
+    info_gflops(1, pwdw_in, pwdw, "\"gflops\":0.0440,");
+    info_gflops_at(1, pwdw_in, pwdw, "--input-shape 1,16,112,112", "\"gflops\":0.0440,");
+    char out[8192];
+    FILE *f = fopen("/tmp/kinfer-flops-test.param", "w");
+    assert_non_null(f);
+    fprintf(f, "7767517\n4 3\npnnx.Input in0 0 1 0 #0=(1,16,112,112)f32\n%s\n"
+               "pnnx.Output out 1 0 9\n", pwdw);
+    fclose(f);
+    assert_int_equal(run("%s bench /tmp/kinfer-flops-test.param --runs 1 --warmup 0 --threads 1 "
+                         "--profile --json%s",
+                         NULL, out, sizeof out),
+                     0);
+    assert_non_null(strstr(out, "+depthwise bands")); /* the two layers ran as one step */
+    assert_null(strstr(out, "\"name\":\"dw\""));
+    remove("/tmp/kinfer-flops-test.param");
+}
+
 /* Streaming: ten digits in batches of 3 give ten JSON lines in input order, every digit
  * recognised; --json stays one document; --save-dir names each batch's files; the last stderr
  * line is the summary. */
@@ -608,6 +738,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_dump_graph),
         cmocka_unit_test(test_preflight),
         cmocka_unit_test(test_info),
+        cmocka_unit_test(test_info_flops),
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_inputs),
         cmocka_unit_test(test_preprocess_torchvision),
