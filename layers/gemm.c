@@ -166,46 +166,64 @@ void ki_gemm_cols(ki_gemm_ukernel uk, int64_t nr, int64_t kc, const float *const
     uk(kc, a, b, ldb, c, ldc, acc, NULL);
 }
 
-/* One MR x NR tile for one k block. Edge tiles go through a local tile: rows past m reuse row 0
- * of the tile (valid memory, results dropped), columns past n multiply the panel's zero padding. */
-static void tile(const ki_gemm_args *g, int64_t pi, int64_t mi, int64_t k0, int64_t kc,
-                 const float *b, int64_t ldb, bool late)
-{
-    int64_t m0 = mi * KI_GEMM_MR, n0 = pi * KI_GEMM_NR;
-    int64_t mr = g->m - m0 < KI_GEMM_MR ? g->m - m0 : KI_GEMM_MR;
-    int64_t nr = g->n - n0 < KI_GEMM_NR ? g->n - n0 : KI_GEMM_NR;
+/* What the tiles of row block mi share in k block k0 (set once per block, not per tile: with a
+ * short k, a 1x1 layer of 16 input channels, the row pointers and the epilogue's bounds took a
+ * tenth of the time; docs/performance.md): A's row pointers (rows past m repeat the block's
+ * first: valid memory, results dropped), the block's rows, whether k0 is after the first (acc)
+ * or the last k block, and then the epilogue the micro-kernel applies in registers (in_regs; fin
+ * without its residual). */
+typedef struct row_block {
     const float *rows[KI_GEMM_MR];
+    int64_t m0, mr;
+    bool acc, last, in_regs;
+    ki_gemm_fin fin;
+} row_block;
+
+static void row_block_at(const ki_gemm_args *g, int64_t mi, int64_t k0, int64_t kc, row_block *rb)
+{
+    rb->m0 = mi * KI_GEMM_MR;
+    rb->mr = g->m - rb->m0 < KI_GEMM_MR ? g->m - rb->m0 : KI_GEMM_MR;
     for (int64_t r = 0; r < KI_GEMM_MR; r++) {
-        rows[r] = g->a + (m0 + (r < mr ? r : 0)) * g->lda + k0;
+        rb->rows[r] = g->a + (rb->m0 + (r < rb->mr ? r : 0)) * g->lda + k0;
     }
+    rb->acc = k0 > 0;
+    rb->last = k0 + kc >= g->k;
+    rb->in_regs = rb->last && g->ep && ki_gemm_fin_of(g->ep, g->ch0 + rb->m0, NULL, &rb->fin);
+}
+
+/* One MR x NR tile of row block rb for one k block. Edge tiles go through a local tile: columns
+ * past n multiply the panel's zero padding. */
+static void tile(const ki_gemm_args *g, const row_block *rb, int64_t pi, int64_t kc, const float *b,
+                 int64_t ldb, bool late)
+{
+    const int64_t m0 = rb->m0, n0 = pi * KI_GEMM_NR, mr = rb->mr;
+    const int64_t nr = g->n - n0 < KI_GEMM_NR ? g->n - n0 : KI_GEMM_NR;
     float *c = g->c + m0 * g->ldc + n0;
     const float *res = g->res ? g->res + m0 * g->ldc + n0 : NULL;
-    bool last = k0 + kc >= g->k;
-    ki_gemm_fin fin;
+    const bool acc = rb->acc;
+    ki_gemm_fin fin = rb->fin;
+    fin.res = res;
     if (mr == KI_GEMM_MR && nr == KI_GEMM_NR) {
         /* the simple activations finish in registers; the others after the store */
-        bool in_regs = last && g->ep && ki_gemm_fin_of(g->ep, g->ch0 + m0, res, &fin);
-        g->uk(kc, rows, b, ldb, c, g->ldc, k0 > 0, in_regs ? &fin : NULL);
-        last = last && !in_regs;
+        g->uk(kc, rb->rows, b, ldb, c, g->ldc, acc, rb->in_regs ? &fin : NULL);
     } else {
         /* the partial tile accumulates in t as a full one does in c (same operations) */
         _Alignas(64) float t[KI_GEMM_MR * KI_GEMM_NR];
-        if (k0 > 0) {
+        if (acc) {
             memset(t, 0, sizeof t);
             for (int64_t r = 0; r < mr; r++) {
                 memcpy(t + r * KI_GEMM_NR, c + r * g->ldc, (size_t)nr * sizeof *t);
             }
         }
-        ki_gemm_cols(g->uk, nr, kc, rows, b, ldb, t, KI_GEMM_NR, k0 > 0);
-        if (last && g->ep && ki_gemm_fin_of(g->ep, g->ch0 + m0, res, &fin)) {
+        ki_gemm_cols(g->uk, nr, kc, rb->rows, b, ldb, t, KI_GEMM_NR, acc);
+        if (rb->in_regs) {
             fin_tile(t, mr, nr, &fin, g->ldc);
-            last = false;
         }
         for (int64_t r = 0; r < mr; r++) {
             memcpy(c + r * g->ldc, t + r * KI_GEMM_NR, (size_t)nr * sizeof *t);
         }
     }
-    if (g->ep && last && !late) {
+    if (g->ep && rb->last && !rb->in_regs && !late) {
         for (int64_t r = 0; r < mr; r++) {
             g->epf(g->ep, res ? res + r * g->ldc : NULL, g->ch0 + m0 + r, c + r * g->ldc,
                    (size_t)nr);
@@ -276,13 +294,15 @@ static void tiles_run(const ki_gemm_args *g, int64_t np, int64_t t0, int64_t t1)
     const bool late = late_epilogue(g);
     for (int64_t k0 = 0; k0 < g->k; k0 += KI_GEMM_KC) {
         int64_t kc = g->k - k0 < KI_GEMM_KC ? g->k - k0 : KI_GEMM_KC;
+        row_block rb;
         for (int64_t t = t0; t < t1; t++) {
             int64_t pi = t % np;
             if (pi == 0 || t == t0) {
                 prefetch_a(g, t / np + 1, k0, kc);
+                row_block_at(g, t / np, k0, kc, &rb);
             }
-            tile(g, pi, t / np, k0, kc, g->bp + pi * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR,
-                 KI_GEMM_NR, late);
+            tile(g, &rb, pi, kc, g->bp + pi * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR, KI_GEMM_NR,
+                 late);
         }
     }
     for (int64_t mi = t0 / np; (late || g->rows_done) && t0 < t1 && mi * np < t1; mi++) {
@@ -332,6 +352,8 @@ void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *
         int64_t kc = g->k - k0 < KI_GEMM_KC ? g->k - k0 : KI_GEMM_KC;
         for (int64_t mi = 0; mi < mp; mi++) {
             prefetch_a(g, mi + 1, k0, kc);
+            row_block rb;
+            row_block_at(g, mi, k0, kc, &rb);
             /* such a C: each tile asks for the lines of the tile below it (the next row block's
              * first write), spread over the row block instead of all at once */
             const int64_t r1 = (mi + 2) * KI_GEMM_MR < g->m ? (mi + 2) * KI_GEMM_MR : g->m;
@@ -344,9 +366,9 @@ void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *
                     ki_cv_prefetch_out(g->c + r * g->ldc + j, nj);
                 }
                 if (g->bin && (pq + 1) * KI_GEMM_NR <= g->n) {
-                    tile(g, pq, mi, k0, kc, g->bin + k0 * g->ldb + pq * KI_GEMM_NR, g->ldb, late);
+                    tile(g, &rb, pq, kc, g->bin + k0 * g->ldb + pq * KI_GEMM_NR, g->ldb, late);
                 } else {
-                    tile(g, pq, mi, k0, kc, b + q * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR, KI_GEMM_NR,
+                    tile(g, &rb, pq, kc, b + q * KI_GEMM_NR * g->k + k0 * KI_GEMM_NR, KI_GEMM_NR,
                          late);
                 }
             }
