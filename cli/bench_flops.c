@@ -120,18 +120,20 @@ static double mha_macs(const ki_op_desc *d, const ki_tensor *in, int n_in)
  * over its last dim (input_size). */
 static double rnn_macs(const ki_op_desc *d, const ki_tensor *in, int n_in)
 {
-    if (n_in < 1 || !known(&in[0].shape) || in[0].shape.ndim < 2) {
-        return n_in < 1 ? 0 : -1;
+    const ki_shape *x = n_in > 0 ? &in[0].shape : NULL;
+    if (x && !known(x)) {
+        return -1;
     }
-    const ki_shape *x = &in[0].shape;
-    const double steps = prod_from(x, 0) / (x->d[x->ndim - 1] > 0 ? (double)x->d[x->ndim - 1] : 1);
+    if (!x || x->ndim < 2 || x->d[x->ndim - 1] <= 0) {
+        return 0;
+    }
     double per = 0.0;
     for (int a = 0; a < d->n_attrs; a++) {
         if (strncmp(d->attrs[a].key, "weight_", 7) == 0 && d->attrs[a].shape.ndim == 2) {
             per += prod_from(&d->attrs[a].shape, 0);
         }
     }
-    return x->d[x->ndim - 1] > 0 ? steps * per : 0;
+    return prod_from(x, 0) / (double)x->d[x->ndim - 1] * per;
 }
 
 /* YOLOv5's Detect head: level i's 1x1 convolution m.i.weight (no, C_i, 1, 1) over input i. */
