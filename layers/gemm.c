@@ -188,6 +188,7 @@ static void row_block_at(const ki_gemm_args *g, int64_t mi, int64_t k0, int64_t 
     }
     rb->acc = k0 > 0;
     rb->last = k0 + kc >= g->k;
+    rb->fin = (ki_gemm_fin){ NULL, 0.0f, 0.0f, NULL }; /* unused unless in_regs */
     rb->in_regs = rb->last && g->ep && ki_gemm_fin_of(g->ep, g->ch0 + rb->m0, NULL, &rb->fin);
 }
 
