@@ -28,6 +28,9 @@ ki_status ki_bench_input_shapes(const ki_model *m, const ki_shape *given, int n_
  * for the others, -1 when a shape it needs is not known (an undeclared or '?' dim). */
 double ki_bench_step_flops(const ki_op_desc *d, const ki_tensor *in, int n_in,
                            const ki_tensor *out);
+/* The same for step k of session s as it runs: its layer's own count when it has one (a fused
+ * step's with every layer in it, ki_session_step_macs), else ki_bench_step_flops. */
+double ki_bench_session_step_flops(const ki_session *s, int k);
 
 /* Uniform floats in [lo, hi) from a 64-bit state (xorshift64*), deterministic for a seed. */
 float ki_bench_rand(unsigned long long *state, float lo, float hi);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../layers/attention.h"
 #include "bench.h"
 
 /* Whether every dim of s is known (an undeclared or '?' one is negative). */
@@ -43,23 +44,11 @@ static bool type_in(const char *type, const char *const *list)
 }
 
 /* A convolution with weight w (out, in / groups, k...): prod(w's dims from 1) multiply-adds per
- * output value. A max pool fused into nn.Conv2d makes the step's output smaller than the
- * convolution's, whose own size is the declared one. */
-static double conv_macs(const ki_op_desc *d, const ki_attr *w, const ki_tensor *out)
+ * output value. (nn.Conv2d's fused steps, whose output is a fused layer's, are counted by the
+ * layer itself: ki_session_step_macs.) */
+static double conv_macs(const ki_attr *w, const ki_tensor *out)
 {
-    const ki_shape *o = &out[0].shape, *decl = d->output_decl;
-    if (!known(o)) {
-        return -1;
-    }
-    double base = prod_from(o, 0);
-    if (decl && decl[0].ndim == o->ndim && o->ndim >= 3) {
-        bool all = true;
-        for (int k = 2; k < o->ndim; k++) {
-            all = all && decl[0].d[k] > 0;
-        }
-        base = all ? (double)o->d[0] * (double)o->d[1] * prod_from(&decl[0], 2) : base;
-    }
-    return prod_from(&w->shape, 1) * base;
+    return known(&out[0].shape) ? prod_from(&w->shape, 1) * prod_from(&out[0].shape, 0) : -1;
 }
 
 /* (length, batch) of a multi-head attention input: (L, N, E), batch_first (N, L, E), or an
@@ -80,8 +69,8 @@ static bool seq_dims(const ki_shape *s, bool batch_first, double *len, double *n
 
 /* nn.MultiheadAttention: the query's L tokens and the key's (= value's) S tokens projected
  * (E x E, E x kdim, E x vdim), the scores Q K^T and their product with V (L x S x E each), and
- * the output projection (E x E), per batch item. Inputs are query [key [value]] by position; an
- * attn_mask (bound by `$attn_mask`) is not one of them, as in layers/attention.c. */
+ * the output projection (E x E), per batch item; the inputs as the layer takes them
+ * (ki_mha_inputs). */
 static double mha_macs(const ki_op_desc *d, const ki_tensor *in, int n_in)
 {
     int64_t e = 0, kd = 0, vd = 0;
@@ -92,18 +81,11 @@ static double mha_macs(const ki_op_desc *d, const ki_tensor *in, int n_in)
         ki_op_get_bool(d, "batch_first", false, &bf, NULL) != KI_OK) {
         return 0;
     }
-    const int mask = ki_op_input_index(d, "attn_mask");
-    int idx[2] = { -1, -1 }, pos = 0;
-    for (int i = 0; i < n_in && pos < 2; i++) {
-        const char *key = d->input_keys ? d->input_keys[i] : NULL;
-        if (i != mask && !(key && strcmp(key, "attn_mask") == 0)) {
-            idx[pos++] = i;
-        }
-    }
-    if (pos == 0) {
+    int idx[3];
+    if (ki_mha_inputs(d, idx) == 0 || idx[1] >= n_in) {
         return 0;
     }
-    const ki_shape *q = &in[idx[0]].shape, *k = pos > 1 ? &in[idx[1]].shape : q;
+    const ki_shape *q = &in[idx[0]].shape, *k = &in[idx[1]].shape;
     double l, n, s, nk;
     if (!known(q) || !known(k)) {
         return -1;
@@ -167,7 +149,7 @@ double ki_bench_step_flops(const ki_op_desc *d, const ki_tensor *in, int n_in, c
     const bool have_out = d->n_outputs > 0;
     double macs = 0.0;
     if (w && w->shape.ndim >= 3 && type_in(d->type, convs) && have_out) {
-        macs = conv_macs(d, w, out);
+        macs = conv_macs(w, out);
     } else if (w && w->shape.ndim >= 3 && type_in(d->type, transposed) && n_in > 0) {
         /* weight (in, out / groups, k...): each input value reaches prod(dims from 1) outputs */
         macs = known(&in[0].shape) ? prod_from(&w->shape, 1) * prod_from(&in[0].shape, 0) : -1;
@@ -187,4 +169,12 @@ double ki_bench_step_flops(const ki_op_desc *d, const ki_tensor *in, int n_in, c
         macs = detect_macs(d, in, n_in);
     }
     return macs < 0 ? -1 : 2.0 * macs;
+}
+
+double ki_bench_session_step_flops(const ki_session *s, int k)
+{
+    const ki_tensor *in, *out;
+    const ki_op_desc *d = ki_session_step(s, k, &in, &out, NULL);
+    const double macs = ki_session_step_macs(s, k);
+    return macs >= 0 ? 2.0 * macs : ki_bench_step_flops(d, in, d->n_inputs, out);
 }

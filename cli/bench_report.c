@@ -128,8 +128,7 @@ static void one_step(ki_session *s, int k, double sec, bool json, FILE *f)
         ki_shape_str(&in[0].shape, si, sizeof si);
     }
     ki_shape_str(&out[0].shape, so, sizeof so);
-    const double macs = ki_session_step_macs(s, k);
-    double fl = macs >= 0 ? 2.0 * macs : ki_bench_step_flops(d, in, d->n_inputs, out);
+    const double fl = ki_bench_session_step_flops(s, k);
     double gf = sec > 0 && fl > 0 ? fl / sec * 1e-9 : 0.0;
     char kernel[96];
     ki_session_step_kernel(s, k, kernel, sizeof kernel);

@@ -104,10 +104,7 @@ static ki_status session_flops(const info_opts *o, double *flops, ki_error *err)
     }
     *flops = 0;
     for (int k = 0; st == KI_OK && k < ki_session_n_steps(s); k++) {
-        const ki_tensor *in, *out;
-        const ki_op_desc *d = ki_session_step(s, k, &in, &out, NULL);
-        const double macs = ki_session_step_macs(s, k);
-        *flops += macs >= 0 ? 2.0 * macs : ki_bench_step_flops(d, in, d->n_inputs, out);
+        *flops += ki_bench_session_step_flops(s, k);
     }
     ki_session_destroy(s);
     ki_model_destroy(m);

@@ -12,6 +12,8 @@
  * not depend on the thread count. The workspace of thread 0 holds Q, K, V, the scores of one
  * head, the concatenated heads and the packed K^T and V. State: the parameters, weight pointers
  * (the model's) and packed projections, immutable; thread-safe. */
+#include "attention.h"
+
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -90,6 +92,23 @@ static void gemm_here(const mha *m, const float *a, int64_t lda, int64_t rows, i
     ki_gemm_compute(&g, 0, 1);
 }
 
+int ki_mha_inputs(const ki_op_desc *op, int idx[3])
+{
+    const int mask = ki_op_input_index(op, "attn_mask");
+    int pos = 0;
+    idx[0] = idx[1] = idx[2] = 0;
+    for (int i = 0; i < op->n_inputs && pos < 3; i++) {
+        if (i != mask && (!op->input_keys || !op->input_keys[i] ||
+                          strcmp(op->input_keys[i], "attn_mask") != 0)) {
+            idx[pos++] = i;
+        }
+    }
+    /* one: self-attention; two: key and value the same tensor */
+    idx[1] = pos > 1 ? idx[1] : idx[0];
+    idx[2] = pos > 2 ? idx[2] : idx[1];
+    return pos;
+}
+
 static ki_status mha_create(const ki_op_desc *op, void **state, ki_error *err)
 {
     mha *m = calloc(1, sizeof *m);
@@ -128,17 +147,10 @@ static ki_status mha_create(const ki_op_desc *op, void **state, ki_error *err)
     }
     /* inputs: query [key value] by position or key, attn_mask by key */
     m->mask_in = ki_op_input_index(op, "attn_mask");
-    m->q_in = 0;
     m->res_in = -1;
     m->n_in_decl = op->n_inputs;
-    int pos = 0;
-    int idx[3] = { 0, 0, 0 };
-    for (int i = 0; i < op->n_inputs && pos < 3; i++) {
-        if (i != m->mask_in && (!op->input_keys || !op->input_keys[i] ||
-                                strcmp(op->input_keys[i], "attn_mask") != 0)) {
-            idx[pos++] = i;
-        }
-    }
+    int idx[3];
+    const int pos = ki_mha_inputs(op, idx);
     if (st == KI_OK && ki_op_input_index(op, "key_padding_mask") >= 0) {
         st = KI_FAIL(err, KI_ERR_UNSUPPORTED, "key_padding_mask");
     }
@@ -147,8 +159,7 @@ static ki_status mha_create(const ki_op_desc *op, void **state, ki_error *err)
                      "expects query, or query and key (= value), "
                      "or query, key and value");
     }
-    /* two: pnnx's export of mha(q, kv, kv), key and value the same tensor */
-    m->q_in = idx[0], m->k_in = pos > 1 ? idx[1] : idx[0], m->v_in = idx[pos > 1 ? pos - 1 : 0];
+    m->q_in = idx[0], m->k_in = idx[1], m->v_in = idx[2];
     m->mask_bool = m->mask_in >= 0 && op->input_dtype && op->input_dtype[m->mask_in] == KI_DT_BOOL;
     if (st == KI_OK) {
         int64_t part;
