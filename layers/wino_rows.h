@@ -9,8 +9,9 @@
  *   wv, wm                a vector of WV floats, a mask of its lanes;
  *   v_add, v_sub, v_mul, v_set1, v_zero, v_min, v_max, v_loadu, v_storeu;
  *   m_lanes(lo, hi)       lanes i with lo <= i < hi;
- *   v_load_m, v_store_m   masked load (zeros elsewhere) and store, never touching masked-off lanes;
+ *   v_load_m              masked load (zeros elsewhere), never touching masked-off lanes;
  *   v_store_first(p, n, v) lanes 0..n-1 of v (n < WV) to p, nothing past them;
+ *   v_store_range(p, lo, hi, v) lanes lo..hi-1 of v to p + lo .. p + hi - 1, nothing else;
  *   win_ctx, win_ctx_make(m), win_pick(c, row, nv, m, pj): pj[j] lane l = column m * l + j of a
  *                         run's row of t (row: its nv vectors), for j < m + 2;
  *   wout_ctx, wout_ctx_make(m), wout_pick(c, o, k, l0, m): columns WV * k .. WV * k + WV - 1 of the
@@ -113,7 +114,6 @@ WINO_AI void wino_in_rows(const win_ctx *pc, float (*tc)[WINO_ROW_VECS][WV], int
     const int ts = m + 2, off = (int)(rel % KI_GEMM_NR);
     const int first = KI_GEMM_NR - off < n ? KI_GEMM_NR - off : n;
     const bool whole = KI_GEMM_NR - off >= WV && WV_PLAIN;
-    const wm m0 = m_lanes(0, first), m1 = m_lanes(first, n);
     float *dst0 = v + rel / KI_GEMM_NR * pan + off;
     float *dst1 = v + (rel / KI_GEMM_NR + 1) * pan - first;
     WINO_UNROLL
@@ -127,9 +127,9 @@ WINO_AI void wino_in_rows(const win_ctx *pc, float (*tc)[WINO_ROW_VECS][WV], int
             if (whole) {
                 v_storeu(dst0 + at, u[s]);
             } else {
-                v_store_m(dst0 + at, m0, u[s]);
+                v_store_range(dst0 + at, 0, first, u[s]);
                 if (first < n) {
-                    v_store_m(dst1 + at, m1, u[s]);
+                    v_store_range(dst1 + at, first, n, u[s]);
                 }
             }
         }
@@ -160,10 +160,10 @@ WINO_AI void wino_input_rows_m(const float *p, int64_t h, int64_t w, const ki_wi
         const int64_t rel = t0 - tb;
         const int off = (int)(rel % KI_GEMM_NR), lane = off % WV;
         const int cnt = te - t0 < WV - lane ? (int)(te - t0) : WV - lane;
-        const wm zm = m_lanes(0, cnt);
         float *dst = v + rel / KI_GEMM_NR * pan + off;
         for (int pos = 0; pos < ts * ts; pos++) {
-            v_store_m(dst + pos * pstride, zm, v_zero());
+            v_store_range(dst, 0, cnt, v_zero());
+            dst += pstride;
         }
         t0 += cnt;
     }

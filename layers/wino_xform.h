@@ -105,14 +105,15 @@ static inline wv v_load_m(const float *p, wm m)
     return _mm512_maskz_loadu_ps(m, p);
 }
 
-static inline void v_store_m(float *p, wm m, wv v)
-{
-    _mm512_mask_storeu_ps(p, m, v);
-}
-
 static inline void v_store_first(float *p, int64_t n, wv v)
 {
     _mm512_mask_storeu_ps(p, m_lanes(0, n), v);
+}
+
+/* Lanes lo..hi-1 of v to p + lo .. p + hi - 1, nothing else. */
+static inline void v_store_range(float *p, int lo, int hi, wv v)
+{
+    _mm512_mask_storeu_ps(p, m_lanes(lo, hi), v);
 }
 
 typedef struct win_ctx {
@@ -258,15 +259,23 @@ static inline wv v_load_m(const float *p, wm m)
     return _mm256_maskload_ps(p, m);
 }
 
-static inline void v_store_m(float *p, wm m, wv v)
-{
-    _mm256_maskstore_ps(p, m, v);
-}
-
 /* Plain 16-, 8- and 4-byte stores: a vmaskmovps store is microcode on AMD's cores. */
 static inline void v_store_first(float *p, int64_t n, wv v)
 {
     ki_store_first8(p, v, n);
+}
+
+/* Lanes lo..hi-1 of v to p + lo .. p + hi - 1, nothing else: moved down to lane 0 and stored as
+ * v_store_first does (as masked stores, the input transform's runs that end or cross a panel took
+ * a third to half of its time; docs/performance.md). */
+static inline void v_store_range(float *p, int lo, int hi, wv v)
+{
+    if (lo > 0) {
+        const __m256i idx =
+            _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(lo));
+        v = _mm256_permutevar8x32_ps(v, idx);
+    }
+    ki_store_first8(p + lo, v, hi - lo);
 }
 
 typedef struct win_ctx {
