@@ -330,6 +330,7 @@ static void wino_products(const wino_run *r, int64_t pos, const float *vpos, flo
                         .bp = vpos,
                         .c = mpos + o0 * ldm,
                         .ldc = ldm,
+                        .c_room = ldm,
                         .uk = c->uk };
     ki_gemm_panels(&ga, p0, cnt, vpos + p0 * c->in_ch * KI_GEMM_NR);
 }

@@ -10,18 +10,18 @@
 #include "../core/team.h"
 
 /* The finishing step (scalar form of ki_gemm_fin) on mr rows of nr columns of a tile t (row
- * stride KI_GEMM_NR): + bias, + the residual (row stride ldc), max(lo, v) then min(hi, v) (a NaN v
+ * stride ldt): + bias, + the residual (row stride ldc), max(lo, v) then min(hi, v) (a NaN v
  * kept, as the vector max / min with v second keep it); no clamp pass when there is nothing to
  * clamp. The plain micro-kernel's epilogue, and that of partial tiles, where an epilogue call per
  * row of so few columns cost more than the row's products (mobilenet_v2's 96 -> 576 at 14x14:
  * 196 = 6 x 32 + 4). Out of line and in loops the compiler vectorises: inside tile() it slowed
  * the full tiles around it (vit_tiny's MLP 1.08x). */
-static __attribute__((noinline)) void fin_tile(float *t, int64_t mr, int64_t nr,
+static __attribute__((noinline)) void fin_tile(float *t, int64_t ldt, int64_t mr, int64_t nr,
                                                const ki_gemm_fin *fin, int64_t ldc)
 {
     const bool clamp = fin->lo > -INFINITY || fin->hi < INFINITY;
     for (int64_t r = 0; r < mr; r++) {
-        float *tr = t + r * KI_GEMM_NR;
+        float *tr = t + r * ldt;
         if (fin->bias) {
             const float b = fin->bias[r];
             for (int64_t j = 0; j < nr; j++) {
@@ -76,7 +76,7 @@ void ki_gemm_ukernel_ref(int64_t kc, const float *const *a, const float *b, int6
         }
     }
     if (fin) {
-        fin_tile(&tile[0][0], KI_GEMM_MR, KI_GEMM_NR, fin, ldc);
+        fin_tile(&tile[0][0], KI_GEMM_NR, KI_GEMM_MR, KI_GEMM_NR, fin, ldc);
     }
     for (int r = 0; r < KI_GEMM_MR; r++) {
         memcpy(c + r * ldc, tile[r], sizeof tile[r]);
@@ -207,6 +207,14 @@ static void tile(const ki_gemm_args *g, const row_block *rb, int64_t pi, int64_t
     if (mr == KI_GEMM_MR && nr == KI_GEMM_NR) {
         /* the simple activations finish in registers; the others after the store */
         g->uk(kc, rb->rows, b, ldb, c, g->ldc, acc, rb->in_regs ? &fin : NULL);
+    } else if (mr == KI_GEMM_MR && n0 + KI_GEMM_NR <= g->c_room) {
+        /* room for the whole panel in C's rows: the narrow kernel straight into c (the local
+         * tile's copies in and out took a tenth of squeezenet's 13x13 Winograd layers, whose 16
+         * tiles are all a partial panel; docs/performance.md) */
+        ki_gemm_cols(g->uk, nr, kc, rb->rows, b, ldb, c, g->ldc, acc);
+        if (rb->in_regs) {
+            fin_tile(c, g->ldc, mr, nr, &fin, g->ldc);
+        }
     } else {
         /* the partial tile accumulates in t as a full one does in c (same operations) */
         _Alignas(64) float t[KI_GEMM_MR * KI_GEMM_NR];
@@ -218,7 +226,7 @@ static void tile(const ki_gemm_args *g, const row_block *rb, int64_t pi, int64_t
         }
         ki_gemm_cols(g->uk, nr, kc, rb->rows, b, ldb, t, KI_GEMM_NR, acc);
         if (rb->in_regs) {
-            fin_tile(t, mr, nr, &fin, g->ldc);
+            fin_tile(t, KI_GEMM_NR, mr, nr, &fin, g->ldc);
         }
         for (int64_t r = 0; r < mr; r++) {
             memcpy(c + r * g->ldc, t + r * KI_GEMM_NR, (size_t)nr * sizeof *t);

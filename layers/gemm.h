@@ -77,6 +77,11 @@ typedef struct ki_gemm_args {
     const float *bp; /* packed B */
     float *c;        /* m x n, row stride ldc */
     int64_t ldc;
+    /* Columns of each C row that may be written (at least n; 0: n). With room for a last,
+     * partial panel's whole NR columns (Winograd's products, whose rows are whole panels of
+     * tiles), its tiles run straight into C instead of through a local tile: the columns past n
+     * get values nobody reads. */
+    int64_t c_room;
     const ki_cv_epilogue *ep; /* applied to each finished row segment; NULL for none */
     ki_cv_epilogue_fn epf;    /* how */
     int64_t ch0;              /* epilogue channel of row 0 */
