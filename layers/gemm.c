@@ -192,8 +192,9 @@ static void row_block_at(const ki_gemm_args *g, int64_t mi, int64_t k0, int64_t 
     rb->in_regs = rb->last && g->ep && ki_gemm_fin_of(g->ep, g->ch0 + rb->m0, NULL, &rb->fin);
 }
 
-/* One MR x NR tile of row block rb for one k block. Edge tiles go through a local tile: columns
- * past n multiply the panel's zero padding. */
+/* One MR x NR tile of row block rb for one k block. Edge tiles go through a local tile (or, with
+ * room for the whole panel in C's rows, straight into C): columns past n multiply the panel's
+ * zero padding. */
 static void tile(const ki_gemm_args *g, const row_block *rb, int64_t pi, int64_t kc, const float *b,
                  int64_t ldb, bool late)
 {
