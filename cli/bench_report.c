@@ -59,10 +59,12 @@ void ki_bench_print(const ki_bench_result *r, bool json, FILE *f)
     }
 }
 
+/* A row of the per-type or per-kernel table: its key (a type, or a kernel as
+ * ki_session_step_kernel names it), the steps, their seconds and FLOPs per run. */
 typedef struct type_row {
-    const char *type;
+    char key[96];
     int count;
-    double sec;
+    double sec, flops;
 } type_row;
 
 static int cmp_type(const void *a, const void *b)
@@ -71,43 +73,84 @@ static int cmp_type(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-static int by_types(ki_session *s, const double *sec, int n, bool json, FILE *f)
+/* Adds a step (sec seconds, flops FLOPs, 0 or less when uncounted) to the row of key, a new
+ * one while there is room. */
+static void tally(type_row *rows, int *nt, const char *key, double sec, double flops)
 {
-    type_row rows[MAX_TYPES];
-    int nt = 0;
-    double total = 0.0;
-    for (int k = 0; k < n; k++) {
-        const ki_op_desc *d = ki_session_step(s, k, NULL, NULL, NULL);
-        int t = 0;
-        while (t < nt && strcmp(rows[t].type, d->type) != 0) {
-            t++;
-        }
-        if (t == nt && nt < MAX_TYPES) {
-            rows[nt++] = (type_row){ d->type, 0, 0.0 };
-        }
-        if (t < nt) {
-            rows[t].count++, rows[t].sec += sec[k];
-        }
-        total += sec[k];
+    int t = 0;
+    while (t < *nt && strcmp(rows[t].key, key) != 0) {
+        t++;
     }
+    if (t == *nt && *nt < MAX_TYPES) {
+        rows[*nt] = (type_row){ "", 0, 0.0, 0.0 };
+        snprintf(rows[*nt].key, sizeof rows[*nt].key, "%s", key);
+        (*nt)++;
+    }
+    if (t < *nt) {
+        rows[t].count++, rows[t].sec += sec, rows[t].flops += flops > 0 ? flops : 0.0;
+    }
+}
+
+/* One table: text rows of key, count, ms, share of total and, where the steps count their
+ * FLOPs, GFLOP/s; or the JSON member `name`, an array of objects with `field` as the key. */
+static void print_rows(type_row *rows, int nt, double total, const char *title, const char *name,
+                       const char *field, bool json, FILE *f)
+{
     qsort(rows, (size_t)nt, sizeof *rows, cmp_type);
-    fputs(json ? ",\"profile\":{\"types\":[" : "time per operator type (mean per run):\n", f);
+    if (json) {
+        fprintf(f, "\"%s\":[", name);
+    } else {
+        fprintf(f, "%s\n", title);
+    }
     for (int t = 0; t < nt; t++) {
+        const double gf = rows[t].sec > 0 ? rows[t].flops / rows[t].sec * 1e-9 : 0.0;
         if (json) {
-            fprintf(f, "%s{\"type\":", t ? "," : "");
-            json_str(f, rows[t].type);
-            fprintf(f, ",\"count\":%d,\"ms\":%.4f}", rows[t].count, rows[t].sec * 1e3);
+            fprintf(f, "%s{\"%s\":", t ? "," : "", field);
+            json_str(f, rows[t].key);
+            fprintf(f, ",\"count\":%d,\"ms\":%.4f,\"gflops\":%.2f}", rows[t].count,
+                    rows[t].sec * 1e3, gf);
         } else {
-            fprintf(f, "  %-28s x%-4d %9.3f ms  %5.1f%%\n", rows[t].type, rows[t].count,
+            fprintf(f, "  %-34s x%-4d %9.3f ms  %5.1f%%", rows[t].key, rows[t].count,
                     rows[t].sec * 1e3, total > 0 ? 100.0 * rows[t].sec / total : 0.0);
+            if (rows[t].flops > 0) {
+                fprintf(f, "  %7.1f GFLOP/s", gf);
+            }
+            fputc('\n', f);
         }
     }
     if (json) {
-        fprintf(f, "],\"total_ms\":%.4f", total * 1e3);
-    } else {
-        fprintf(f, "  %-34s %9.3f ms\n", "total", total * 1e3);
+        fputc(']', f);
     }
-    return nt;
+}
+
+/* Time per operator type, then per kernel (the steps whose layer names its kernel). */
+static void by_types(ki_session *s, const double *sec, int n, bool json, FILE *f)
+{
+    type_row types[MAX_TYPES], kernels[MAX_TYPES]; /* 30 KB on the stack */
+    int nt = 0, nk = 0;
+    double total = 0.0;
+    for (int k = 0; k < n; k++) {
+        const ki_op_desc *d = ki_session_step(s, k, NULL, NULL, NULL);
+        const double fl = ki_bench_session_step_flops(s, k);
+        char kernel[96];
+        ki_session_step_kernel(s, k, kernel, sizeof kernel);
+        tally(types, &nt, d->type, sec[k], fl);
+        if (kernel[0]) {
+            tally(kernels, &nk, kernel, sec[k], fl);
+        }
+        total += sec[k];
+    }
+    if (json) {
+        fputs(",\"profile\":{", f);
+    }
+    print_rows(types, nt, total, "time per operator type (mean per run):", "types", "type", json,
+               f);
+    if (json) {
+        fprintf(f, ",\"total_ms\":%.4f,", total * 1e3);
+    } else {
+        fprintf(f, "  %-40s %9.3f ms\n", "total", total * 1e3);
+    }
+    print_rows(kernels, nk, total, "time per kernel (mean per run):", "kernels", "kernel", json, f);
 }
 
 static const double *sort_key;

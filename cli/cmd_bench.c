@@ -38,7 +38,8 @@ static void bench_usage(FILE *f)
             "  --batch N          batch size for inputs whose first dim is unknown or given\n"
             "  --input-shape S    e.g. 1,3,224,224; repeat once per input (default: the input's\n"
             "                     annotation, '?' read as 1 for the batch and 224 elsewhere)\n"
-            "  --profile          time per operator type and the ten slowest operators\n"
+            "  --profile          time per operator type, per kernel (the path each step runs)\n"
+            "                     and the ten slowest operators, with their GFLOP/s\n"
             "  --json             machine-readable output (with --profile also every operator,\n"
             "                     in run order, under \"steps\")\n",
             ki_cli_default_threads());

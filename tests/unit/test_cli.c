@@ -628,7 +628,15 @@ static void test_info_flops(void **state)
     } else {
         assert_non_null(strstr(out, "+depthwise bands"));
         assert_null(strstr(out, "\"name\":\"dw\""));
+        /* the per-kernel table: the one step under its kernel */
+        assert_non_null(strstr(out, "\"kernels\":[{\"kernel\":\"1x1+depthwise bands"));
     }
+    /* the per-type table with the FLOPs' rate of the convolutions */
+    assert_non_null(strstr(out, "\"types\":[{\"type\":\"nn.Conv2d\",\"count\":"));
+    assert_non_null(strstr(out, "\"total_ms\":"));
+    const char *g = strstr(out, "\"types\":[");
+    assert_non_null(g);
+    assert_non_null(strstr(g, "\"gflops\":"));
     remove("/tmp/kinfer-flops-test.param");
 }
 
