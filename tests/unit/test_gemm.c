@@ -150,6 +150,74 @@ static void test_gemm_c_room(void **unused)
     }
 }
 
+/* ki_gemm_panels' bare products (no epilogue, one k block, A's rows one after another: Winograd's
+ * products) against the same products through the general tiles (A's rows a float apart, which
+ * takes them off the bare path), bit for bit at every level: row counts off the 8-row blocks,
+ * partial last panels with and without room in C's rows (nothing at or past the room written),
+ * all the panels at once and one panel at a time. */
+static void test_gemm_bare(void **unused)
+{
+    (void)unused;
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        uint64_t s = seed * 0xD1B54A32D192ED03ull;
+        const int64_t m = trng_int(&s, 1, 40), n = trng_int(&s, 1, 90), k = trng_int(&s, 1, 128);
+        const int64_t np = (n + KI_GEMM_NR - 1) / KI_GEMM_NR, room = seed % 2 ? np * KI_GEMM_NR : 0;
+        const int64_t ldc = np * KI_GEMM_NR + 8;
+        int64_t packed;
+        assert_true(ki_gemm_packed_floats(k, n, &packed));
+        float *a = malloc((size_t)(m * k) * 4), *a1 = malloc((size_t)(m * (k + 1)) * 4);
+        float *b = malloc((size_t)(k * n) * 4), *bp = malloc((size_t)packed * 4 + 4);
+        float *c0 = malloc((size_t)(m * ldc) * 4), *c1 = malloc((size_t)(m * ldc) * 4);
+        trng_fill(&s, a, (size_t)(m * k)), trng_fill(&s, b, (size_t)(k * n));
+        for (int64_t r = 0; r < m; r++) {
+            memcpy(a1 + r * (k + 1), a + r * k, (size_t)k * 4);
+        }
+        for (int64_t r = 0; r < k; r++) {
+            ki_gemm_pack_row(b + r * n, r, k, n, bp);
+        }
+        for (int isa = KI_ISA_GENERIC; isa <= KI_ISA_AVX512; isa++) {
+            ki_gemm_ukernel uk = ki_gemm_ukernel_for((ki_isa)isa);
+            for (int one = 0; uk && one < 2; one++) {
+                ki_gemm_args g = { .m = m,
+                                   .n = n,
+                                   .k = k,
+                                   .a = a1,
+                                   .lda = k + 1,
+                                   .bp = bp,
+                                   .c = c0,
+                                   .ldc = ldc,
+                                   .c_room = room,
+                                   .uk = uk };
+                trng_fill(&s, c0, (size_t)(m * ldc));
+                memcpy(c1, c0, (size_t)(m * ldc) * 4);
+                for (int64_t p = 0; p < np; p += one ? 1 : np) {
+                    const int64_t cnt = one ? 1 : np;
+                    ki_gemm_panels(&g, p, cnt, bp + p * KI_GEMM_NR * k);
+                }
+                g.a = a, g.lda = k, g.c = c1;
+                for (int64_t p = 0; p < np; p += one ? 1 : np) {
+                    const int64_t cnt = one ? 1 : np;
+                    ki_gemm_panels(&g, p, cnt, bp + p * KI_GEMM_NR * k);
+                }
+                for (int64_t r = 0; r < m; r++) {
+                    /* the first n columns the same; past them, C as it was up to the room (the
+                     * general tiles write only n columns, the bare ones up to the room) and
+                     * untouched from it on */
+                    const int64_t from = room > n ? room : n;
+                    if (memcmp(c0 + r * ldc, c1 + r * ldc, (size_t)n * 4) != 0 ||
+                        memcmp(c0 + r * ldc + from, c1 + r * ldc + from,
+                               (size_t)(ldc - from) * 4) != 0) {
+                        fail_msg("seed %llu isa %d one %d m %lld n %lld k %lld: row %lld differs",
+                                 (unsigned long long)seed, isa, one, (long long)m, (long long)n,
+                                 (long long)k, (long long)r);
+                    }
+                }
+            }
+        }
+        free(a), free(a1), free(b), free(bp), free(c0), free(c1);
+    }
+}
+
 /* ki_sgemm (the products of torch.matmul, the RNNs and ConvTranspose3d) in each transpose mode,
  * with leading dimensions past the sizes, at every level the CPU has, on 1, 2 and 3 threads: within
  * 1e-4 of a double-precision sum and of OpenBLAS's sgemm, and bit for bit the same whatever the
@@ -1029,6 +1097,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_random),
         cmocka_unit_test(test_gemm_c_room),
+        cmocka_unit_test(test_gemm_bare),
         cmocka_unit_test(test_sgemm_modes),
         cmocka_unit_test(test_ukernel16),
         cmocka_unit_test(test_epilogue_avx2),
