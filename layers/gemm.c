@@ -350,17 +350,15 @@ void ki_gemm_compute_shared(const ki_gemm_args *g, const ki_part *pt)
     }
 }
 
-/* Panels innermost: each C row is written np * NR floats at a time (few, long write streams
- * instead of one 128-byte piece per row and panel), and A's 8 x KC block is reused np times. */
-/* Whether ki_gemm_panels may run panels [p0, p0 + np) of g as bare products (bare_rows): one k
- * block, A's rows one after another (nothing far apart for prefetch_a to ask for), no epilogue,
- * residual or rows_done, packed panels, and a partial last panel only with room for the whole
- * panel in C's rows (Winograd's products). */
+/* Whether ki_gemm_panels may run panels [p0, p0 + np) of g as bare products (bare_rows): one
+ * (nonempty) k block, A's rows one after another (nothing far apart for prefetch_a to ask for), no
+ * epilogue, residual or rows_done, packed panels, and a partial last panel only with room for the
+ * whole panel in C's rows (Winograd's products). */
 static bool bare_ok(const ki_gemm_args *g, int64_t p0, int64_t np)
 {
     const int64_t end = (p0 + np) * KI_GEMM_NR;
-    return g->k <= KI_GEMM_KC && g->lda == g->k && !g->ep && !g->res && !g->rows_done && !g->bin &&
-           (end <= g->n || end <= g->c_room);
+    return g->k > 0 && g->k <= KI_GEMM_KC && g->lda == g->k && !g->ep && !g->res && !g->rows_done &&
+           !g->bin && (end <= g->n || end <= g->c_room);
 }
 
 /* The whole row blocks of bare products (bare_ok): each block's row pointers, then the micro-kernel
@@ -390,6 +388,8 @@ static int64_t bare_rows(const ki_gemm_args *g, int64_t p0, int64_t np, const fl
     return full;
 }
 
+/* Panels innermost: each C row is written np * NR floats at a time (few, long write streams
+ * instead of one 128-byte piece per row and panel), and A's 8 x KC block is reused np times. */
 void ki_gemm_panels(const ki_gemm_args *g, int64_t p0, int64_t np, const float *b)
 {
     int64_t mp = (g->m + KI_GEMM_MR - 1) / KI_GEMM_MR, c0 = p0 * KI_GEMM_NR;
