@@ -110,7 +110,7 @@ static void print_rows(type_row *rows, int nt, double total, const char *title, 
             fprintf(f, ",\"count\":%d,\"ms\":%.4f,\"gflops\":%.2f}", rows[t].count,
                     rows[t].sec * 1e3, gf);
         } else {
-            fprintf(f, "  %-34s x%-4d %9.3f ms  %5.1f%%", rows[t].key, rows[t].count,
+            fprintf(f, "  %-42s x%-4d %9.3f ms  %5.1f%%", rows[t].key, rows[t].count,
                     rows[t].sec * 1e3, total > 0 ? 100.0 * rows[t].sec / total : 0.0);
             if (rows[t].flops > 0) {
                 fprintf(f, "  %7.1f GFLOP/s", gf);
@@ -148,7 +148,7 @@ static void by_types(ki_session *s, const double *sec, int n, bool json, FILE *f
     if (json) {
         fprintf(f, ",\"total_ms\":%.4f,", total * 1e3);
     } else {
-        fprintf(f, "  %-40s %9.3f ms\n", "total", total * 1e3);
+        fprintf(f, "  %-48s %9.3f ms\n", "total", total * 1e3);
     }
     print_rows(kernels, nk, total, "time per kernel (mean per run):", "kernels", "kernel", json, f);
 }
