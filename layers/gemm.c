@@ -361,28 +361,23 @@ static bool bare_ok(const ki_gemm_args *g, int64_t p0, int64_t np)
            !g->bin && (end <= g->n || end <= g->c_room);
 }
 
-/* The whole row blocks of bare products (bare_ok): each block's row pointers, then the micro-kernel
- * (or the narrow one for a partial panel) straight into C, without row_block_at's and tile()'s
- * steps for epilogues, residuals and edges; the same operations per value. Squeezenet's 13x13
- * Winograd products (16 tiles, one partial panel), avx2, one thread: 7-9 % faster in a harness,
- * the 64 -> 256 layer 6 % in the network (docs/performance.md). Returns the row blocks done. */
+/* The whole row blocks of bare products (bare_ok): each block's row pointers (row_block_at), then
+ * the micro-kernel (or the narrow one for a partial panel: ki_gemm_cols) straight into C, without
+ * tile()'s steps for epilogues, residuals and edges or prefetch_a; the same operations per value.
+ * Squeezenet's 13x13 Winograd products (16 tiles, one partial panel), avx2, one thread: 7-9 %
+ * faster in a harness, the 64 -> 256 layer 6 % in the network (docs/performance.md). Returns the
+ * row blocks done. */
 static int64_t bare_rows(const ki_gemm_args *g, int64_t p0, int64_t np, const float *b)
 {
     const int64_t full = g->m / KI_GEMM_MR;
     for (int64_t mi = 0; mi < full; mi++) {
-        const float *rows[KI_GEMM_MR];
-        for (int r = 0; r < KI_GEMM_MR; r++) {
-            rows[r] = g->a + (mi * KI_GEMM_MR + r) * g->lda;
-        }
+        row_block rb; /* its rows; no epilogue to set up (bare_ok) */
+        row_block_at(g, mi, 0, g->k, &rb);
         float *c = g->c + mi * KI_GEMM_MR * g->ldc;
         for (int64_t q = 0; q < np; q++) {
             const int64_t j = (p0 + q) * KI_GEMM_NR, nr = g->n - j;
-            const float *bq = b + q * KI_GEMM_NR * g->k;
-            if (nr >= KI_GEMM_NR) {
-                g->uk(g->k, rows, bq, KI_GEMM_NR, c + j, g->ldc, false, NULL);
-            } else {
-                ki_gemm_cols(g->uk, nr, g->k, rows, bq, KI_GEMM_NR, c + j, g->ldc, false);
-            }
+            ki_gemm_cols(g->uk, nr < KI_GEMM_NR ? nr : KI_GEMM_NR, g->k, rb.rows,
+                         b + q * KI_GEMM_NR * g->k, KI_GEMM_NR, c + j, g->ldc, false);
         }
     }
     return full;
