@@ -185,20 +185,19 @@ static bool wino_formed(const ki_conv2d *c)
  * M (t^2 x out_ch x 32) stay in L2 between the three steps. With fewer panels the team shares
  * whole-image V and M (tiles rounded up to a panel) and splits each step: input channels, then
  * (position, panel group) products, then output channels. Between the two, a layer whose
- * products run on the GEMM, whose tiles give each thread KI_WINO_SUB_MIN items of KI_WINO_SUB
- * tiles and whose U takes at most KI_WINO_SUB_L2S L2 sizes is blocked too, by those items (up to
- * a panel of them at a time where a thread's items follow each other): each thread then reads the
- * whole of U, but transforms only its own tiles, and nothing waits at a barrier or crosses to the
- * other core. Shared, each thread writes half of V and reads the other half from the other core
- * (and takes those lines back the next run), and waits twice: squeezenet's 32 -> 128 layers at
- * 27x27 (49 tiles) are faster blocked (docs/performance.md). With one item a thread (16 tiles on
- * two threads: squeezenet's 48 -> 192 at 13x13, unet's 64 -> 128 at 16x16) its products run on
- * the 8-column micro-kernel, one FMA per element of U it loads, and the layers ran 8-23 % faster
- * shared (16-column products, half of U a thread). Squeezenet's 64 -> 256 layers (U 2.4 MB, with
- * 1 MiB of L2) are shared anyway. The same operations per tile, so the same bits. */
+ * products run on the GEMM, whose tiles give each thread at least one item of KI_WINO_SUB tiles
+ * and whose U takes at most KI_WINO_SUB_L2S L2 sizes is blocked too, by those items (up to a
+ * panel of them at a time where a thread's items follow each other): each thread then reads the
+ * whole of U, but transforms only its own tiles in its own slice, and nothing waits at a barrier
+ * or crosses to the other core. Shared, each thread writes half of V and reads the other half
+ * from the other core (and takes those lines back the next run), and waits twice: squeezenet's
+ * 32 -> 128 layers at 27x27 (49 tiles) are faster blocked. So are the layers of one item a thread
+ * (16 tiles on two threads: squeezenet's 48 -> 192 at 13x13, unet's 64 -> 128 at 16x16) in their
+ * networks, although their products then run on the 8-column micro-kernel and a layer alone,
+ * repeated, runs faster shared (docs/performance.md). Squeezenet's 64 -> 256 layers (U 2.4 MB,
+ * with 1 MiB of L2) are shared. The same operations per tile, so the same bits. */
 #define KI_WINO_BLOCKED   2
 #define KI_WINO_SUB       8
-#define KI_WINO_SUB_MIN   2
 #define KI_WINO_SUB_L2S   2
 #define KI_WINO_MAX_BYTES ((size_t)256 << 20)
 
@@ -226,8 +225,7 @@ static bool wino_blocked(const ki_conv2d *c, int64_t tiles, int n_threads)
 {
     const int64_t nt = n_threads > 0 ? n_threads : 1, np = (tiles + KI_GEMM_NR - 1) / KI_GEMM_NR;
     return np >= KI_WINO_BLOCKED * nt ||
-           (nt > 1 && !wino_by_lanes(c) && tiles >= KI_WINO_SUB_MIN * KI_WINO_SUB * nt &&
-            wino_u_small(c));
+           (nt > 1 && !wino_by_lanes(c) && tiles >= KI_WINO_SUB * nt && wino_u_small(c));
 }
 
 /* The tiles of a blocked run's items (see wino_blocked): KI_WINO_SUB for the GEMM's products on
