@@ -576,14 +576,13 @@ static void wino_products_at(const wino_run *r, int64_t pos, const float *vbuf, 
 }
 
 /* Shared: the team splits each step over the whole image (see KI_WINO_BLOCKED): the input
- * transform by input channels, then the products and the output transform. With fewer input than
- * output channels (V smaller than M) each thread computes the products of its own output channels
- * at every position and transforms them, so it reads the whole of V, half of it from the other
- * core, but only products it wrote itself; split by position, the transform read half of its
- * products from the other core (squeezenet's 64 -> 256 at 13x13: 512 KB of 1 MB). Otherwise the
- * products go by position and, after a barrier, the transform by output channel. Either way at
- * whole GEMM row tiles or OV channel blocks, so every product is the same tile's: the same bits.
- * Call from every thread of the team. */
+ * transform by input channels, then the products by position and, after a barrier, the output
+ * transform by output channel, at whole GEMM row tiles or OV channel blocks, so every product is
+ * the same tile's: the same bits. U formed per block (wino_formed) goes by channel block instead,
+ * products and transform, with no barrier between. So did layers of fewer input than output
+ * channels from the twenty-first session, whose output transform then read only products its own
+ * core wrote; in the network, compared on one session, squeezenet's 64 -> 256 at 13x13 are faster
+ * by position (docs/performance.md). Call from every thread of the team. */
 static void wino_shared_run(const wino_run *r, const float *x, float *y, const float *res,
                             float *vbuf, float *priv, const ki_part *pt)
 {
@@ -602,18 +601,12 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
     const int64_t unit = wino_formed(c) || c->wino_ov ? KI_OV_MV : KI_GEMM_MR;
     const int64_t units = (oc + unit - 1) / unit;
     int64_t o0, o1;
-    if (wino_formed(c) || ic < oc) { /* by output channels (binary16 U: formed per block) */
+    if (wino_formed(c)) { /* by output channels: U formed per block */
         ki_part_range(units, pt, &i0, &i1);
         o0 = i0 * unit < oc ? i0 * unit : oc, o1 = i1 * unit < oc ? i1 * unit : oc;
-        if (wino_formed(c)) {
-            for (int64_t ob = i0; ob < i1; ob++) {
-                wino_products_h(r, vbuf, vps, KI_GEMM_NR * ic, mbuf, mps, tp, r->tg.tiles, np, ob,
-                                ob + 1, priv, priv + KI_WINO_H_UFLOATS);
-            }
-        } else if (i1 > i0) {
-            for (int64_t pos = 0; pos < r->npos; pos++) {
-                wino_products_at(r, pos, vbuf, vps, mbuf, mps, i0, i1);
-            }
+        for (int64_t ob = i0; ob < i1; ob++) {
+            wino_products_h(r, vbuf, vps, KI_GEMM_NR * ic, mbuf, mps, tp, r->tg.tiles, np, ob,
+                            ob + 1, priv, priv + KI_WINO_H_UFLOATS);
         }
     } else { /* by position */
         ki_part_range(r->npos, pt, &i0, &i1);
