@@ -553,25 +553,24 @@ static void wino_blocked_team(const wino_run *r, const float *x, float *y, const
     }
 }
 
-/* The products of position pos for output units [u0, u1) of every panel, into M (shared run):
- * GEMM row tiles (KI_GEMM_MR rows) or, with the OV layout of U, channel blocks (KI_OV_MV). */
+/* The products of position pos for every output channel and panel, into M (shared run): on the
+ * GEMM (whole row tiles) or, with the OV layout of U, by channel blocks. */
 static void wino_products_at(const wino_run *r, int64_t pos, const float *vbuf, int64_t vps,
-                             float *mbuf, int64_t mps, int64_t u0, int64_t u1)
+                             float *mbuf, int64_t mps)
 {
     const ki_conv2d *c = r->c;
     const int64_t np = r->np, tp = np * KI_GEMM_NR, grp = np < 4 ? np : 4, oc = c->out_ch;
     if (c->wino_ov) {
         for (int64_t p = 0; p < np; p++) {
             wino_products_ov(r, pos, vbuf + pos * vps + p * KI_GEMM_NR * c->in_ch,
-                             mbuf + pos * mps + p * KI_GEMM_NR, tp, panel_valid(r->tg.tiles, p), u0,
-                             u1);
+                             mbuf + pos * mps + p * KI_GEMM_NR, tp, panel_valid(r->tg.tiles, p), 0,
+                             (oc + KI_OV_MV - 1) / KI_OV_MV);
         }
         return;
     }
-    const int64_t o0 = u0 * KI_GEMM_MR, o1 = u1 * KI_GEMM_MR < oc ? u1 * KI_GEMM_MR : oc;
     for (int64_t p0 = 0; p0 < np; p0 += grp) {
         wino_products(r, pos, vbuf + pos * vps, mbuf + pos * mps, r->tg.tiles, tp, p0,
-                      np - p0 < grp ? np - p0 : grp, o0, o1);
+                      np - p0 < grp ? np - p0 : grp, 0, oc);
     }
 }
 
@@ -598,12 +597,10 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
                    ic * KI_GEMM_NR, vps);
     }
     ki_part_sync(pt);
-    const int64_t unit = wino_formed(c) || c->wino_ov ? KI_OV_MV : KI_GEMM_MR;
-    const int64_t units = (oc + unit - 1) / unit;
     int64_t o0, o1;
-    if (wino_formed(c)) { /* by output channels: U formed per block */
-        ki_part_range(units, pt, &i0, &i1);
-        o0 = i0 * unit < oc ? i0 * unit : oc, o1 = i1 * unit < oc ? i1 * unit : oc;
+    if (wino_formed(c)) { /* by output channel blocks: U formed per block */
+        ki_part_range((oc + KI_OV_MV - 1) / KI_OV_MV, pt, &i0, &i1);
+        o0 = i0 * KI_OV_MV < oc ? i0 * KI_OV_MV : oc, o1 = i1 * KI_OV_MV < oc ? i1 * KI_OV_MV : oc;
         for (int64_t ob = i0; ob < i1; ob++) {
             wino_products_h(r, vbuf, vps, KI_GEMM_NR * ic, mbuf, mps, tp, r->tg.tiles, np, ob,
                             ob + 1, priv, priv + KI_WINO_H_UFLOATS);
@@ -611,7 +608,7 @@ static void wino_shared_run(const wino_run *r, const float *x, float *y, const f
     } else { /* by position */
         ki_part_range(r->npos, pt, &i0, &i1);
         for (int64_t pos = i0; pos < i1; pos++) {
-            wino_products_at(r, pos, vbuf, vps, mbuf, mps, 0, units);
+            wino_products_at(r, pos, vbuf, vps, mbuf, mps);
         }
         ki_part_sync(pt);
         ki_part_range(oc, pt, &o0, &o1);
