@@ -194,14 +194,16 @@ static bool ov_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int nt, size_t
  * both halves), so results still do not depend on it. Chosen from the shape alone, and only
  * where the two halves' partial sums (2 x out_ch x n floats) are at most half the input
  * (k x n): mobilenet's projections (k / out_ch of 4.5-6) gain, YOLOv8's 1x1 layers at 20x20
- * (k / out_ch 1-2, 0.8 MB of partials) lost 6-19 % (docs/performance.md). With fewer pixels than
- * output channels (7x7 projections) it was split by channels, each thread reading every input
- * channel: split over k, 2 threads, per-step medians in the network, mobilenet_v3_small's
- * 576 -> 96 at 7x7 0.78-0.90x (AVX-512) and 0.83-0.84x (AVX2), mobilenet_v2's 960 -> 160
- * 0.91-0.95x. */
-static bool ov_split_k(const ki_conv2d *c)
+ * (k / out_ch 1-2, 0.8 MB of partials) lost 6-19 % (docs/performance.md). Also only with more
+ * pixels than output channels: fewer (7x7 projections) go by channel blocks, each thread reading
+ * every input channel, which in the network, compared on one session, is faster than split over k
+ * (2 threads, medians: mobilenet_v2's 960 -> 160 0.18-0.22 -> 0.13-0.17 ms at avx2, 0.137 ->
+ * 0.112 at avx512; mobilenet_v3_small's 576 -> 96 0.082 -> 0.070 at avx2, 0.051 -> 0.038 at
+ * avx512); the tenth session had found the opposite on another CPU. */
+static bool ov_split_k(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
-    return ki_conv2d_is_pointwise(c) && c->in_ch >= KI_OV_SPLITK_MIN && 4 * c->out_ch <= c->in_ch;
+    return ki_conv2d_is_pointwise(c) && c->in_ch >= KI_OV_SPLITK_MIN && 4 * c->out_ch <= c->in_ch &&
+           g->oh * g->ow > c->out_ch;
 }
 
 /* The split-k layout: pixel blocks of pw (nb of them), nob channel blocks, and the floats of one
@@ -223,7 +225,7 @@ size_t ki_conv2d_ov_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n
 {
     int nt = n_threads > 0 ? n_threads : 1;
     size_t cols, part;
-    if (ov_split_k(c)) { /* the two halves' partial tiles, shared by the team */
+    if (ov_split_k(c, g)) { /* the two halves' partial tiles, shared by the team */
         int64_t pw, nb, nob;
         size_t half;
         if (!splitk_sizes(c, g, &pw, &nb, &nob, &half)) {
@@ -620,7 +622,7 @@ static void ov_body(void *arg, const ki_part *me)
     const float *in = job->in;
     float *out = job->out;
     const ki_exec *ex = job->ex;
-    if (ov_split_k(c)) {
+    if (ov_split_k(c, g)) {
         const int64_t hw = g->in.h * g->in.w, n = g->oh * g->ow;
         for (int64_t img = 0; img < g->in.n; img++) {
             if (img > 0) {
