@@ -403,12 +403,11 @@ static void test_ov_blocks(void **unused)
 /* The OV path shared by pixels (more pixels than output channels: 196 > 32; 17 blocks of 12
  * narrowed to 18 of 11 for two threads, 18 of 11 for three), by channels (oc 96 > 49 pixels) and
  * split over k (1x1 from KI_OV_SPLITK_MIN input channels with more pixels than output channels, an
- * odd count among them: 201 -> 40 at 13x13, 384 -> 64 at 14x14; 576 -> 96 at 7x7, fewer pixels than
- * channels, by channels), with a residual and
- * an activation applied after the store (SiLU), a clamp in the tile (ReLU6) or nothing, on float32
- * and on binary16 weights (kept as such), with the best kernels this CPU has (on 1 to 3 threads),
- * the AVX2 and the plain ones: every run matches the reference, and the best kernels' runs
- * bitwise their one-thread result. */
+ * odd count among them: 201 -> 40 at 13x13, 384 -> 64 at 14x14; 576 -> 96 at 7x7, fewer pixels
+ * than channels, goes by channels), with a residual and an activation applied after the store
+ * (SiLU), a clamp in the tile (ReLU6) or nothing, on float32 and on binary16 weights (kept as
+ * such), with the best kernels this CPU has (on 1 to 3 threads), the AVX2 and the plain ones:
+ * every run matches the reference, and the best kernels' runs bitwise their one-thread result. */
 static void test_ov_parts(void **unused)
 {
     (void)unused;
