@@ -473,9 +473,10 @@ static void test_ov_parts(void **unused)
 /* A global average pool fused by fuse() (nn.AdaptiveAvgPool2d / F.adaptive_avg_pool2d to 1x1)
  * after a clamp-type activation: each channel's mean against the reference convolution's output
  * averaged in double, on 1 to 3 threads with the same bits, at the best level this CPU has and
- * with the plain kernels. The OV path summing its tiles (a 1x1 layer by channels, a 3x3 one whose
- * columns are packed, a 1x1 one split over k; two images; more pixels than output channels,
- * whose blocks are then split by channels, as by pixels they would depend on the thread count),
+ * with the plain kernels. The OV path summing its tiles (1x1 layers by channels, 576 -> 96 at 7x7
+ * among them, a 3x3 one whose columns are packed, a 1x1 one split over k (576 -> 96 at 14x14); two
+ * images; more pixels than output channels, whose blocks are then split by channels, as by pixels
+ * they would depend on the thread count),
  * and, without its OV weights, another path (the 1x1 GEMM) through the whole output. Not fused:
  * a pool to 2x2, SiLU (applied after the store), a residual. */
 static void test_global_mean(void **unused)
@@ -486,9 +487,10 @@ static void test_global_mean(void **unused)
         ki_act_kind act;
         bool f_op; /* F.adaptive_avg_pool2d */
     } cases[] = {
-        { 80, 96, 1, 7, 2, KI_ACT_RELU, false },  { 32, 64, 3, 7, 1, KI_ACT_RELU6, true },
-        { 576, 96, 1, 7, 1, KI_ACT_NONE, false }, { 80, 32, 1, 14, 1, KI_ACT_HARDTANH, false },
-        { 64, 40, 1, 40, 1, KI_ACT_RELU, true },  { 512, 200, 1, 13, 1, KI_ACT_RELU, false },
+        { 80, 96, 1, 7, 2, KI_ACT_RELU, false },   { 32, 64, 3, 7, 1, KI_ACT_RELU6, true },
+        { 576, 96, 1, 7, 1, KI_ACT_NONE, false },  { 80, 32, 1, 14, 1, KI_ACT_HARDTANH, false },
+        { 64, 40, 1, 40, 1, KI_ACT_RELU, true },   { 512, 200, 1, 13, 1, KI_ACT_RELU, false },
+        { 576, 96, 1, 14, 1, KI_ACT_NONE, false },
     };
     const ki_isa best = ki_cpu_isa();
     for (size_t v = 0; v < sizeof cases / sizeof cases[0]; v++) {
