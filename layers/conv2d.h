@@ -533,6 +533,10 @@ void ki_conv2d_dw3_band_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, cons
                                int64_t y1, float *restrict out);
 void ki_conv2d_dw3_planes_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                int64_t p0, int64_t p1, float *restrict out);
+/* The AVX2 kernel's planes of 4 to 8 output columns (p0 <= p < p1) when c's planes are such, else
+ * false and nothing done: the AVX-512 kernel's 3x3 stride-1 planes of that width go there. */
+bool ki_conv2d_dw3_narrow_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                               int64_t p0, int64_t p1, float *restrict out);
 void ki_conv2d_dw3_band_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band,
                              int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0,
                              int64_t y1, float *restrict out);

@@ -969,6 +969,18 @@ void ki_conv2d_dw3_planes_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, cons
     dw3_planes(c, g, in, p0, p1, out);
 }
 
+/* The narrow planes alone (narrow_ok), for the AVX-512 kernel's 3x3 stride-1 planes of at most
+ * eight columns; false, and nothing done, for other planes. */
+bool ki_conv2d_dw3_narrow_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                               int64_t p0, int64_t p1, float *restrict out)
+{
+    if (!narrow_ok(c, g)) {
+        return false;
+    }
+    blocks_planes(c, g, in, p0, p1, out, true);
+    return true;
+}
+
 void ki_conv2d_dw3_band_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band,
                              int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0,
                              int64_t y1, float *restrict out)
