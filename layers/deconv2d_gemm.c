@@ -5,6 +5,7 @@
  * gathers per output channel (one thread owns a plane), do not depend on the thread count, so
  * neither do the results (OpenBLAS's sgemm, used before, split the products differently on 3
  * threads than on 1 or 2, and ignored --isa). */
+#include <stdbool.h>
 #include <string.h>
 
 #include "conv2d.h"
@@ -38,6 +39,43 @@ static void col2im_plane(const ki_deconv2d *c, const ki_conv2d_geom *g, const fl
             const float *src = row + iy * g->in.w;
             for (int64_t ix = xlo; ix < xhi; ix++) {
                 d[ix * c->sw + offx] += src[ix];
+            }
+        }
+    }
+}
+
+/* Whether the kh*kw column rows tile the output plane, each output taking exactly one value: a
+ * kernel the size of its stride, unpadded and undilated, no output padding (U-Net's 2x2 stride-2
+ * upsampling). */
+static bool tiles_plane(const ki_deconv2d *c, const ki_conv2d_geom *g)
+{
+    return c->kh == c->sh && c->kw == c->sw && c->ph == 0 && c->pw == 0 && c->dh == 1 &&
+           c->dw == 1 && g->oh == g->in.h * c->sh && g->ow == g->in.w * c->sw;
+}
+
+/* col2im_plane for such a layer (tiles_plane): the plane written once, row by row, instead of
+ * cleared and then added to a tap at a time (three passes over it, the adds strided). 0 + v as
+ * there, so a -0 becomes +0 as it did. */
+static void tile_plane(const ki_deconv2d *c, const ki_conv2d_geom *g, const float *col,
+                       float *restrict o)
+{
+    const int64_t w = g->in.w, hw = g->in.h * w, kw = c->kw;
+    for (int64_t iy = 0; iy < g->in.h; iy++) {
+        for (int64_t ky = 0; ky < c->kh; ky++) {
+            float *d = o + (iy * c->kh + ky) * g->ow;
+            const float *src = col + ky * kw * hw + iy * w;
+            if (kw == 2) {
+                const float *s1 = src + hw;
+                for (int64_t ix = 0; ix < w; ix++) {
+                    d[2 * ix] = 0.0f + src[ix];
+                    d[2 * ix + 1] = 0.0f + s1[ix];
+                }
+                continue;
+            }
+            for (int64_t ix = 0; ix < w; ix++) {
+                for (int64_t kx = 0; kx < kw; kx++) {
+                    d[ix * kw + kx] = 0.0f + src[kx * hw + ix];
+                }
             }
         }
     }
@@ -130,9 +168,11 @@ void ki_deconv2d_forward_gemm(const ki_deconv2d *c, const ki_conv2d_geom *g, con
             float *y = out + (n * c->out_ch + gi * cog) * ohw;
             pw.weight = wt + gi * m * cig;
             ki_conv2d_run(&pw, &g1, KI_CONV2D_GEMM1, x, col, &sub);
+            const bool tiles = tiles_plane(c, g);
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
             for (int64_t oc = 0; oc < cog; oc++) {
-                col2im_plane(c, g, col + oc * c->kh * c->kw * hw, y + oc * ohw);
+                (tiles ? tile_plane : col2im_plane)(c, g, col + oc * c->kh * c->kw * hw,
+                                                    y + oc * ohw);
                 ki_cv_epilogue_plane(&c->ep, gi * cog + oc, y + oc * ohw, (size_t)ohw);
             }
         }

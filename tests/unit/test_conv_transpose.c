@@ -136,43 +136,55 @@ static void check_one(uint64_t seed, const ki_deconv2d *c, const int64_t *d, con
     free(ref), free(fast), free(first);
 }
 
-/* At each level the CPU has (the GEMM's micro-kernel follows ki_cpu_isa() at run time). */
+/* One random layer and input (seed) against the reference. tiling: a kernel the size of its
+ * stride (1 to 3 each way, so 2x2 stride 2 among them), no padding, dilation or output padding,
+ * so that the column rows tile the output (tiles_plane in deconv2d_gemm.c). */
+static void random_case(uint64_t seed, bool tiling)
+{
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull;
+    int64_t groups = trng_int(&s, 1, 3), in = groups * trng_int(&s, 1, 3);
+    int64_t out = groups * trng_int(&s, 1, 3), kh = trng_int(&s, 1, 4);
+    int64_t kw = trng_int(&s, 1, 4), sh = trng_int(&s, 1, 3), sw = trng_int(&s, 1, 3);
+    int64_t dh = trng_int(&s, 1, 2), dw = trng_int(&s, 1, 2);
+    if (tiling) {
+        kh = sh, kw = sw, dh = dw = 1;
+    }
+    /* every fourth case large enough for many GEMM panels per thread */
+    const bool big = seed % 4 == 0;
+    int64_t d[4] = { trng_int(&s, 1, 2), in, trng_int(&s, 1, big ? 20 : 7),
+                     trng_int(&s, 1, big ? 40 : 9) };
+    int64_t oph = trng_int(&s, 0, (sh > dh ? sh : dh) - 1);
+    int64_t opw = trng_int(&s, 0, (sw > dw ? sw : dw) - 1);
+    size_t nw = (size_t)(in * (out / groups) * kh * kw), nx = (size_t)(d[0] * in * d[2] * d[3]);
+    float *w = malloc(nw * 4), *b = malloc((size_t)out * 4), *x = malloc(nx * 4);
+    trng_fill(&s, w, nw), trng_fill(&s, b, (size_t)out), trng_fill(&s, x, nx);
+    top t;
+    deconv_op(&t, in, out, kh, kw, groups, w, trng_int(&s, 0, 1) ? b : NULL);
+    top_ints2(&t, "stride", sh, sw);
+    top_ints2(&t, "dilation", dh, dw);
+    top_ints2(&t, "padding", tiling ? 0 : trng_int(&s, 0, 2), tiling ? 0 : trng_int(&s, 0, 2));
+    top_ints2(&t, "output_padding", tiling ? 0 : oph, tiling ? 0 : opw);
+    const ki_layer_ops *ops;
+    void *st;
+    ki_error err = { 0 };
+    if (top_create(&t, &ops, &st, &err) != KI_OK) {
+        fail_msg("seed %llu: %s", (unsigned long long)seed, err.msg);
+    }
+    check_one(seed, st, d, x);
+    ops->destroy(st);
+    free(w), free(b), free(x);
+}
+
+/* At each level the CPU has (the GEMM's micro-kernel follows ki_cpu_isa() at run time): 300
+ * random layers, then 100 whose kernel tiles the output. */
 static void test_random_vs_ref(void **unused)
 {
     (void)unused;
     const ki_isa have = ki_cpu_get()->isa;
     ki_error cap = { 0 };
-    for (uint64_t seed = 1; seed <= 300; seed++) {
+    for (uint64_t seed = 1; seed <= 400; seed++) {
         assert_int_equal(ki_cpu_set_isa((ki_isa)(seed % ((uint64_t)have + 1)), &cap), KI_OK);
-        uint64_t s = seed * 0x9E3779B97F4A7C15ull;
-        int64_t groups = trng_int(&s, 1, 3), in = groups * trng_int(&s, 1, 3);
-        int64_t out = groups * trng_int(&s, 1, 3), kh = trng_int(&s, 1, 4);
-        int64_t kw = trng_int(&s, 1, 4), sh = trng_int(&s, 1, 3), sw = trng_int(&s, 1, 3);
-        int64_t dh = trng_int(&s, 1, 2), dw = trng_int(&s, 1, 2);
-        /* every fourth case large enough for many GEMM panels per thread */
-        const bool big = seed % 4 == 0;
-        int64_t d[4] = { trng_int(&s, 1, 2), in, trng_int(&s, 1, big ? 20 : 7),
-                         trng_int(&s, 1, big ? 40 : 9) };
-        int64_t oph = trng_int(&s, 0, (sh > dh ? sh : dh) - 1);
-        int64_t opw = trng_int(&s, 0, (sw > dw ? sw : dw) - 1);
-        size_t nw = (size_t)(in * (out / groups) * kh * kw), nx = (size_t)(d[0] * in * d[2] * d[3]);
-        float *w = malloc(nw * 4), *b = malloc((size_t)out * 4), *x = malloc(nx * 4);
-        trng_fill(&s, w, nw), trng_fill(&s, b, (size_t)out), trng_fill(&s, x, nx);
-        top t;
-        deconv_op(&t, in, out, kh, kw, groups, w, trng_int(&s, 0, 1) ? b : NULL);
-        top_ints2(&t, "stride", sh, sw);
-        top_ints2(&t, "dilation", dh, dw);
-        top_ints2(&t, "padding", trng_int(&s, 0, 2), trng_int(&s, 0, 2));
-        top_ints2(&t, "output_padding", oph, opw);
-        const ki_layer_ops *ops;
-        void *st;
-        ki_error err = { 0 };
-        if (top_create(&t, &ops, &st, &err) != KI_OK) {
-            fail_msg("seed %llu: %s", (unsigned long long)seed, err.msg);
-        }
-        check_one(seed, st, d, x);
-        ops->destroy(st);
-        free(w), free(b), free(x);
+        random_case(seed, seed > 300);
     }
     assert_int_equal(ki_cpu_set_isa(have, &cap), KI_OK);
 }
