@@ -53,10 +53,11 @@ static bool tiles_plane(const ki_deconv2d *c, const ki_conv2d_geom *g)
            c->dw == 1 && g->oh == g->in.h * c->sh && g->ow == g->in.w * c->sw;
 }
 
-/* col2im_plane for such a layer (tiles_plane): the plane written once, row by row, instead of
- * cleared and then added to a tap at a time (three passes over it, the adds strided). 0 + v as
- * there, so a -0 becomes +0 as it did. */
-static void tile_plane(const ki_deconv2d *c, const ki_conv2d_geom *g, const float *col,
+/* col2im_plane for such a layer (tiles_plane), plus b (the channel's bias, or 0 when the epilogue
+ * comes after): the plane written once, row by row, instead of cleared, added to a tap at a time
+ * (the adds strided) and read again for the bias. (0 + v) + b as there, so the same bits (a -0
+ * becomes +0, and + 0 changes nothing further). */
+static void tile_plane(const ki_deconv2d *c, const ki_conv2d_geom *g, const float *col, float b,
                        float *restrict o)
 {
     const int64_t w = g->in.w, hw = g->in.h * w, kw = c->kw;
@@ -67,14 +68,14 @@ static void tile_plane(const ki_deconv2d *c, const ki_conv2d_geom *g, const floa
             if (kw == 2) {
                 const float *s1 = src + hw;
                 for (int64_t ix = 0; ix < w; ix++) {
-                    d[2 * ix] = 0.0f + src[ix];
-                    d[2 * ix + 1] = 0.0f + s1[ix];
+                    d[2 * ix] = (0.0f + src[ix]) + b;
+                    d[2 * ix + 1] = (0.0f + s1[ix]) + b;
                 }
                 continue;
             }
             for (int64_t ix = 0; ix < w; ix++) {
                 for (int64_t kx = 0; kx < kw; kx++) {
-                    d[ix * kw + kx] = 0.0f + src[kx * hw + ix];
+                    d[ix * kw + kx] = (0.0f + src[kx * hw + ix]) + b;
                 }
             }
         }
@@ -168,11 +169,21 @@ void ki_deconv2d_forward_gemm(const ki_deconv2d *c, const ki_conv2d_geom *g, con
             float *y = out + (n * c->out_ch + gi * cog) * ohw;
             pw.weight = wt + gi * m * cig;
             ki_conv2d_run(&pw, &g1, KI_CONV2D_GEMM1, x, col, &sub);
-            const bool tiles = tiles_plane(c, g);
+            /* a plane that tiles takes its bias as it is written when nothing else follows */
+            const bool tiles = tiles_plane(c, g), bias_only = c->ep.act.kind == KI_ACT_NONE;
 #pragma omp parallel for num_threads(ex->n_threads) schedule(static)
             for (int64_t oc = 0; oc < cog; oc++) {
-                (tiles ? tile_plane : col2im_plane)(c, g, col + oc * c->kh * c->kw * hw,
-                                                    y + oc * ohw);
+                const float *co = col + oc * c->kh * c->kw * hw;
+                if (tiles && bias_only) {
+                    tile_plane(c, g, co, c->ep.bias ? c->ep.bias[gi * cog + oc] : 0.0f,
+                               y + oc * ohw);
+                    continue;
+                }
+                if (tiles) {
+                    tile_plane(c, g, co, 0.0f, y + oc * ohw);
+                } else {
+                    col2im_plane(c, g, co, y + oc * ohw);
+                }
                 ki_cv_epilogue_plane(&c->ep, gi * cog + oc, y + oc * ohw, (size_t)ohw);
             }
         }
