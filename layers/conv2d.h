@@ -185,6 +185,13 @@ typedef struct ki_conv2d {
     void (*dw3_band)(const struct ki_conv2d *c, const struct ki_conv2d_geom *g, const float *band,
                      int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0, int64_t y1,
                      float *restrict out);
+    /* dw3_band from rows in the even / odd order (ki_conv2d_pwdw_eo), and the 1x1 layer's packing
+     * into that order (ki_conv2d_pack_eo_*); NULL where the level has none */
+    void (*dw3_band_eo)(const struct ki_conv2d *c, const struct ki_conv2d_geom *g,
+                        const float *band, int64_t row0, int64_t cstride, int64_t c0, int64_t c1,
+                        int64_t y0, int64_t y1, float *restrict out);
+    void (*pack_eo)(const float *x, int64_t ldb, int64_t w, int64_t j0, int64_t nr, int64_t k,
+                    float *restrict dst);
     bool direct; /* the direct path pays on this CPU (an AVX2 or AVX-512 row kernel) */
     ki_conv2d_direct_row_fn direct_row; /* its row kernel (the plain C one below AVX2) */
     bool direct_act; /* the row kernel applies a non-clamp activation too (ki_conv2d_direct_dst) */
@@ -490,6 +497,31 @@ bool ki_conv2d_pwdw_dense_fits(const ki_conv2d *d);
 ki_status ki_conv2d_pwdw_geom(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_geom *dg,
                               ki_error *err);
 size_t ki_conv2d_pwdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g);
+/* The even / odd order of a band's rows (ki_conv2d_pwdw_eo): each row of w (even) columns held as
+ * its even columns, then its odd ones, so that a 3x3 stride-2 depthwise layer's taps are plain
+ * loads (kx = 1 the even half at the output column, kx = 2 the odd half there, kx = 0 the odd
+ * half one column before) where rows in order need two loads and a deinterleave per tap pair.
+ * The 1x1 layer writes its rows that way by taking its input's columns in that order when it
+ * packs its panels. ki_conv2d_eo_src: the column in rows of w, row by row, of flat position n
+ * of the even / odd order. The packing (ki_conv2d_pack_cols for a 1x1 layer, its columns in that
+ * order): columns j0 .. j0 + nr - 1 (nr <= KI_PACK_EO_PANELS * KI_GEMM_NR, the last panel's rest
+ * zeros) of k planes at x (plane stride ldb, rows of w) into dst as panels of k rows of
+ * KI_GEMM_NR, one after another. _ref is plain C, the oracle of the AVX2 one. */
+#define KI_PACK_EO_PANELS 4
+static inline int64_t ki_conv2d_eo_src(int64_t n, int64_t w)
+{
+    const int64_t q = n % w, half = w / 2;
+    return n - q + (q < half ? 2 * q : 2 * (q - half) + 1);
+}
+void ki_conv2d_pack_eo_ref(const float *x, int64_t ldb, int64_t w, int64_t j0, int64_t nr,
+                           int64_t k, float *restrict dst);
+void ki_conv2d_pack_eo_avx2(const float *x, int64_t ldb, int64_t w, int64_t j0, int64_t nr,
+                            int64_t k, float *restrict dst);
+/* Whether c (its depthwise layer c->dwf over geometry dg) runs its bands in the even / odd order:
+ * a 1x1 first layer, a 3x3 stride-2 depthwise layer padded by one whose rows the level's even /
+ * odd band kernel takes (c->dwf->dw3_band_eo: an even width, output rows of at least eight
+ * columns, a clamp-type activation, no residual). Decided in conv2d_policy.c. */
+bool ki_conv2d_pwdw_eo(const ki_conv2d *c, const ki_conv2d_geom *dg);
 void ki_conv2d_forward_pwdw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex);
 
@@ -540,6 +572,11 @@ bool ki_conv2d_dw3_narrow_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, cons
 void ki_conv2d_dw3_band_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band,
                              int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0,
                              int64_t y1, float *restrict out);
+/* ki_conv2d_dw3_band_avx2 for a 3x3 stride-2 layer padded by one from rows in the even / odd
+ * order (ki_conv2d_pwdw_eo), the same sums in the same order as from rows in order. */
+void ki_conv2d_dw3_band_eo_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band,
+                                int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0,
+                                int64_t y1, float *restrict out);
 /* Whether the depthwise path runs that kernel on the planes in place (no workspace). */
 static inline bool ki_conv2d_dw_in_place(const ki_conv2d *c)
 {

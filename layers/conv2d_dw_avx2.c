@@ -987,3 +987,121 @@ void ki_conv2d_dw3_band_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const 
 {
     dw3_band(c, g, band, row0, cstride, c0, c1, y0, y1, out);
 }
+
+/* Stride 2 from rows in the even / odd order (ki_conv2d_pwdw_eo): input row p holds columns 0, 2,
+ * .., w - 2 at p[0 .. ow) and 1, 3, .., w - 1 at p[ow .. w) (ow = w / 2), so output columns ox ..
+ * ox + 7 take kx = 0 from p + ow + ox - 1 (at ox = 0 its first lane, column -1, is cleared), kx = 1
+ * from p + ox and kx = 2 from p + ow + ox: three loads a row and no shuffles, where rows in order
+ * take four loads and three shuffles (rows4_block_s2). The taps and sums are rows4_block_s2's in
+ * its order (a row outside the plane is zero vectors, multiplied as there), so the bits are its. */
+static inline __attribute__((always_inline)) void eo_taps(const float *p, int64_t ow, bool left,
+                                                          __m256 *v0, __m256 *v1, __m256 *v2)
+{
+    const __m256 before = _mm256_loadu_ps(p + ow - 1);
+    *v0 = left ? _mm256_blend_ps(before, _mm256_setzero_ps(), 1) : before;
+    *v1 = _mm256_loadu_ps(p);
+    *v2 = _mm256_loadu_ps(p + ow);
+}
+
+/* a + kernel row ky's taps (rows4_block_s2's DW2_ROW), or a unchanged when ky is no kernel row. */
+static inline __attribute__((always_inline)) __m256 eo_row(const __m256 *k, int ky, __m256 v0,
+                                                           __m256 v1, __m256 v2, __m256 a)
+{
+    if (ky < 0 || ky > 2) {
+        return a;
+    }
+    return _mm256_fmadd_ps(k[3 * ky + 2], v2,
+                           _mm256_fmadd_ps(k[3 * ky + 1], v1, _mm256_fmadd_ps(k[3 * ky], v0, a)));
+}
+
+/* Output rows y0 .. y0 + rows - 1 (rows 1..4, left and checked constants) at output column ox of
+ * d's plane: input rows 2 y0 - 1 .. 2 y0 + 2 rows - 1, those outside the plane zeros when
+ * checked. */
+static inline __attribute__((always_inline)) void eo_block(const dw_plane *d, const __m256 *k,
+                                                           int64_t y0, int64_t ox, const int rows,
+                                                           const bool left, const bool checked)
+{
+    const int64_t ow = d->ow;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+#pragma GCC unroll 9
+    for (int i = 0; i < 2 * rows + 1; i++) {
+        const int64_t iy = 2 * y0 - 1 + i;
+        __m256 v0, v1, v2;
+        if (checked && (iy < 0 || iy >= d->h)) {
+            v0 = v1 = v2 = _mm256_setzero_ps();
+        } else {
+            eo_taps(d->x + (iy - d->row0) * d->w + ox, ow, left, &v0, &v1, &v2);
+        }
+        a0 = eo_row(k, i, v0, v1, v2, a0);
+        if (rows > 1) {
+            a1 = eo_row(k, i - 2, v0, v1, v2, a1);
+        }
+        if (rows > 2) {
+            a2 = eo_row(k, i - 4, v0, v1, v2, a2);
+        }
+        if (rows > 3) {
+            a3 = eo_row(k, i - 6, v0, v1, v2, a3);
+        }
+    }
+    const __m256 a[4] = { a0, a1, a2, a3 };
+    float *q = d->o + y0 * ow + ox;
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++) {
+        const __m256 v = _mm256_add_ps(a[r], d->vb);
+        _mm256_storeu_ps(q + r * ow, _mm256_min_ps(d->hi, _mm256_max_ps(d->lo, v)));
+    }
+}
+
+/* Output rows y0 .. y0 + rows - 1 across the row: the block at column 0, blocks of eight, and the
+ * block of the last eight columns (overlapping the one before when ow is no multiple of eight;
+ * the columns both hold get the same sums twice). */
+static inline __attribute__((always_inline)) void eo_run(const dw_plane *d, int64_t y0,
+                                                         const int rows, const bool checked)
+{
+    const __m256 k[9] = { d->k0, d->k1, d->k2, d->k3, d->k4, d->k5, d->k6, d->k7, d->k8 };
+    const int64_t ow = d->ow;
+    eo_block(d, k, y0, 0, rows, true, checked);
+    for (int64_t ox = 8; ox + 8 < ow; ox += 8) {
+        eo_block(d, k, y0, ox, rows, false, checked);
+    }
+    if (ow > 8) {
+        eo_block(d, k, y0, ow - 8, rows, false, checked);
+    }
+}
+
+#define EO_RUN(R)                                                                                  \
+    static __attribute__((noinline)) void eo_run##R(const dw_plane *d, int64_t y0, bool checked)   \
+    {                                                                                              \
+        if (checked) {                                                                             \
+            eo_run(d, y0, R, true);                                                                \
+        } else {                                                                                   \
+            eo_run(d, y0, R, false);                                                               \
+        }                                                                                          \
+    }
+EO_RUN(1)
+EO_RUN(2)
+EO_RUN(3)
+EO_RUN(4)
+
+void ki_conv2d_dw3_band_eo_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band,
+                                int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0,
+                                int64_t y1, float *restrict out)
+{
+    static void (*const runs[4])(const dw_plane *, int64_t, bool) = { eo_run1, eo_run2, eo_run3,
+                                                                      eo_run4 };
+    const int64_t ohw = g->oh * g->ow, n = (y1 - y0) * g->ow;
+    const bool big_out = g->in.n * c->in_ch * ohw >= ki_cv_prefetch_out_min();
+    dw_plane d;
+    plane_init(&d, c, g, row0);
+    for (int64_t ch = c0; ch < c1; ch++) {
+        plane_channel(&d, c, ch);
+        d.x = band + ch * cstride, d.o = out + ch * ohw;
+        if (big_out && ch + 1 < c1) { /* the next channel's rows of this band */
+            ki_cv_prefetch_out(d.o + ohw + y0 * g->ow, n);
+        }
+        for (int64_t y = y0; y < y1; y += 4) {
+            const int rows = y1 - y < 4 ? (int)(y1 - y) : 4;
+            runs[rows - 1](&d, y, 2 * y - 1 < 0 || 2 * (y + rows) - 1 >= d.h);
+        }
+    }
+}

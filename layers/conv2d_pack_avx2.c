@@ -62,3 +62,47 @@ void ki_conv2d_pack3s2_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const k
 {
     pack3s2(c, g, src, j0, nr, k, pw, dst);
 }
+
+/* Columns j0 .. j0 + nr - 1 of the even / odd order (ki_conv2d_pack_eo_ref) of k planes at x, each
+ * plane's groups of eight of all the panels in a row (one run along its rows, where panel by
+ * panel went plane by plane 32 columns at a time): eight that lie in one half of one row are the
+ * even or odd floats of sixteen in that row (two loads, ki_deint8: the odd ones from the float
+ * before, so no load reaches past the row), listed once with their places in the panels; other
+ * groups go float by float, and the last panel's columns past nr are zeros. */
+void ki_conv2d_pack_eo_avx2(const float *x, int64_t ldb, int64_t w, int64_t j0, int64_t nr,
+                            int64_t k, float *restrict dst)
+{
+    enum { G = KI_GEMM_NR / 8, MAXG = KI_PACK_EO_PANELS * G };
+    int64_t src[2][MAXG], to[2][MAXG], rest[MAXG]; /* [0] even, [1] odd groups; the others */
+    int n[2] = { 0, 0 }, nrest = 0;
+    const int64_t half = w / 2, np = (nr + KI_GEMM_NR - 1) / KI_GEMM_NR, ng = np * G;
+    for (int64_t g = 0; g < ng; g++) {
+        const int64_t j = j0 + 8 * g, row = j / w, q = j % w, d = g / G * k * KI_GEMM_NR + g % G * 8;
+        const int kind = 8 * g + 8 > nr ? 2 : q + 8 <= half ? 0 : q >= half && q + 8 <= w ? 1 : 2;
+        if (kind < 2) {
+            src[kind][n[kind]] = row * w + (q < half ? 2 * q : 2 * (q - half));
+            to[kind][n[kind]++] = d;
+        } else {
+            rest[nrest++] = g;
+        }
+    }
+    for (int64_t r = 0; r < k; r++, x += ldb, dst += KI_GEMM_NR) {
+        for (int i = 0; i < n[0]; i++) {
+            const float *p = x + src[0][i];
+            _mm256_storeu_ps(dst + to[0][i],
+                             ki_deint8(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0));
+        }
+        for (int i = 0; i < n[1]; i++) {
+            const float *p = x + src[1][i];
+            _mm256_storeu_ps(dst + to[1][i],
+                             ki_deint8(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 1));
+        }
+        for (int i = 0; i < nrest; i++) {
+            const int64_t g = rest[i];
+            float *d = dst + g / G * k * KI_GEMM_NR + g % G * 8;
+            for (int64_t l = 0; l < 8; l++) {
+                d[l] = 8 * g + l < nr ? x[ki_conv2d_eo_src(j0 + 8 * g + l, w)] : 0.0f;
+            }
+        }
+    }
+}

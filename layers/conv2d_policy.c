@@ -35,6 +35,11 @@ typedef struct conv_kernels {
     ki_ov_store_fn ov_st;
     ki_ws2_in_fn ws2_in;
     ki_ws2_out_fn ws2_out;
+    void (*dw3_band_eo)(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band,
+                        int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0,
+                        int64_t y1, float *restrict out);
+    void (*pack_eo)(const float *x, int64_t ldb, int64_t w, int64_t j0, int64_t nr, int64_t k,
+                    float *restrict dst);
 } conv_kernels;
 
 static const conv_kernels kernels_of[KI_ISA_COUNT] = {
@@ -48,7 +53,8 @@ static const conv_kernels kernels_of[KI_ISA_COUNT] = {
                       ki_conv2d_dw3_band_avx2, ki_conv2d_direct_row_avx2, true, ki_pool_max_s2_avx2,
                       ki_conv2d_pack3s2_avx2, ki_wino_input_avx2, ki_wino_output_avx2,
                       ki_wino_hu_ref, ki_wino_fu_avx2, ki_ov_ukernel_avx2, ki_ov_ukernel_h_ref,
-                      ki_ov_tile_store_avx2, ki_ws2_input_avx2, ki_ws2_output_avx2 },
+                      ki_ov_tile_store_avx2, ki_ws2_input_avx2, ki_ws2_output_avx2,
+                      ki_conv2d_dw3_band_eo_avx2, ki_conv2d_pack_eo_avx2 },
     /* vcvtph2ps on zmm (the binary16 kernels) is AVX512F itself */
     [KI_ISA_AVX512] = { ki_cv_epilogue_avx512, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx512,
                         ki_conv2d_dw3_band_avx512, ki_conv2d_direct_row_avx512, true,
@@ -71,6 +77,8 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa)
     c->dw_avx2 = isa >= KI_ISA_AVX2;
     c->dw3_planes = k->dw3_planes;
     c->dw3_band = k->dw3_band;
+    c->dw3_band_eo = k->dw3_band_eo;
+    c->pack_eo = k->pack_eo;
     c->direct = isa >= KI_ISA_AVX2;
     c->direct_row = k->direct_row;
     c->direct_act = k->direct_act;
@@ -463,6 +471,21 @@ bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next)
     return bytes >= ki_conv2d_pwdw_min_bytes(c->isa);
 }
 
+/* The even / odd order pays where the stride-2 depthwise kernel's deinterleaves cost more than the
+ * 1x1 layer's packing of its panels: the first layer's input has fewer channels than its output
+ * (an expansion: the packing deinterleaves k rows per panel, the depthwise layer out_ch). */
+bool ki_conv2d_pwdw_eo(const ki_conv2d *c, const ki_conv2d_geom *dg)
+{
+    const ki_conv2d *d = c->dwf;
+    ki_gemm_fin f;
+    return d && !c->dwf_dense && d->dw3_band_eo && c->pack_eo && ki_conv2d_is_pointwise(c) &&
+           c->in_ch < c->out_ch && d->kh == 3 && d->kw == 3 && d->sh == 2 && d->sw == 2 &&
+           d->pt == 1 && d->pl == 1 && d->dh == 1 && d->dw == 1 &&
+           d->pad_mode == KI_CONV_PAD_ZEROS && !d->residual && !d->res &&
+           ki_gemm_fin_of(&d->ep, 0, NULL, &f) && dg->in.w % 2 == 0 && dg->ow == dg->in.w / 2 &&
+           dg->ow >= 8;
+}
+
 bool ki_conv2d_gap_ok(const ki_conv2d *c)
 {
     ki_gemm_fin f;
@@ -488,11 +511,13 @@ void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_
     if (c->pool) {
         snprintf(buf, n, "direct+maxpool %s", isa);
     } else if (c->dwf) {
-        snprintf(buf, n, "%s+%s bands %s",
+        ki_conv2d_geom dg;
+        const bool eo = ki_conv2d_pwdw_geom(c, &g, &dg, NULL) == KI_OK && ki_conv2d_pwdw_eo(c, &dg);
+        snprintf(buf, n, "%s+%s bands%s %s",
                  c->weight && ki_conv2d_is_pointwise(c) ? "1x1"
                  : ki_conv2d_s2d_on(c, g.ow)            ? "space-to-depth winograd"
                                                         : "direct",
-                 c->dwf_dense ? "conv" : "depthwise", isa);
+                 c->dwf_dense ? "conv" : "depthwise", eo ? " even/odd" : "", isa);
     } else {
         ki_conv2d_path p = ki_conv2d_pick(c, &g);
         if (p == KI_CONV2D_WINO) {

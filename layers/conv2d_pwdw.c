@@ -34,6 +34,21 @@ bool ki_conv2d_dw3_ok(const ki_conv2d *c)
            c->dw == 1 && c->pad_mode == KI_CONV_PAD_ZEROS && ki_conv2d_act_in_regs(&c->ep);
 }
 
+void ki_conv2d_pack_eo_ref(const float *x, int64_t ldb, int64_t w, int64_t j0, int64_t nr,
+                           int64_t k, float *restrict dst)
+{
+    const int64_t np = (nr + KI_GEMM_NR - 1) / KI_GEMM_NR;
+    for (int64_t q = 0; q < np; q++) {
+        for (int64_t r = 0; r < k; r++) {
+            for (int64_t i = 0; i < KI_GEMM_NR; i++) {
+                const int64_t j = q * KI_GEMM_NR + i;
+                dst[(q * k + r) * KI_GEMM_NR + i] =
+                    j < nr ? x[r * ldb + ki_conv2d_eo_src(j0 + j, w)] : 0.0f;
+            }
+        }
+    }
+}
+
 /* Bytes a band's expanded rows may take: with the band's input and output it stays in L2. */
 #define PWDW_BAND_BYTES ((int64_t)ki_cpu_get()->l2 * 3 / 8) /* 384 KiB of a 1 MiB L2 */
 
@@ -41,11 +56,13 @@ bool ki_conv2d_dw3_ok(const ki_conv2d *c)
  * of the 1x1 layer's weights runs over it (in place, B's rows are k streams of a band that is
  * larger than L1). */
 #define PWDW_GROUP 4
+_Static_assert(PWDW_GROUP <= KI_PACK_EO_PANELS, "a group's panels packed in one call");
 
 /* A thread's band: up to `band` output rows of the depthwise layer (a multiple of 4), which read
  * up to `cap` of its input rows, each channel's rows `cstride` floats apart in the buffer. */
 typedef struct pwdw_plan {
     int64_t band, cap, cstride;
+    bool eo; /* the rows in the even / odd order (ki_conv2d_pwdw_eo) */
     size_t buf_bytes; /* the band buffer */
     size_t pack2;     /* then the first layer's panel slots or packed weights, from buf_bytes */
     size_t total;     /* and a dense second layer's PWDW_GROUP packed panels, from pack2 */
@@ -80,6 +97,7 @@ static bool plan_of(const ki_conv2d *c, const ki_conv2d_geom *dg, pwdw_plan *p)
         p->band += 4;
     }
     p->cap = rows_read(d, p->band, h);
+    p->eo = ki_conv2d_pwdw_eo(c, dg);
     /* channels a whole number of pages apart would put the GEMM tile's eight rows in one L1 set */
     if (!ki_ckd_mul_i64(&cs, p->cap, w) || !ki_ckd_add_i64(&cs, cs, 15)) {
         return false;
@@ -124,9 +142,10 @@ size_t ki_conv2d_pwdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g)
 
 /* Rows [r0, r1) of the expansion of image x (its input) into dst (channel stride ldc), a group
  * of panels at a time: the full 32-pixel panels read in place, a last partial one packed into
- * its slot in `pack` (PWDW_GROUP panels). */
+ * its slot in `pack` (PWDW_GROUP panels); with eo every panel packed, its columns in the even /
+ * odd order (ki_conv2d_pwdw_eo), so the rows come out in that order. */
 static void expand(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t r0,
-                   int64_t r1, float *dst, int64_t ldc, float *pack)
+                   int64_t r1, float *dst, int64_t ldc, float *pack, bool eo)
 {
     const int64_t w = g->in.w, n = (r1 - r0) * w, np = (n + KI_GEMM_NR - 1) / KI_GEMM_NR;
     const float *b = x + r0 * w;
@@ -141,11 +160,16 @@ static void expand(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, 
                         .ep = &c->ep,
                         .epf = c->epf,
                         .uk = c->uk,
-                        .bin = b,
+                        .bin = eo ? NULL : b,
                         .ldb = g->in.h * w };
     for (int64_t p0 = 0; p0 < np; p0 += PWDW_GROUP) {
         const int64_t cnt = np - p0 < PWDW_GROUP ? np - p0 : PWDW_GROUP, last = p0 + cnt - 1;
-        if ((last + 1) * KI_GEMM_NR > n) {
+        if (eo) {
+            const int64_t j = p0 * KI_GEMM_NR;
+            c->pack_eo(b, ga.ldb, w, j, n - j < cnt * KI_GEMM_NR ? n - j : cnt * KI_GEMM_NR,
+                       c->in_ch, pack);
+        }
+        if (!eo && (last + 1) * KI_GEMM_NR > n) {
             ki_conv2d_pack_cols(c, g, false, b, last * KI_GEMM_NR, n - last * KI_GEMM_NR, c->in_ch,
                                 KI_GEMM_NR, pack + (cnt - 1) * KI_GEMM_NR * c->in_ch);
         }
@@ -216,7 +240,7 @@ static void band_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv
         from = held->hi;
     }
     if (from < hi && pw) {
-        expand(c, g, x, from, hi, buf + (from - lo) * w, p->cstride, pack);
+        expand(c, g, x, from, hi, buf + (from - lo) * w, p->cstride, pack, p->eo);
     } else if (from < hi && ki_conv2d_s2d_on(c, g->ow)) {
         ki_conv2d_s2d_rows(c, g, in, n, from, hi, buf + (from - lo) * w, p->cstride, pack);
     } else if (from < hi) {
@@ -235,7 +259,8 @@ static void band_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv
         if (pw && nhi > held->hi) {
             ki_cv_prefetch_l2(x + i * hw + held->hi * w, (nhi - held->hi) * w);
         }
-        d->dw3_band(d, dg, buf, lo, p->cstride, ch * i / k, ch * (i + 1) / k, yb, ye, out);
+        (p->eo ? d->dw3_band_eo : d->dw3_band)(d, dg, buf, lo, p->cstride, ch * i / k,
+                                               ch * (i + 1) / k, yb, ye, out);
     }
 }
 

@@ -304,6 +304,53 @@ static void test_sgemm_modes(void **unused)
     }
 }
 
+/* The AVX2 packing of panels in the even / odd order equals the plain C one (ki_conv2d_pack_eo_ref,
+ * itself checked here against ki_conv2d_eo_src's definition) float for float: random even widths
+ * (halves a multiple of eight or not), starts, column counts up to KI_PACK_EO_PANELS whole
+ * panels or a part of the last, 1..40 planes a little more than a plane apart; the packed
+ * buffer's last float past the panels untouched. */
+static void test_pack_eo(void **unused)
+{
+    (void)unused;
+    enum { MAXN = KI_PACK_EO_PANELS * KI_GEMM_NR };
+    for (uint64_t seed = 1; seed <= 300; seed++) {
+        uint64_t s = seed * 0x9E3779B97F4A7C15ull;
+        const int64_t w = 2 * trng_int(&s, 1, 60), rows = trng_int(&s, 1, 6);
+        const int64_t k = trng_int(&s, 1, 40), ldb = rows * w + trng_int(&s, 0, 5);
+        const int64_t nr = trng_int(&s, 1, MAXN), j0 = trng_int(&s, 0, rows * w - 1);
+        if (j0 + nr > rows * w) {
+            continue; /* the columns must lie in the rows */
+        }
+        const int64_t np = (nr + KI_GEMM_NR - 1) / KI_GEMM_NR, n = np * k * KI_GEMM_NR;
+        float *x = malloc((size_t)(k * ldb) * sizeof *x), *ref = malloc((size_t)(n + 1) * 4);
+        float *got = malloc((size_t)(n + 1) * sizeof *got);
+        trng_fill(&s, x, (size_t)(k * ldb));
+        ref[n] = got[n] = 7.0f;
+        ki_conv2d_pack_eo_ref(x, ldb, w, j0, nr, k, ref);
+        for (int64_t q = 0; q < np; q++) { /* the definition */
+            for (int64_t r = 0; r < k; r++) {
+                for (int64_t i = 0; i < KI_GEMM_NR; i++) {
+                    const int64_t j = j0 + q * KI_GEMM_NR + i, col = j % w, half = w / 2;
+                    const float want = q * KI_GEMM_NR + i >= nr ? 0.0f
+                                       : col < half ? x[r * ldb + j - col + 2 * col]
+                                                    : x[r * ldb + j - col + 2 * (col - half) + 1];
+                    assert_true(ref[(q * k + r) * KI_GEMM_NR + i] == want);
+                }
+            }
+        }
+#if KI_HAVE_X86
+        if (ki_cpu_get()->isa >= KI_ISA_AVX2) {
+            ki_conv2d_pack_eo_avx2(x, ldb, w, j0, nr, k, got);
+            if (memcmp(got, ref, (size_t)(n + 1) * sizeof *got) != 0) {
+                fail_msg("seed %llu: w %lld j0 %lld nr %lld k %lld differs", (unsigned long long)seed,
+                         (long long)w, (long long)j0, (long long)nr, (long long)k);
+            }
+        }
+#endif
+        free(x), free(ref), free(got);
+    }
+}
+
 /* The 16-column kernels (partial tiles) give their full kernel's low 16 columns bit for bit,
  * accumulating or not, at each level the CPU has; so does the AVX2 8-column one its low 8. */
 static void test_ukernel16(void **unused)
@@ -1100,6 +1147,7 @@ int main(void)
         cmocka_unit_test(test_gemm_bare),
         cmocka_unit_test(test_sgemm_modes),
         cmocka_unit_test(test_ukernel16),
+        cmocka_unit_test(test_pack_eo),
         cmocka_unit_test(test_epilogue_avx2),
         cmocka_unit_test(test_epilogue_avx2_silu),
         cmocka_unit_test(test_epilogue_avx2_spans),
