@@ -565,6 +565,14 @@ void ki_conv2d_dw3_band_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, cons
                                int64_t y1, float *restrict out);
 void ki_conv2d_dw3_planes_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                int64_t p0, int64_t p1, float *restrict out);
+/* Planes the in-place depthwise path hands its kernel in whole groups of (the team's runs start at
+ * multiples of it): 8 where the AVX2 kernel takes c's planes eight channels at a time, else 1
+ * (conv2d_policy.c). */
+int64_t ki_conv2d_dw_granule(const ki_conv2d *c, const ki_conv2d_geom *g);
+/* Whether the AVX2 kernel takes c's planes eight channels at a time (small 3x3 planes, a clamp, no
+ * residual: conv2d_dw_avx2.c's ch8 blocks; a run's planes past its last group of eight of an
+ * image go through the other blocks). */
+bool ki_conv2d_dw3_ch8_avx2(const ki_conv2d *c, const ki_conv2d_geom *g);
 /* The AVX2 kernel's planes of 4 to 8 output columns (p0 <= p < p1) when c's planes are such, else
  * false and nothing done: the AVX-512 kernel's 3x3 stride-1 planes of that width go there. */
 bool ki_conv2d_dw3_narrow_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,

@@ -16,6 +16,7 @@
  * the row's tail stored through _mm256_maskstore_ps. Compiled with -mavx2 -mfma; called only when
  * the CPU has them (ki_conv2d_set_isa). */
 #include <immintrin.h>
+#include <string.h>
 
 #include "conv2d.h"
 #include "conv_common.h"
@@ -958,8 +959,210 @@ static void blocks_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
     fns[4 * narrow + 2 * (c->kh == 5) + (c->sw == 2)](c, g, in, p0, p1, out);
 }
 
+/* Small 3x3 planes eight channels at a time (ch8_ok): the eight planes transposed into a zero-padded
+ * block of pixels, each pixel's eight channels a vector (ki_tr8 on eight pixels at a time), the
+ * depthwise products there (a vector of eight channels per output pixel, the weights a vector per
+ * tap, no edge lanes to clear: a 14x14 plane's rows fill 14 of 16 lanes in the row blocks, a 7x7
+ * plane's 49 outputs 49 of 56 in the flat runs, and those pay their edge masks and per-plane setup
+ * on every plane), then the outputs transposed back. Each output sums its taps in the order ky,
+ * kx from zero, a tap in the padding a product with zero, then the bias and the clamp: the flat,
+ * pair and narrow planes' sums, so the bits are theirs. */
+
+/* Floats of the two blocks (padded input, output), at most CH8_MAX_FLOATS: together at most half
+ * of L1 (ch8_ok). */
+#define CH8_MAX_FLOATS 8192
+
+static int64_t ch8_floats(const ki_conv2d_geom *g)
+{
+    return ((g->in.h + 2) * (g->in.w + 2) + g->oh * g->ow) * 8;
+}
+
+/* 3x3, stride 1 or 2 both ways, padded by at most one (one on the top and the left), no dilation,
+ * a clamp-type activation and no residual; at least eight pixels in and out (a block of eight
+ * for ki_tr8), both blocks within half of L1. */
+static bool ch8_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    ki_gemm_fin f;
+    const int64_t n = ch8_floats(g);
+    return c->kh == 3 && c->kw == 3 && c->sh == c->sw && (c->sw == 1 || c->sw == 2) &&
+           c->dh == 1 && c->dw == 1 && c->pt == 1 && c->pl == 1 && c->pb <= 1 && c->pr <= 1 &&
+           c->pad_mode == KI_CONV_PAD_ZEROS && !c->res && ki_gemm_fin_of(&c->ep, 0, NULL, &f) &&
+           g->in.h * g->in.w >= 8 && g->oh * g->ow >= 8 && n <= CH8_MAX_FLOATS &&
+           n * (int64_t)sizeof(float) <= (int64_t)ki_cpu_get()->l1d / 2;
+}
+
+bool ki_conv2d_dw3_ch8_avx2(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    return ch8_ok(c, g);
+}
+
+/* Outputs ox .. ox + N - 1 of output row oy (N 1..7, a constant: with the nine weights, sixteen
+ * registers) from the padded block xp (row stride wp pixels), stride s. */
+static inline __attribute__((always_inline)) void ch8_run(const float *xp, int64_t wp, int s,
+                                                          int64_t oy, int64_t ox, const __m256 *wv,
+                                                          __m256 bias, __m256 lo, __m256 hi,
+                                                          float *o, const int N)
+{
+    __m256 a[7];
+#pragma GCC unroll 7
+    for (int j = 0; j < N; j++) {
+        a[j] = _mm256_setzero_ps();
+    }
+#pragma GCC unroll 3
+    for (int ky = 0; ky < 3; ky++) {
+        const float *r = xp + ((s * oy + ky) * wp + s * ox) * 8;
+#pragma GCC unroll 3
+        for (int kx = 0; kx < 3; kx++) {
+#pragma GCC unroll 7
+            for (int j = 0; j < N; j++) {
+                a[j] = _mm256_fmadd_ps(wv[3 * ky + kx], _mm256_load_ps(r + (s * j + kx) * 8), a[j]);
+            }
+        }
+    }
+#pragma GCC unroll 7
+    for (int j = 0; j < N; j++) {
+        _mm256_store_ps(o + j * 8, _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a[j], bias))));
+    }
+}
+
+/* Output row oy of the block, seven outputs at a time, then the rest (s a constant). */
+static inline __attribute__((always_inline)) void ch8_row(const float *xp, int64_t wp, const int s,
+                                                          int64_t oy, int64_t ow, const __m256 *wv,
+                                                          __m256 bias, __m256 lo, __m256 hi,
+                                                          float *o)
+{
+    int64_t ox = 0;
+    for (; ox + 7 <= ow; ox += 7) {
+        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 7);
+    }
+    switch (ow - ox) {
+    case 6:
+        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 6);
+        break;
+    case 5:
+        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 5);
+        break;
+    case 4:
+        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 4);
+        break;
+    case 3:
+        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 3);
+        break;
+    case 2:
+        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 2);
+        break;
+    case 1:
+        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 1);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Eight floats from each of the planes src + c * stride (c < 8) at pixel i, transposed: v[j] holds
+ * pixel i + j's eight channels. */
+static inline __attribute__((always_inline)) void ch8_tr_load(const float *src, int64_t stride,
+                                                              int64_t i, __m256 v[8])
+{
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        v[c] = _mm256_loadu_ps(src + c * stride + i);
+    }
+    ki_tr8(&v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+}
+
+/* The planes p .. p + 7 (one image's channels ch .. ch + 7) of in into out through the blocks xp
+ * (padded input, its border zeros) and xo (output); at[i]: pixel i's place in xp. A block of eight
+ * pixels from pixel i, the last one from n - 8 (it overlaps the one before unless n is a multiple
+ * of eight; the shared pixels get the same values twice). */
+static void ch8_group(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t ch,
+                      float *restrict out, float *xp, float *xo, const int32_t *at)
+{
+    const int64_t hw = g->in.h * g->in.w, ow = g->ow, ohw = g->oh * ow, wp = g->in.w + 2;
+    const int s = (int)c->sw;
+    for (int64_t i = 0; i < hw; i += 8) {
+        const int64_t b = i + 8 <= hw ? i : hw - 8;
+        __m256 v[8];
+        ch8_tr_load(in, hw, b, v);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            _mm256_store_ps(xp + at[b + j] * 8, v[j]);
+        }
+    }
+    __m256 wv[9];
+    const float *w = c->weight + ch * 9;
+    for (int t = 0; t < 9; t++) {
+        wv[t] = _mm256_setr_ps(w[t], w[9 + t], w[18 + t], w[27 + t], w[36 + t], w[45 + t],
+                               w[54 + t], w[63 + t]);
+    }
+    ki_gemm_fin f;
+    ki_gemm_fin_of(&c->ep, 0, NULL, &f); /* ch8_ok: a clamp */
+    const __m256 bias = c->ep.bias ? _mm256_loadu_ps(c->ep.bias + ch) : _mm256_setzero_ps();
+    const __m256 lo = _mm256_set1_ps(f.lo), hi = _mm256_set1_ps(f.hi);
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        if (s == 1) {
+            ch8_row(xp, wp, 1, oy, ow, wv, bias, lo, hi, xo + oy * ow * 8);
+        } else {
+            ch8_row(xp, wp, 2, oy, ow, wv, bias, lo, hi, xo + oy * ow * 8);
+        }
+    }
+    for (int64_t i = 0; i < ohw; i += 8) {
+        const int64_t b = i + 8 <= ohw ? i : ohw - 8;
+        __m256 v[8];
+        ch8_tr_load(xo + b * 8, 8, 0, v); /* v[j]: pixels b .. b + 7 of channel j */
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            _mm256_storeu_ps(out + j * ohw + b, v[j]);
+        }
+    }
+}
+
+/* The planes p0 <= p < p1 (batch-major) in groups of eight of one image (ch8_group), the planes
+ * left at the end of an image's run through `rest`. */
+static void ch8_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t p0,
+                       int64_t p1, float *restrict out,
+                       void (*rest)(const ki_conv2d *, const ki_conv2d_geom *, const float *,
+                                    int64_t, int64_t, float *restrict))
+{
+    _Alignas(32) float buf[CH8_MAX_FLOATS];
+    int32_t at[CH8_MAX_FLOATS / 8];
+    const int64_t hw = g->in.h * g->in.w, ohw = g->oh * g->ow, w = g->in.w;
+    const int64_t np = (g->in.h + 2) * (w + 2), nch = c->in_ch;
+    float *xp = buf, *xo = buf + np * 8;
+    memset(xp, 0, (size_t)np * 8 * sizeof *xp);
+    for (int64_t y = 0, i = 0; y < g->in.h; y++) {
+        for (int64_t x = 0; x < w; x++, i++) {
+            at[i] = (int32_t)((y + 1) * (w + 2) + x + 1);
+        }
+    }
+    for (int64_t p = p0; p < p1;) {
+        const int64_t img_end = p - p % nch + nch, end = img_end < p1 ? img_end : p1;
+        for (; p + 8 <= end; p += 8) {
+            ch8_group(c, g, in + p * hw, p % nch, out + p * ohw, xp, xo, at);
+        }
+        if (p < end) {
+            rest(c, g, in, p, end, out);
+            p = end;
+        }
+    }
+}
+
+static void dw3_other_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                             int64_t p0, int64_t p1, float *restrict out);
+
 void ki_conv2d_dw3_planes_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                int64_t p0, int64_t p1, float *restrict out)
+{
+    if (ch8_ok(c, g)) {
+        ch8_planes(c, g, in, p0, p1, out, dw3_other_planes);
+        return;
+    }
+    dw3_other_planes(c, g, in, p0, p1, out);
+}
+
+/* Planes of other shapes, and those ch8_planes leaves. */
+static void dw3_other_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                             int64_t p0, int64_t p1, float *restrict out)
 {
     const bool pair = !rows4_ok(c, g) && pair_ok(c, g); /* narrow_ok: rows of at most 8 */
     if (pair || narrow_ok(c, g)) {

@@ -407,13 +407,16 @@ static void pad_plane(const ki_conv2d *c, const ki_conv2d_geom *g, const float *
 #endif
 
 /* The team's runs of planes (ki_share_begin_runs), each in one call of the kernel (the call's
- * setup, its masks and row checks, is paid per run, not per plane); epilogue at the store. */
+ * setup, its masks and row checks, is paid per run, not per plane), whole groups of the kernel's
+ * granule (ki_conv2d_dw_granule); epilogue at the store. */
 static void dw_in_place_body(void *arg, const ki_part *pt)
 {
     const ki_conv2d_job *j = arg;
-    const int64_t planes = j->g->in.n * j->c->in_ch, runs = ki_share_begin_runs(pt, planes);
-    for (int64_t p0, p1; ki_share_take_run(pt, planes, runs, &p0, &p1);) {
-        j->c->dw3_planes(j->c, j->g, j->in, p0, p1, j->out);
+    const int64_t planes = j->g->in.n * j->c->in_ch, gran = ki_conv2d_dw_granule(j->c, j->g);
+    const int64_t items = (planes + gran - 1) / gran, runs = ki_share_begin_runs(pt, items);
+    for (int64_t q0, q1; ki_share_take_run(pt, items, runs, &q0, &q1);) {
+        j->c->dw3_planes(j->c, j->g, j->in, q0 * gran, q1 * gran < planes ? q1 * gran : planes,
+                         j->out);
     }
 }
 

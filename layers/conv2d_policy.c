@@ -486,6 +486,18 @@ bool ki_conv2d_pwdw_eo(const ki_conv2d *c, const ki_conv2d_geom *dg)
            dg->ow >= 8;
 }
 
+int64_t ki_conv2d_dw_granule(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+#if KI_HAVE_X86
+    if (c->dw3_planes == ki_conv2d_dw3_planes_avx2 && ki_conv2d_dw3_ch8_avx2(c, g)) {
+        return 8;
+    }
+#else
+    (void)c, (void)g;
+#endif
+    return 1;
+}
+
 bool ki_conv2d_gap_ok(const ki_conv2d *c)
 {
     ki_gemm_fin f;

@@ -153,6 +153,64 @@ static void planes_sizes(ki_isa isa, int64_t k)
     }
 }
 
+/* The AVX2 kernel's small 3x3 planes eight channels at a time (ki_conv2d_dw3_ch8_avx2): every
+ * height and width 3..20 (taken where both blocks fit half of L1: the 14x14 and 7x7 planes on any
+ * CPU of 32 KiB of L1 or more), strides 1 and 2, padding 1, 9 and 17 channels in batches of 1 and
+ * 2 (groups of eight, and planes left over at an image's end for the other blocks), a clamp or
+ * none, bias on / off: against the reference on 1 and 2 threads, and channel 8's plane (the other
+ * blocks) bit for bit equal to channel 0's (a group of eight) when every channel has the same
+ * weights, bias and input. */
+static void test_dw_ch8_avx2(void **unused)
+{
+    (void)unused;
+    if (!have(KI_ISA_AVX2)) {
+        skip();
+    }
+    static const int clamps[] = { 0, 1, 2, 3 }; /* none, ReLU, ReLU6, Hardtanh */
+    uint64_t s = 5;
+    int taken = 0;
+    for (int64_t h = 3; h <= 20; h++) {
+        for (int64_t w = 3; w <= 20; w++) {
+            for (int64_t st = 1; st <= 2; st++) {
+                const dwcase d = { (h + w) % 2 ? 9 : 17, st, 1, 1, h, w, 1 + (h + w) % 3 / 2, 3,
+                                   KI_ISA_AVX2 };
+                const int act = clamps[(h * w + st) % 4];
+                const bool bias = (h + st) % 2 == 0;
+                planes_case(&d, &s, act, bias, false);
+                /* the same bits: every channel alike */
+                const int64_t ch = 9;
+                float wt[9 * 9], b[9], *x = malloc((size_t)(ch * h * w) * 4);
+                trng_fill(&s, wt, 9), trng_fill(&s, b, 1), trng_fill(&s, x, (size_t)(h * w));
+                for (int64_t c = 1; c < ch; c++) {
+                    memcpy(wt + 9 * c, wt, 9 * 4), b[c] = b[0];
+                    memcpy(x + c * h * w, x, (size_t)(h * w) * 4);
+                }
+                const dwcase e = { ch, st, 1, 1, h, w, 1, 3, KI_ISA_AVX2 };
+                const ki_layer_ops *ops;
+                ki_conv2d_geom g;
+                ki_conv2d *c = make(&e, wt, bias ? b : NULL, &ops, &g);
+                c->ep.act = acts[act];
+                if ((h == 14 || h == 7) && w == h && ki_cpu_get()->l1d >= 32768) {
+                    assert_true(ki_conv2d_dw3_ch8_avx2(c, &g));
+                }
+                taken += ki_conv2d_dw3_ch8_avx2(c, &g);
+                const int64_t ohw = g.oh * g.ow;
+                float *out = malloc((size_t)(ch * ohw) * 4);
+                ki_exec ex = { 1, NULL, 0, NULL };
+                omp_set_num_threads(1);
+                ki_conv2d_run(c, &g, KI_CONV2D_DW, x, out, &ex);
+                if (memcmp(out, out + 8 * ohw, (size_t)ohw * 4) != 0) {
+                    fail_msg("%lldx%lld stride %lld: channel 8 differs from channel 0",
+                             (long long)h, (long long)w, (long long)st);
+                }
+                ops->destroy(c);
+                free(x), free(out);
+            }
+        }
+    }
+    assert_true(taken > 0 || ki_cpu_get()->l1d < 32768);
+}
+
 /* Random cases at level isa: 3x3 and 5x5, paddings apart, every activation, bias, residual,
  * batch 2. */
 static void planes_random(ki_isa isa)
@@ -283,6 +341,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dw3_planes_sizes_avx2),
+        cmocka_unit_test(test_dw_ch8_avx2),
         cmocka_unit_test(test_dw5_planes_sizes_avx2),
         cmocka_unit_test(test_dw3_planes_sizes_avx512),
         cmocka_unit_test(test_dw5_planes_sizes_avx512),
