@@ -322,10 +322,13 @@ static inline __attribute__((always_inline)) void dw3_planes(const ki_conv2d *c,
     }
 }
 
-/* Output rows [y0, y1) of channels [c0, c1) from a band of rows (see ki_conv2d_dw3_band_fn). */
+/* Output rows [y0, y1) of channels [c0, c1) from a band of rows (see ki_conv2d_dw3_band_fn), each
+ * channel's rows by plane_of or, when `rows` is not NULL (a constant at each call), by rows (the
+ * ISA file's kernel for a band in another order). */
 static inline __attribute__((always_inline)) void
 dw3_band(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band, int64_t row0,
-         int64_t cstride, int64_t c0, int64_t c1, int64_t y0, int64_t y1, float *restrict out)
+         int64_t cstride, int64_t c0, int64_t c1, int64_t y0, int64_t y1, float *restrict out,
+         void (*rows)(const dw_plane *d, int64_t y0, int64_t y1))
 {
     const int64_t ohw = g->oh * g->ow, n = (y1 - y0) * g->ow;
     const bool big_out = g->in.n * c->in_ch * ohw >= ki_cv_prefetch_out_min();
@@ -337,7 +340,11 @@ dw3_band(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band, int64_t
         if (big_out && ch + 1 < c1) { /* the next channel's rows of this band */
             ki_cv_prefetch_out(d.o + ohw + y0 * g->ow, n);
         }
-        plane_of(&d, c, y0, y1, g->oh);
+        if (rows) {
+            rows(&d, y0, y1);
+        } else {
+            plane_of(&d, c, y0, y1, g->oh);
+        }
     }
 }
 

@@ -1035,28 +1035,21 @@ static inline __attribute__((always_inline)) void ch8_row(const float *xp, int64
     for (; ox + 7 <= ow; ox += 7) {
         ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 7);
     }
+#define CH8_REST(N)                                                                                \
+    case N:                                                                                        \
+        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, N);                               \
+        break;
     switch (ow - ox) {
-    case 6:
-        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 6);
-        break;
-    case 5:
-        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 5);
-        break;
-    case 4:
-        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 4);
-        break;
-    case 3:
-        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 3);
-        break;
-    case 2:
-        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 2);
-        break;
-    case 1:
-        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 1);
-        break;
+        CH8_REST(6)
+        CH8_REST(5)
+        CH8_REST(4)
+        CH8_REST(3)
+        CH8_REST(2)
+        CH8_REST(1)
     default:
         break;
     }
+#undef CH8_REST
 }
 
 /* Eight floats from each of the planes src + c * stride (c < 8) at pixel i, transposed: v[j] holds
@@ -1188,7 +1181,7 @@ void ki_conv2d_dw3_band_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const 
                              int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0,
                              int64_t y1, float *restrict out)
 {
-    dw3_band(c, g, band, row0, cstride, c0, c1, y0, y1, out);
+    dw3_band(c, g, band, row0, cstride, c0, c1, y0, y1, out, NULL);
 }
 
 /* Stride 2 from rows in the even / odd order (ki_conv2d_pwdw_eo): input row p holds columns 0, 2,
@@ -1286,25 +1279,20 @@ EO_RUN(2)
 EO_RUN(3)
 EO_RUN(4)
 
+/* A channel's output rows [y0, y1) from its band, four at a time (a last run of fewer). */
+static void eo_rows(const dw_plane *d, int64_t y0, int64_t y1)
+{
+    static void (*const runs[4])(const dw_plane *, int64_t, bool) = { eo_run1, eo_run2, eo_run3,
+                                                                      eo_run4 };
+    for (int64_t y = y0; y < y1; y += 4) {
+        const int rows = y1 - y < 4 ? (int)(y1 - y) : 4;
+        runs[rows - 1](d, y, 2 * y - 1 < 0 || 2 * (y + rows) - 1 >= d->h);
+    }
+}
+
 void ki_conv2d_dw3_band_eo_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *band,
                                 int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0,
                                 int64_t y1, float *restrict out)
 {
-    static void (*const runs[4])(const dw_plane *, int64_t, bool) = { eo_run1, eo_run2, eo_run3,
-                                                                      eo_run4 };
-    const int64_t ohw = g->oh * g->ow, n = (y1 - y0) * g->ow;
-    const bool big_out = g->in.n * c->in_ch * ohw >= ki_cv_prefetch_out_min();
-    dw_plane d;
-    plane_init(&d, c, g, row0);
-    for (int64_t ch = c0; ch < c1; ch++) {
-        plane_channel(&d, c, ch);
-        d.x = band + ch * cstride, d.o = out + ch * ohw;
-        if (big_out && ch + 1 < c1) { /* the next channel's rows of this band */
-            ki_cv_prefetch_out(d.o + ohw + y0 * g->ow, n);
-        }
-        for (int64_t y = y0; y < y1; y += 4) {
-            const int rows = y1 - y < 4 ? (int)(y1 - y) : 4;
-            runs[rows - 1](&d, y, 2 * y - 1 < 0 || 2 * (y + rows) - 1 >= d.h);
-        }
-    }
+    dw3_band(c, g, band, row0, cstride, c0, c1, y0, y1, out, eo_rows);
 }

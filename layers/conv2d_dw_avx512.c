@@ -304,5 +304,5 @@ void ki_conv2d_dw3_band_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, cons
                                int64_t row0, int64_t cstride, int64_t c0, int64_t c1, int64_t y0,
                                int64_t y1, float *restrict out)
 {
-    dw3_band(c, g, band, row0, cstride, c0, c1, y0, y1, out);
+    dw3_band(c, g, band, row0, cstride, c0, c1, y0, y1, out, NULL);
 }
