@@ -471,9 +471,9 @@ bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next)
     return bytes >= ki_conv2d_pwdw_min_bytes(c->isa);
 }
 
-/* The even / odd order pays where the stride-2 depthwise kernel's deinterleaves cost more than the
- * 1x1 layer's packing of its panels: the first layer's input has fewer channels than its output
- * (an expansion: the packing deinterleaves k rows per panel, the depthwise layer out_ch). */
+/* The even / odd order moves the deinterleaving from the depthwise layer's out_ch planes to the 1x1
+ * layer's packing of its k input rows, so it is taken for expansions only (k < out_ch); measured on
+ * mobilenet_v2's two (16 -> 96 and 24 -> 144: docs/performance.md, thirty-sixth session). */
 bool ki_conv2d_pwdw_eo(const ki_conv2d *c, const ki_conv2d_geom *dg)
 {
     const ki_conv2d *d = c->dwf;
