@@ -335,6 +335,7 @@ DW_TEST(test_dw_planes_random_avx2)
 DW_TEST(test_dw_planes_random_avx512)
 DW_TEST(test_dw_band_avx2)
 DW_TEST(test_dw_band_avx512)
+DW_TEST(test_dw_ch8_avx2)
 #endif
 
 int main(void)
