@@ -959,7 +959,7 @@ static void blocks_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
     fns[4 * narrow + 2 * (c->kh == 5) + (c->sw == 2)](c, g, in, p0, p1, out);
 }
 
-/* Small 3x3 planes eight channels at a time (ch8_ok): the eight planes transposed into a zero-padded
+/* Small 3x3 planes eight channels at a time (ki_conv2d_dw3_ch8_avx2): the eight planes transposed into a zero-padded
  * block of pixels, each pixel's eight channels a vector (ki_tr8 on eight pixels at a time), the
  * depthwise products there (a vector of eight channels per output pixel, the weights a vector per
  * tap, no edge lanes to clear: a 14x14 plane's rows fill 14 of 16 lanes in the row blocks, a 7x7
@@ -969,7 +969,7 @@ static void blocks_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const flo
  * pair and narrow planes' sums, so the bits are theirs. */
 
 /* Floats of the two blocks (padded input, output), at most CH8_MAX_FLOATS: together at most half
- * of L1 (ch8_ok). */
+ * of L1 (ki_conv2d_dw3_ch8_avx2). */
 #define CH8_MAX_FLOATS 8192
 
 static int64_t ch8_floats(const ki_conv2d_geom *g)
@@ -980,7 +980,7 @@ static int64_t ch8_floats(const ki_conv2d_geom *g)
 /* 3x3, stride 1 or 2 both ways, padded by at most one (one on the top and the left), no dilation,
  * a clamp-type activation and no residual; at least eight pixels in and out (a block of eight
  * for ki_tr8), both blocks within half of L1. */
-static bool ch8_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
+bool ki_conv2d_dw3_ch8_avx2(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
     ki_gemm_fin f;
     const int64_t n = ch8_floats(g);
@@ -989,11 +989,6 @@ static bool ch8_ok(const ki_conv2d *c, const ki_conv2d_geom *g)
            c->pad_mode == KI_CONV_PAD_ZEROS && !c->res && ki_gemm_fin_of(&c->ep, 0, NULL, &f) &&
            g->in.h * g->in.w >= 8 && g->oh * g->ow >= 8 && n <= CH8_MAX_FLOATS &&
            n * (int64_t)sizeof(float) <= (int64_t)ki_cpu_get()->l1d / 2;
-}
-
-bool ki_conv2d_dw3_ch8_avx2(const ki_conv2d *c, const ki_conv2d_geom *g)
-{
-    return ch8_ok(c, g);
 }
 
 /* Outputs ox .. ox + N - 1 of output row oy (N 1..7, a constant: with the nine weights, sixteen
@@ -1089,7 +1084,7 @@ static void ch8_group(const ki_conv2d *c, const ki_conv2d_geom *g, const float *
                                w[54 + t], w[63 + t]);
     }
     ki_gemm_fin f;
-    ki_gemm_fin_of(&c->ep, 0, NULL, &f); /* ch8_ok: a clamp */
+    ki_gemm_fin_of(&c->ep, 0, NULL, &f); /* ki_conv2d_dw3_ch8_avx2: a clamp */
     const __m256 bias = c->ep.bias ? _mm256_loadu_ps(c->ep.bias + ch) : _mm256_setzero_ps();
     const __m256 lo = _mm256_set1_ps(f.lo), hi = _mm256_set1_ps(f.hi);
     for (int64_t oy = 0; oy < g->oh; oy++) {
@@ -1146,7 +1141,7 @@ static void dw3_other_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const 
 void ki_conv2d_dw3_planes_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                int64_t p0, int64_t p1, float *restrict out)
 {
-    if (ch8_ok(c, g)) {
+    if (ki_conv2d_dw3_ch8_avx2(c, g)) {
         ch8_planes(c, g, in, p0, p1, out, dw3_other_planes);
         return;
     }
