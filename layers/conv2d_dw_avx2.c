@@ -397,7 +397,10 @@ static inline __attribute__((always_inline)) void rows4_block(const float *x, in
                 : _mm256_loadu_ps(p + 1);                                                          \
     } while (0)
 #define DW_ROW(a, ka, kb, kc)                                                                      \
-    a = _mm256_fmadd_ps(kc, r, _mm256_fmadd_ps(kb, m, _mm256_fmadd_ps(ka, l, a)))
+    do {                                                                                           \
+        a = _mm256_fmadd_ps(kc, r, _mm256_fmadd_ps(kb, m, _mm256_fmadd_ps(ka, l, a)));             \
+        __asm__("" : "+x"(a));                                                                     \
+    } while (0)
     DW_TAPS(0);
     a0 = _mm256_setzero_ps();
     DW_ROW(a0, k0, k1, k2);
@@ -463,7 +466,10 @@ rows4_block_s2(const float *x, int64_t w, float *q, int64_t ow, const __m256 *k,
         v2 = _mm256_shuffle_ps(l2, h2, 0x88);                                                      \
     } while (0)
 #define DW2_ROW(a, ka, kb, kc)                                                                     \
-    a = _mm256_fmadd_ps(kc, v2, _mm256_fmadd_ps(kb, v1, _mm256_fmadd_ps(ka, v0, a)))
+    do {                                                                                           \
+        a = _mm256_fmadd_ps(kc, v2, _mm256_fmadd_ps(kb, v1, _mm256_fmadd_ps(ka, v0, a)));          \
+        __asm__("" : "+x"(a));                                                                     \
+    } while (0)
     DW2_TAPS(0);
     DW2_ROW(a0, k0, k1, k2);
     DW2_TAPS(1);
