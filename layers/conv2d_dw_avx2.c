@@ -1218,16 +1218,19 @@ static inline __attribute__((always_inline)) void eo_block(const dw_plane *d, co
                                                            int64_t y0, int64_t ox, const int rows,
                                                            const bool left, const bool checked)
 {
-    const int64_t ow = d->ow;
+    /* d's fields read once: a store through a float pointer may alias *d, so GCC otherwise read
+     * them again, and formed each row's address anew, after every store */
+    const int64_t ow = d->ow, w = d->w, h = d->h, at0 = (2 * y0 - 1 - d->row0) * w + ox;
+    const float *x = d->x;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 #pragma GCC unroll 9
     for (int i = 0; i < 2 * rows + 1; i++) {
         const int64_t iy = 2 * y0 - 1 + i;
         __m256 v0, v1, v2;
-        if (checked && (iy < 0 || iy >= d->h)) {
+        if (checked && (iy < 0 || iy >= h)) {
             v0 = v1 = v2 = _mm256_setzero_ps();
         } else {
-            eo_taps(d->x + (iy - d->row0) * d->w + ox, ow, left, &v0, &v1, &v2);
+            eo_taps(x + at0 + i * w, ow, left, &v0, &v1, &v2);
         }
         a0 = eo_row(k, i, v0, v1, v2, a0);
         if (rows > 1) {
