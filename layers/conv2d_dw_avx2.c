@@ -997,15 +997,20 @@ bool ki_conv2d_dw3_ch8_avx2(const ki_conv2d *c, const ki_conv2d_geom *g)
            n * (int64_t)sizeof(float) <= (int64_t)ki_cpu_get()->l1d / 2;
 }
 
-/* Outputs ox .. ox + N - 1 of output row oy (N 1..7, a constant: with the nine weights, sixteen
- * registers) from the padded block xp (row stride wp pixels), stride s. */
+/* Outputs per run of ch8_row: four sums beside the nine weights, the bias and the clamp bounds
+ * (sixteen registers, each tap a memory operand of its FMA); with seven GCC kept some weights and
+ * the bounds on the stack (mobilenet_v2's 14x14 and 7x7 layers 2-3 % slower, docs/performance.md). */
+#define CH8_RUN 4
+
+/* Outputs ox .. ox + N - 1 of output row oy (N 1..CH8_RUN, a constant) from the padded block xp
+ * (row stride wp pixels), stride s. */
 static inline __attribute__((always_inline)) void ch8_run(const float *xp, int64_t wp, int s,
                                                           int64_t oy, int64_t ox, const __m256 *wv,
                                                           __m256 bias, __m256 lo, __m256 hi,
                                                           float *o, const int N)
 {
-    __m256 a[7];
-#pragma GCC unroll 7
+    __m256 a[CH8_RUN];
+#pragma GCC unroll 4
     for (int j = 0; j < N; j++) {
         a[j] = _mm256_setzero_ps();
     }
@@ -1014,36 +1019,34 @@ static inline __attribute__((always_inline)) void ch8_run(const float *xp, int64
         const float *r = xp + ((s * oy + ky) * wp + s * ox) * 8;
 #pragma GCC unroll 3
         for (int kx = 0; kx < 3; kx++) {
-#pragma GCC unroll 7
+#pragma GCC unroll 4
             for (int j = 0; j < N; j++) {
                 a[j] = _mm256_fmadd_ps(wv[3 * ky + kx], _mm256_load_ps(r + (s * j + kx) * 8), a[j]);
             }
         }
     }
-#pragma GCC unroll 7
+#pragma GCC unroll 4
     for (int j = 0; j < N; j++) {
         _mm256_store_ps(o + j * 8, _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a[j], bias))));
     }
 }
 
-/* Output row oy of the block, seven outputs at a time, then the rest (s a constant). */
+/* Output row oy of the block, CH8_RUN outputs at a time, then the rest (s a constant). */
 static inline __attribute__((always_inline)) void ch8_row(const float *xp, int64_t wp, const int s,
                                                           int64_t oy, int64_t ow, const __m256 *wv,
                                                           __m256 bias, __m256 lo, __m256 hi,
                                                           float *o)
 {
     int64_t ox = 0;
-    for (; ox + 7 <= ow; ox += 7) {
-        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, 7);
+    for (; ox + CH8_RUN <= ow; ox += CH8_RUN) {
+        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, CH8_RUN);
     }
+    _Static_assert(CH8_RUN == 4, "the rest: 1 to 3 outputs");
 #define CH8_REST(N)                                                                                \
     case N:                                                                                        \
         ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, N);                               \
         break;
     switch (ow - ox) {
-        CH8_REST(6)
-        CH8_REST(5)
-        CH8_REST(4)
         CH8_REST(3)
         CH8_REST(2)
         CH8_REST(1)
