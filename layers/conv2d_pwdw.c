@@ -264,15 +264,39 @@ static void band_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv
     }
 }
 
-/* Bands of an image: equal ones of at most p->band rows (a short last one would go a row at a
- * time), as many as make a whole number for each of the nt threads (its own share one run of
- * rows), at most one a row. */
-static int64_t bands_of(const pwdw_plan *p, int64_t oh, int nt)
+/* Bands of an image: each of the nt threads' equal shares of the output rows (its own run of
+ * bands in ki_share) in bands of p->band rows (a multiple of four: the depthwise kernels' blocks),
+ * the share's last band taking the rest. A rest of one to three rows (which the stride-1 kernels
+ * would run a row at a time) takes four rows from the band before when that leaves it four or
+ * more. Equal bands across the image had cut the shares into bands of 7 or 3-4 rows on two
+ * threads, whose blocks of four computed rows twice (docs/performance.md). */
+typedef struct pwdw_bands {
+    int64_t nb;    /* bands of an image: nt * per (some possibly empty) */
+    int64_t per;   /* a thread's share */
+    int64_t share; /* rows of a share */
+} pwdw_bands;
+
+static pwdw_bands bands_of(const pwdw_plan *p, int64_t oh, int nt)
 {
-    const int64_t t = nt > 0 ? nt : 1;
-    int64_t nb = (oh + p->band - 1) / p->band;
-    nb = (nb + t - 1) / t * t;
-    return nb < oh ? nb : oh;
+    const int64_t t = nt > 0 ? nt : 1, share = (oh + t - 1) / t;
+    const int64_t per = share > 0 ? (share + p->band - 1) / p->band : 1;
+    return (pwdw_bands){ t * per, per, share };
+}
+
+/* Band i's output rows [*y0, *y1) (empty past the image's rows). */
+static void band_span(const pwdw_plan *p, const pwdw_bands *s, int64_t oh, int64_t i, int64_t *y0,
+                      int64_t *y1)
+{
+    const int64_t t = i / s->per, j = i % s->per, base = t * s->share;
+    const int64_t end = base + s->share < oh ? base + s->share : oh;
+    const int64_t rest = (end - base) - (s->per - 1) * p->band; /* the last band's rows */
+    int64_t a = base + j * p->band, b = a + p->band;
+    if (rest > 0 && rest < 4 && p->band >= 8 && s->per > 1) { /* the last two: band - 4, rest + 4 */
+        a -= j == s->per - 1 ? 4 : 0;
+        b -= j == s->per - 2 ? 4 : 0;
+    }
+    *y0 = a < end ? a : end;
+    *y1 = b < end ? b : end;
 }
 
 /* The team's bands (ki_share: each thread its own share from the front, then what is left of
@@ -289,7 +313,9 @@ static void pwdw_body(void *arg, const ki_part *pt)
     if (ki_conv2d_pwdw_geom(c, g, &dg, NULL) != KI_OK || !plan_of(c, &dg, &p)) {
         return; /* conv_forward checked the workspace */
     }
-    const int64_t oh = dg.oh, ohw = oh * dg.ow, nb = bands_of(&p, oh, j->ex->n_threads);
+    const int64_t oh = dg.oh, ohw = oh * dg.ow;
+    const pwdw_bands bs = bands_of(&p, oh, j->ex->n_threads);
+    const int64_t nb = bs.nb;
     float *buf = ki_exec_slice(j->ex, pt->tid);
     float *pack = (float *)((char *)buf + p.buf_bytes), *pack2 = (float *)((char *)buf + p.pack2);
     if (!ki_conv2d_is_pointwise(c) && !ki_conv2d_s2d_on(c, g->ow)) {
@@ -300,9 +326,16 @@ static void pwdw_body(void *arg, const ki_part *pt)
     for (int64_t b = ki_share_take(pt->share, pt->tid); b >= 0;
          b = ki_share_take(pt->share, pt->tid)) {
         const int64_t n = b / nb, i = b % nb, after = ki_share_peek(pt->share, pt->tid);
-        const int64_t ne = after == b + 1 && i + 1 < nb ? oh * (i + 2) / nb : -1;
-        band_rows(c, g, &dg, &p, j->in, n, oh * i / nb, oh * (i + 1) / nb, ne, buf, pack, pack2,
-                  j->out + n * c->dwf->out_ch * ohw, &held);
+        int64_t y0, y1, n0 = 0, ne = -1;
+        band_span(&p, &bs, oh, i, &y0, &y1);
+        if (after == b + 1 && i + 1 < nb) {
+            band_span(&p, &bs, oh, i + 1, &n0, &ne);
+            ne = ne > n0 ? ne : -1;
+        }
+        if (y0 < y1) {
+            band_rows(c, g, &dg, &p, j->in, n, y0, y1, ne, buf, pack, pack2,
+                      j->out + n * c->dwf->out_ch * ohw, &held);
+        }
     }
 }
 
