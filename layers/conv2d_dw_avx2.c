@@ -1233,7 +1233,7 @@ static inline __attribute__((always_inline)) void eo_block(const dw_plane *d, co
         if (checked && (iy < 0 || iy >= h)) {
             v0 = v1 = v2 = _mm256_setzero_ps();
         } else {
-            eo_taps(x + at0 + i * w, ow, left, &v0, &v1, &v2);
+            eo_taps(x + (at0 + i * w), ow, left, &v0, &v1, &v2); /* at0 < 0 above the band */
         }
         a0 = eo_row(k, i, v0, v1, v2, a0);
         if (rows > 1) {

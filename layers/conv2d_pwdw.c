@@ -272,7 +272,7 @@ static void band_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv
  * threads, whose blocks of four computed rows twice (docs/performance.md). */
 typedef struct pwdw_bands {
     int64_t nb;    /* bands of an image: nt * per (some possibly empty) */
-    int64_t per;   /* a thread's share */
+    int64_t per;   /* bands of a thread's share */
     int64_t share; /* rows of a share */
 } pwdw_bands;
 
