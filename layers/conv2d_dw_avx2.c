@@ -983,16 +983,15 @@ static int64_t ch8_floats(const ki_conv2d_geom *g)
     return ((g->in.h + 2) * (g->in.w + 2) + g->oh * g->ow) * 8;
 }
 
-/* 3x3, stride 1 or 2 both ways, padded by at most one (one on the top and the left), no dilation,
+/* Of ki_conv2d_dw3_ok's layers: 3x3, padded by at most one (one on the top and the left),
  * a clamp-type activation and no residual; at least eight pixels in and out (a block of eight
  * for ki_tr8), both blocks within half of L1. */
 bool ki_conv2d_dw3_ch8_avx2(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
     ki_gemm_fin f;
     const int64_t n = ch8_floats(g);
-    return c->kh == 3 && c->kw == 3 && c->sh == c->sw && (c->sw == 1 || c->sw == 2) &&
-           c->dh == 1 && c->dw == 1 && c->pt == 1 && c->pl == 1 && c->pb <= 1 && c->pr <= 1 &&
-           c->pad_mode == KI_CONV_PAD_ZEROS && !c->res && ki_gemm_fin_of(&c->ep, 0, NULL, &f) &&
+    return ki_conv2d_dw3_ok(c) && c->kh == 3 && c->pt == 1 && c->pl == 1 && c->pb <= 1 &&
+           c->pr <= 1 && !c->res && ki_gemm_fin_of(&c->ep, 0, NULL, &f) &&
            g->in.h * g->in.w >= 8 && g->oh * g->ow >= 8 && n <= CH8_MAX_FLOATS &&
            n * (int64_t)sizeof(float) <= (int64_t)ki_cpu_get()->l1d / 2;
 }

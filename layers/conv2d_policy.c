@@ -479,11 +479,9 @@ bool ki_conv2d_pwdw_eo(const ki_conv2d *c, const ki_conv2d_geom *dg)
     const ki_conv2d *d = c->dwf;
     ki_gemm_fin f;
     return d && !c->dwf_dense && d->dw3_band_eo && c->pack_eo && ki_conv2d_is_pointwise(c) &&
-           c->in_ch < c->out_ch && d->kh == 3 && d->kw == 3 && d->sh == 2 && d->sw == 2 &&
-           d->pt == 1 && d->pl == 1 && d->dh == 1 && d->dw == 1 &&
-           d->pad_mode == KI_CONV_PAD_ZEROS && !d->residual && !d->res &&
-           ki_gemm_fin_of(&d->ep, 0, NULL, &f) && dg->in.w % 2 == 0 && dg->ow == dg->in.w / 2 &&
-           dg->ow >= 8;
+           c->in_ch < c->out_ch && ki_conv2d_dw3_ok(d) && d->kh == 3 && d->sw == 2 && d->pt == 1 &&
+           d->pl == 1 && !d->residual && !d->res && ki_gemm_fin_of(&d->ep, 0, NULL, &f) &&
+           dg->in.w % 2 == 0 && dg->ow == dg->in.w / 2 && dg->ow >= 8;
 }
 
 int64_t ki_conv2d_dw_granule(const ki_conv2d *c, const ki_conv2d_geom *g)
