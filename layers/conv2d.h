@@ -230,6 +230,7 @@ typedef struct ki_conv2d {
     ki_ov_ukernel ov_uk;
     ki_ov_ukernel_h ov_ukh;
     ki_ov_store_fn ov_st;
+    int64_t (*ov_pw)(int64_t n); /* ki_conv2d_ov_pw's choice for ov_uk, or NULL: equal blocks */
     /* A 6x6 stride-2 stem on the direct path run as space-to-depth and Winograd F(4x4)
      * (conv2d_s2d.c): the 3x3 stride-1 layer over its 4 x in_ch space-to-depth channels, with its
      * Winograd weights (owned; NULL when the layer does not take it, ki_conv2d_want_s2d) */
@@ -652,13 +653,18 @@ void ki_wino_output_avx512(const float *m, int64_t pstride, float *q, const floa
 
 /* conv2d_ov.c. For small outputs (few pixels per image, e.g. 7 x 7 = 49) the GEMM's 32-pixel
  * panels run partly empty; the OV path turns the product around: 32 output channels fill two
- * 16-lane vectors and the pixels, split into equal blocks of up to KI_OV_PW_MAX, are broadcast
- * (49 pixels: 5 blocks of 10, 98% of the lanes busy instead of 77%). Weights are repacked at
- * create (groups == 1); the pixels' column blocks are packed per run (ki_conv2d_pack_cols). */
+ * 16-lane vectors (four 8-lane ones with AVX2) and the pixels, in blocks of up to KI_OV_PW_MAX
+ * (ki_conv2d_ov_pw), are broadcast: no lane is idle, where 49 pixels fill 77 % of two panels.
+ * Weights are repacked at create (groups == 1); the pixels' column blocks are packed per run
+ * (ki_conv2d_pack_cols). */
 bool ki_conv2d_ov_shape_ok(const ki_conv2d *c);
-/* Pixels per column block for n output pixels (1..KI_OV_PW_MAX). */
-int64_t ki_conv2d_ov_pw(int64_t n);
-/* Column blocks of ki_conv2d_ov_pw pixels for n output pixels. */
+/* Pixels per column block for n output pixels (1..KI_OV_PW_MAX) in the fewest blocks: equal ones
+ * (ki_conv2d_ov_pw_equal), or where c's micro-kernel runs those slower (c->ov_pw: AVX2's
+ * ki_ov_pw_avx2), blocks of KI_OV_PW_MAX and the rest. */
+int64_t ki_conv2d_ov_pw(const ki_conv2d *c, int64_t n);
+int64_t ki_conv2d_ov_pw_equal(int64_t n);
+int64_t ki_ov_pw_avx2(int64_t n);
+/* Column blocks for n output pixels, ceil(n / KI_OV_PW_MAX): the same for either cut. */
 int64_t ki_conv2d_ov_blocks(int64_t n);
 /* Whether fuse() may give layer c a global mean (c->gap): a layer with OV weights, one group, no
  * residual, max pool or band fusion, and a clamp-type activation (in the tiles' epilogue). */

@@ -18,7 +18,7 @@ bool ki_conv2d_ov_shape_ok(const ki_conv2d *c)
     return c->groups == 1;
 }
 
-int64_t ki_conv2d_ov_pw(int64_t n)
+int64_t ki_conv2d_ov_pw_equal(int64_t n)
 {
     if (n <= 1) {
         return 1;
@@ -27,10 +27,14 @@ int64_t ki_conv2d_ov_pw(int64_t n)
     return (n + blocks - 1) / blocks;
 }
 
+int64_t ki_conv2d_ov_pw(const ki_conv2d *c, int64_t n)
+{
+    return c->ov_pw ? c->ov_pw(n) : ki_conv2d_ov_pw_equal(n);
+}
+
 int64_t ki_conv2d_ov_blocks(int64_t n)
 {
-    const int64_t pw = ki_conv2d_ov_pw(n);
-    return (n + pw - 1) / pw;
+    return (n + KI_OV_PW_MAX - 1) / KI_OV_PW_MAX; /* ceil(n / pw) of either cut */
 }
 
 /* blk[q][r] = weight (o = ob * 32 + r, k0 + q), zero past out_ch, for every k and channel block:
@@ -108,7 +112,7 @@ typedef struct ov_layout {
 static ov_layout ov_layout_of(const ki_conv2d *c, const ki_conv2d_geom *g, int nt)
 {
     int64_t n = g->oh * g->ow;
-    ov_layout l = { ki_conv2d_ov_pw(n), ki_conv2d_ov_blocks(n),
+    ov_layout l = { ki_conv2d_ov_pw(c, n), ki_conv2d_ov_blocks(n),
                     (c->out_ch + KI_OV_MV - 1) / KI_OV_MV, false };
     /* not with a fused global mean, whose sums per pixel block then would depend on nt */
     if (nt > 1 && n > c->out_ch && l.nb >= nt && !c->gap) {
@@ -149,10 +153,10 @@ static int64_t ov_part(const ov_layout *l, int64_t p, int64_t nt, int64_t *i0, i
  * leaves its last items to the other. The same micro-kernel calls for every tile in the same k
  * order, so the same bits. Otherwise (yolov5s's 20x20 layers: columns of 1.6 to 3.7 MB) the k
  * blocks stay outermost: a k block of the columns then serves every channel block from L2. */
-static bool ov_by_blocks(const ki_conv2d *c, const ov_layout *l)
+static bool ov_by_blocks(const ki_conv2d *c, const ov_layout *l, int64_t n)
 {
-    int64_t cols;
-    return !l->by_pixels && ki_ckd_mul_i64(&cols, c->in_ch * c->kh * c->kw, l->nb * l->pw) &&
+    int64_t cols; /* the tiles read n columns (a short last block none past its pixels) */
+    return !l->by_pixels && ki_ckd_mul_i64(&cols, c->in_ch * c->kh * c->kw, n) &&
            cols <= (int64_t)(ki_cpu_get()->l2 / 2 / sizeof(float));
 }
 
@@ -171,7 +175,7 @@ static bool ov_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int nt, size_t
         int64_t m = ov_part(&l, p, nt, &i0, &q0, &q1);
         mine = m > mine ? m : mine;
     }
-    if (ov_by_blocks(c, &l)) { /* a channel block's tiles */
+    if (ov_by_blocks(c, &l, g->oh * g->ow)) { /* a channel block's tiles */
         mine = l.nb;
     }
     return ki_ckd_mul(cols, ov_packs(c) ? (size_t)l.nb : 0, (size_t)l.pw) &&
@@ -212,7 +216,7 @@ static bool splitk_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t *p
                          int64_t *nob, size_t *half)
 {
     const int64_t n = g->oh * g->ow;
-    *pw = ki_conv2d_ov_pw(n);
+    *pw = ki_conv2d_ov_pw(c, n);
     *nb = ki_conv2d_ov_blocks(n);
     *nob = (c->out_ch + KI_OV_MV - 1) / KI_OV_MV;
     return ki_ckd_mul(half, (size_t)*nob * (size_t)*nb, (size_t)*pw * KI_OV_MV) &&
@@ -548,11 +552,12 @@ static void ov_tile(const ov_image *im, const char *a, int64_t k0, int64_t kc, i
     const bool last = k0 + kc >= im->k, kclamp = last && im->f->clamp && !im->res;
     const float lo = kclamp ? im->f->lo : -INFINITY, hi = kclamp ? im->f->hi : INFINITY;
     const float *bv = last ? bias : NULL;
-    /* in place, the last block multiplies only its own pixels (the packed one's zero padding is
-     * not there to read) */
+    /* the last block multiplies only its own pixels: in place there is nothing past them to read,
+     * and packed, a block of one pixel after blocks of twelve (ki_conv2d_ov_pw) would cost a
+     * whole tile of its zero padding */
     const int64_t j0 = pb * im->pw, nr = im->n - j0 < im->pw ? im->n - j0 : im->pw;
     const float *b = im->packs ? im->bp + (pb * im->k + k0) * im->pw : im->x + k0 * im->hw + j0;
-    const int bw = im->packs ? (int)im->pw : (int)nr;
+    const int bw = (int)nr;
     const int64_t ldb = im->packs ? im->pw : im->hw;
     if (c->ov_h) {
         c->ov_ukh(kc, (const uint16_t *)(const void *)a, b, bw, ldb, k0 > 0, bv, lo, hi, t, pf);
@@ -665,7 +670,7 @@ static void ov_body(void *arg, const ki_part *me)
             ki_part_sync(me);
         }
         const ov_image im = { c, &f, k, n, hw, pw, x, bp, packs, y, res, ov_gap_of(c, img, n), nb };
-        if (ov_by_blocks(c, &l)) {
+        if (ov_by_blocks(c, &l, n)) {
             ov_blocks_run(&im, &l, (float *)(parts + (size_t)me->tid * part_stride), me);
             continue;
         }

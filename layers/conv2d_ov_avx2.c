@@ -179,7 +179,35 @@ OV_COPY(ov_group, 3)
 OV_HALVES(5)
 OV_HALVES(6)
 
-/* The groups each run the whole k loop; pf's lines are asked for in the first one's. */
+/* One k loop of the kernel: a tile shape (ov_group1..3 on 1..3 pixels, ov_halves5/6 on 5 or 6;
+ * 0 ends a plan) and its first pixel. */
+typedef struct ov_step {
+    int8_t kind, j;
+} ov_step;
+
+/* The shapes a tile of pw pixels runs as (ov_plans[pw], in order). Groups of 6 pixels
+ * (ov_halves6) where what they leave is 0, 3 or 5 pixels or another 6 (pw 6, 9, 11, 12); 7, 8 and
+ * 10 pixels go as 3 + 2 + 2, 3 + 5 and 5 + 5, which were faster than 6 + 1, 6 + 2 and 6 + 2 + 2.
+ * Otherwise groups of 3 pixels, and what is left (1 or 2) joins the last groups so that every
+ * group keeps at least 8 FMA chains: the last 5 pixels as ov_halves5 (5, 8), the last 10 as two of
+ * them (10), or the last 4 as two groups of 2 (4, 7). The kernel runs these plans and
+ * ki_ov_pw_avx2 counts their k loops. */
+static const ov_step ov_plans[KI_OV_PW_MAX + 1][4] = {
+    [1] = { { 1, 0 } },
+    [2] = { { 2, 0 } },
+    [3] = { { 3, 0 } },
+    [4] = { { 2, 0 }, { 2, 2 } },
+    [5] = { { 5, 0 } },
+    [6] = { { 6, 0 } },
+    [7] = { { 3, 0 }, { 2, 3 }, { 2, 5 } },
+    [8] = { { 3, 0 }, { 5, 3 } },
+    [9] = { { 6, 0 }, { 3, 6 } },
+    [10] = { { 5, 0 }, { 5, 5 } },
+    [11] = { { 6, 0 }, { 5, 6 } },
+    [12] = { { 6, 0 }, { 6, 6 } },
+};
+
+/* The steps each run the whole k loop; pf's lines are asked for in the first one's. */
 void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
                         const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf)
 {
@@ -187,35 +215,58 @@ void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64
         ki_ov_ukernel_ref(k, a, b, pw, ldb, acc, bias, lo, hi, t, pf);
         return;
     }
-    /* Groups of 6 pixels (ov_halves6) where what they leave is 0, 3 or 5 pixels or another 6 (pw 6,
-     * 9, 11, 12); 7, 8 and 10 pixels go as 3 + 2 + 2, 3 + 5 and 5 + 5 below, which were faster
-     * than 6 + 1, 6 + 2 and 6 + 2 + 2. */
-    int j = 0;
-    for (; pw - j == 6 || pw - j == 9 || pw - j == 11 || pw - j == 12; j += 6) {
-        ov_halves6(k, a, b + j, ldb, acc, bias, lo, hi, t + j * KI_OV_MV, j ? KI_OV_NO_PF : pf);
+    for (const ov_step *s = ov_plans[pw]; s->kind; s++) {
+        const int j = s->j;
+        float *tj = t + j * KI_OV_MV;
+        switch (s->kind) {
+        case 1:
+            ov_group1(k, a, b + j, ldb, acc, bias, lo, hi, tj, pf);
+            break;
+        case 2:
+            ov_group2(k, a, b + j, ldb, acc, bias, lo, hi, tj, pf);
+            break;
+        case 3:
+            ov_group3(k, a, b + j, ldb, acc, bias, lo, hi, tj, pf);
+            break;
+        case 5:
+            ov_halves5(k, a, b + j, ldb, acc, bias, lo, hi, tj, pf);
+            break;
+        default:
+            ov_halves6(k, a, b + j, ldb, acc, bias, lo, hi, tj, pf);
+            break;
+        }
+        pf = KI_OV_NO_PF;
     }
-    const int rest = pw - j;
-    b += j, t += j * KI_OV_MV, pf = j ? KI_OV_NO_PF : pf;
-    if (rest == 0) {
-        return;
+}
+
+/* The k loops a tile of pw pixels runs (an ov_halves two, a group one). Each takes about the same
+ * time per k step, a little under the 12 FMAs of the widest: fewer chains than 12 wait on the FMA
+ * latency (one thread, in L1, k 128: 1 to 3 pixels 3.7, 5.3 and 6.1 cycles a step, a half of 5 or
+ * 6 pixels 5.3 and 6.0; docs/performance.md). */
+static int ov_loops(int pw)
+{
+    int loops = 0;
+    for (const ov_step *s = ov_plans[pw]; s->kind; s++) {
+        loops += s->kind >= 5 ? 2 : 1;
     }
-    if (rest <= 2) {
-        (rest == 1 ? ov_group1 : ov_group2)(k, a, b, ldb, acc, bias, lo, hi, t, pf);
-        return;
+    return loops;
+}
+
+/* Of the two ways to cut n pixels into the fewest blocks, equal blocks (ki_conv2d_ov_pw_equal) or
+ * blocks of KI_OV_PW_MAX and the rest, the one whose tiles run fewer k loops (ov_loops), equal
+ * blocks on a tie: 49 pixels (7x7) as 4 x 12 + 1 in 17 loops instead of 4 x 10 + 9 in 19
+ * (mobilenet_v2's 7x7 layers 1-3.5 % faster); 16 stays 8 + 8 (6 loops, as 12 + 4), which is faster.
+ */
+int64_t ki_ov_pw_avx2(int64_t n)
+{
+    const int64_t eq = ki_conv2d_ov_pw_equal(n);
+    if (n <= KI_OV_PW_MAX || eq == KI_OV_PW_MAX) {
+        return eq;
     }
-    /* Groups of 3 pixels; what is left (1 or 2) joins the last groups so that every group keeps
-     * at least 8 FMA chains: the last 5 pixels as ov_halves5 (5, 8), the last 10 as two of them
-     * (10), or the last 4 as two groups of 2 (4, 7). */
-    int r = rest % 3, tail = r == 2 ? 5 : r == 0 ? 0 : rest >= 10 ? 10 : 4, i = 0;
-    for (; i < rest - tail; i += 3) {
-        ov_group3(k, a, b + i, ldb, acc, bias, lo, hi, t + i * KI_OV_MV, i ? KI_OV_NO_PF : pf);
-    }
-    for (; i < rest && tail == 4; i += 2) {
-        ov_group2(k, a, b + i, ldb, acc, bias, lo, hi, t + i * KI_OV_MV, i ? KI_OV_NO_PF : pf);
-    }
-    for (; i < rest; i += 5) {
-        ov_halves5(k, a, b + i, ldb, acc, bias, lo, hi, t + i * KI_OV_MV, i ? KI_OV_NO_PF : pf);
-    }
+    const int64_t full = n / KI_OV_PW_MAX, fr = n % KI_OV_PW_MAX, ne = n / eq, er = n % eq;
+    const int64_t loops_full = full * ov_loops(KI_OV_PW_MAX) + (fr ? ov_loops((int)fr) : 0);
+    const int64_t loops_eq = ne * ov_loops((int)eq) + (er ? ov_loops((int)er) : 0);
+    return loops_full < loops_eq ? KI_OV_PW_MAX : eq;
 }
 
 /* What a block's rows share: the clamp, the pixel mask and count (nr, all eight lanes or fewer),

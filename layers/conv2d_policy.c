@@ -40,6 +40,7 @@ typedef struct conv_kernels {
                         int64_t y1, float *restrict out);
     void (*pack_eo)(const float *x, int64_t ldb, int64_t w, int64_t j0, int64_t nr, int64_t k,
                     float *restrict dst);
+    int64_t (*ov_pw)(int64_t n);
 } conv_kernels;
 
 static const conv_kernels kernels_of[KI_ISA_COUNT] = {
@@ -49,12 +50,26 @@ static const conv_kernels kernels_of[KI_ISA_COUNT] = {
                          ki_ov_ukernel_ref, ki_ov_ukernel_h_ref, ki_ov_tile_store, ki_ws2_input_ref,
                          ki_ws2_output_ref },
 #if KI_HAVE_X86
-    [KI_ISA_AVX2] = { ki_cv_epilogue_avx2, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx2,
-                      ki_conv2d_dw3_band_avx2, ki_conv2d_direct_row_avx2, true, ki_pool_max_s2_avx2,
-                      ki_conv2d_pack3s2_avx2, ki_wino_input_avx2, ki_wino_output_avx2,
-                      ki_wino_hu_ref, ki_wino_fu_avx2, ki_ov_ukernel_avx2, ki_ov_ukernel_h_ref,
-                      ki_ov_tile_store_avx2, ki_ws2_input_avx2, ki_ws2_output_avx2,
-                      ki_conv2d_dw3_band_eo_avx2, ki_conv2d_pack_eo_avx2 },
+    [KI_ISA_AVX2] = { ki_cv_epilogue_avx2,
+                      ki_conv2d_gather2_avx2,
+                      ki_conv2d_dw3_planes_avx2,
+                      ki_conv2d_dw3_band_avx2,
+                      ki_conv2d_direct_row_avx2,
+                      true,
+                      ki_pool_max_s2_avx2,
+                      ki_conv2d_pack3s2_avx2,
+                      ki_wino_input_avx2,
+                      ki_wino_output_avx2,
+                      ki_wino_hu_ref,
+                      ki_wino_fu_avx2,
+                      ki_ov_ukernel_avx2,
+                      ki_ov_ukernel_h_ref,
+                      ki_ov_tile_store_avx2,
+                      ki_ws2_input_avx2,
+                      ki_ws2_output_avx2,
+                      ki_conv2d_dw3_band_eo_avx2,
+                      ki_conv2d_pack_eo_avx2,
+                      ki_ov_pw_avx2 },
     /* vcvtph2ps on zmm (the binary16 kernels) is AVX512F itself */
     [KI_ISA_AVX512] = { ki_cv_epilogue_avx512, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx512,
                         ki_conv2d_dw3_band_avx512, ki_conv2d_direct_row_avx512, true,
@@ -94,6 +109,7 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa)
     c->ws2_out = k->ws2_out;
     c->ov_ukh = k->ov_ukh;
     c->ov_st = k->ov_st;
+    c->ov_pw = k->ov_pw;
 }
 
 /* The direct path's row kernels apply Hardswish, Hardsigmoid and LeakyReLU in registers, where the

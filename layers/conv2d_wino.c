@@ -351,7 +351,7 @@ static void wino_products_ov(const wino_run *r, int64_t pos, const float *vpanel
 {
     const ki_conv2d *c = r->c;
     const int64_t ic = c->in_ch, oc = c->out_ch, nob = (oc + KI_OV_MV - 1) / KI_OV_MV;
-    const int64_t pw = ki_conv2d_ov_pw(valid);
+    const int64_t pw = ki_conv2d_ov_pw(c, valid);
     _Alignas(64) float t[KI_OV_PW_MAX * KI_OV_MV];
     for (int64_t ob = ob0; ob < ob1; ob++) {
         const float *a = c->wino_u + (pos * nob + ob) * ic * KI_OV_MV;
@@ -366,10 +366,10 @@ static void wino_products_ov(const wino_run *r, int64_t pos, const float *vpanel
 }
 
 /* The columns of panel p that hold tiles (of `tiles` from panel 0) and their OV block width. */
-static int64_t panel_cols(int64_t tiles, int64_t p, int64_t *pw)
+static int64_t panel_cols(const ki_conv2d *c, int64_t tiles, int64_t p, int64_t *pw)
 {
     int64_t valid = panel_valid(tiles, p);
-    *pw = ki_conv2d_ov_pw(valid);
+    *pw = ki_conv2d_ov_pw(c, valid);
     return valid;
 }
 
@@ -410,7 +410,7 @@ static void wino_products_h(const wino_run *r, const float *vpanel, int64_t vps,
                 ki_ov_pf pf = { nx + l0 * 64,
                                 (nbytes * (pos + 1) / KI_WINO_H_NPOS + 63) / 64 - l0 };
                 for (int64_t p = 0; p < npan; p++) {
-                    int64_t pw, valid = panel_cols(tiles, p, &pw);
+                    int64_t pw, valid = panel_cols(c, tiles, p, &pw);
                     for (int64_t j0 = 0; j0 < valid; j0 += pw) {
                         int64_t nr = valid - j0 < pw ? valid - j0 : pw;
                         c->ov_uk(kc, u + pos * ups,
@@ -425,7 +425,7 @@ static void wino_products_h(const wino_run *r, const float *vpanel, int64_t vps,
         int64_t rows = oc - ob * KI_OV_MV < KI_OV_MV ? oc - ob * KI_OV_MV : KI_OV_MV;
         for (int64_t pos = 0; pos < KI_WINO_H_NPOS; pos++) {
             for (int64_t p = 0; p < npan; p++) {
-                int64_t pw, valid = panel_cols(tiles, p, &pw);
+                int64_t pw, valid = panel_cols(c, tiles, p, &pw);
                 for (int64_t j0 = 0; j0 < valid; j0 += pw) {
                     int64_t nr = valid - j0 < pw ? valid - j0 : pw;
                     c->ov_st(t + pos * tps + (p * KI_GEMM_NR + j0) * KI_OV_MV, rows, nr,

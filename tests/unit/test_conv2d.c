@@ -394,10 +394,23 @@ static void test_ov_blocks(void **unused)
     static const int64_t n[8] = { 1, 7, 12, 13, 32, 49, 196, 1000 };
     static const int64_t want[8] = { 1, 7, 12, 7, 11, 10, 12, 12 };
     for (int i = 0; i < 8; i++) {
-        int64_t pw = ki_conv2d_ov_pw(n[i]), blocks = (n[i] + pw - 1) / pw;
+        int64_t pw = ki_conv2d_ov_pw_equal(n[i]), blocks = (n[i] + pw - 1) / pw;
         assert_int_equal(pw, want[i]);
         assert_true(blocks * pw - n[i] < blocks); /* less than one pixel of padding per block */
+        assert_int_equal(blocks, ki_conv2d_ov_blocks(n[i]));
     }
+#if KI_HAVE_X86
+    /* AVX2: blocks of 12 where their tiles run fewer k loops (49: 4 x 12 + 1, 17 loops, not
+     * 4 x 10 + 9, 19; 14: 12 + 2, 5, not 7 + 7, 6; 32: 12 + 12 + 8, 11, not 11 + 11 + 10, 12),
+     * else equal blocks (16: 8 + 8 and 12 + 4 both 6; 13: 7 + 6 and 12 + 1 both 5) */
+    static const int64_t m[7] = { 7, 13, 14, 16, 32, 49, 196 };
+    static const int64_t mwant[7] = { 7, 7, 12, 8, 12, 12, 12 };
+    for (int i = 0; i < 7; i++) {
+        int64_t pw = ki_ov_pw_avx2(m[i]);
+        assert_int_equal(pw, mwant[i]);
+        assert_int_equal((m[i] + pw - 1) / pw, ki_conv2d_ov_blocks(m[i]));
+    }
+#endif
 }
 
 /* The OV path shared by pixels (more pixels than output channels: 196 > 32; 17 blocks of 12
