@@ -647,8 +647,10 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
     }
     if (c->dwf) { /* after the second layer only its activation (one its kernel applies) */
         ki_conv2d t = *c->dwf;
+        ki_gemm_fin f;
         if (next->n_inputs != 1 || slot != 0 || !ki_cv_fuse_act(&t.ep, next) ||
-            !(c->dwf_dense || ki_conv2d_dw3_ok(&t))) {
+            !(c->dwf_dense || ki_conv2d_dw3_ok(&t)) ||
+            (c->dwf_c8 && !ki_gemm_fin_of(&t.ep, 0, NULL, &f))) { /* the ch8 blocks': a clamp */
             return false;
         }
         c->dwf->ep = t.ep;
@@ -672,6 +674,24 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
             c->dwf->ws2_u = NULL;
         }
         return c->dwf != NULL;
+    }
+    if (slot == 0 && next->n_inputs == 1 && depthwise_over(c, next) && ki_conv2d_is_pointwise(c)) {
+        void *d = NULL;
+        ki_error e;
+        if (conv_create(next, &d, &e) != KI_OK) {
+            return false;
+        }
+        /* small planes: a channel block at a time on c's OV weights (ki_conv2d_ovdw_ok) */
+        if (!ki_conv2d_want_ovdw(c, d, next) ||
+            (!c->ov_a && ki_conv2d_ov_prepare(c, false, &e) != KI_OK)) {
+            conv_destroy(d);
+            return false;
+        }
+        c->dwf = d;
+        c->dwf_c8 = true;
+        free(c->dwf->ws2_u);
+        c->dwf->ws2_u = NULL;
+        return true;
     }
     int pool_pad;
     bool pool_ceil;

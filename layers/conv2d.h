@@ -161,6 +161,9 @@ typedef struct ki_conv2d {
      * band with this one (ki_conv2d_forward_pwdw) */
     struct ki_conv2d *dwf;
     bool dwf_dense; /* dwf is a dense layer instead (see ki_conv2d_pwdw_dense_fits) */
+    /* dwf is a small 3x3 depthwise layer run channel block by channel block with this 1x1 one on
+     * its OV weights instead of in bands (ki_conv2d_ovdw_ok) */
+    bool dwf_c8;
     /* The only consumer of the output (after any activation absorbed) is a depthwise layer over
      * its channels that fuse() was offered and did not absorb (see ki_conv2d_gemm_private) */
     bool next_dw;
@@ -574,6 +577,21 @@ int64_t ki_conv2d_dw_granule(const ki_conv2d *c, const ki_conv2d_geom *g);
  * residual: conv2d_dw_avx2.c's ch8 blocks; a run's planes past its last group of eight of an
  * image go through the other blocks). */
 bool ki_conv2d_dw3_ch8_avx2(const ki_conv2d *c, const ki_conv2d_geom *g);
+/* A 1x1 layer c and the small 3x3 depthwise layer d after it (c->dwf_c8), AVX2 (conv2d_dw_avx2.c):
+ * each thread takes 32-channel blocks of c's output (ki_share); a block's OV tiles (c->ov_a,
+ * c's bias and clamp in the kernel, the same sums as its GEMM) are stored as the four 8-channel
+ * groups' pixel vectors straight into zero-padded planes in L1, where the eight-channel
+ * depthwise kernel (the ch8 blocks: the same sums as on its own) reads them. c's output is never
+ * written and has no 8x8 transposes on either side: the OV tile is already pixel-major.
+ * ki_conv2d_ovdw_ok: c is 1x1 (one group, OV weights that are float32 or can be made so, a
+ * clamp-type activation), its channels a multiple of 8, d the ch8 blocks' kind of layer
+ * (ki_conv2d_dw3_ch8_avx2) over geometry dg, and a thread's four padded groups and one group's
+ * output within L1. */
+bool ki_conv2d_ovdw_ok(const ki_conv2d *c, const ki_conv2d *d, const ki_conv2d_geom *dg);
+bool ki_conv2d_want_ovdw(const ki_conv2d *c, const ki_conv2d *d, const ki_op_desc *next);
+size_t ki_conv2d_ovdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g);
+void ki_conv2d_forward_ovdw_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                                 float *restrict out, const ki_exec *ex);
 /* The AVX2 kernel's planes of 4 to 8 output columns (p0 <= p < p1) when c's planes are such, else
  * false and nothing done: the AVX-512 kernel's 3x3 stride-1 planes of that width go there. */
 bool ki_conv2d_dw3_narrow_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,

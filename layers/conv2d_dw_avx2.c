@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "../core/team.h"
 #include "conv2d.h"
 #include "conv_common.h"
 #include "simd_avx2.h"
@@ -1067,24 +1068,15 @@ static inline __attribute__((always_inline)) void ch8_tr_load(const float *src, 
     ki_tr8(&v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
 }
 
-/* The planes p .. p + 7 (one image's channels ch .. ch + 7) of in into out through the blocks xp
- * (padded input, its border zeros) and xo (output); at[i]: pixel i's place in xp. A block of eight
- * pixels from pixel i, the last one from n - 8 (it overlaps the one before unless n is a multiple
- * of eight; the shared pixels get the same values twice). */
-static void ch8_group(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t ch,
-                      float *restrict out, float *xp, float *xo, const int32_t *at)
+/* Channels ch .. ch + 7 of the padded block xp (their input, zero borders) through the output block
+ * xo into their planes at out: the nine taps, the bias and the clamp, then eight pixels at a time
+ * transposed back into the planes (the last eight from ohw - 8: they overlap the ones before unless
+ * ohw is a multiple of eight; the shared pixels get the same values twice). */
+static void ch8_finish(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t ch, const float *xp,
+                       float *xo, float *restrict out)
 {
-    const int64_t hw = g->in.h * g->in.w, ow = g->ow, ohw = g->oh * ow, wp = g->in.w + 2;
+    const int64_t ow = g->ow, ohw = g->oh * ow, wp = g->in.w + 2;
     const int s = (int)c->sw;
-    for (int64_t i = 0; i < hw; i += 8) {
-        const int64_t b = i + 8 <= hw ? i : hw - 8;
-        __m256 v[8];
-        ch8_tr_load(in, hw, b, v);
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            _mm256_store_ps(xp + at[b + j] * 8, v[j]);
-        }
-    }
     __m256 wv[9];
     const float *w = c->weight + ch * 9;
     for (int t = 0; t < 9; t++) {
@@ -1113,6 +1105,37 @@ static void ch8_group(const ki_conv2d *c, const ki_conv2d_geom *g, const float *
     }
 }
 
+/* The planes p .. p + 7 (one image's channels ch .. ch + 7) of in into out through the blocks xp
+ * (padded input, its border zeros) and xo (output); at[i]: pixel i's place in xp. A block of eight
+ * pixels from pixel i, the last one from n - 8 (as in ch8_finish). */
+static void ch8_group(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t ch,
+                      float *restrict out, float *xp, float *xo, const int32_t *at)
+{
+    const int64_t hw = g->in.h * g->in.w;
+    for (int64_t i = 0; i < hw; i += 8) {
+        const int64_t b = i + 8 <= hw ? i : hw - 8;
+        __m256 v[8];
+        ch8_tr_load(in, hw, b, v);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            _mm256_store_ps(xp + at[b + j] * 8, v[j]);
+        }
+    }
+    ch8_finish(c, g, ch, xp, xo, out);
+}
+
+/* Each pixel's place in the zero-padded planes of ch8 blocks (one more row and column on each
+ * side) of geometry g. */
+static void ch8_places(const ki_conv2d_geom *g, int32_t *at)
+{
+    const int64_t w = g->in.w;
+    for (int64_t y = 0, i = 0; y < g->in.h; y++) {
+        for (int64_t x = 0; x < w; x++, i++) {
+            at[i] = (int32_t)((y + 1) * (w + 2) + x + 1);
+        }
+    }
+}
+
 /* The planes p0 <= p < p1 (batch-major) in groups of eight of one image (ch8_group), the planes
  * left at the end of an image's run through `rest`. */
 static void ch8_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in, int64_t p0,
@@ -1126,11 +1149,7 @@ static void ch8_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const float 
     const int64_t np = (g->in.h + 2) * (w + 2), nch = c->in_ch;
     float *xp = buf, *xo = buf + np * 8;
     memset(xp, 0, (size_t)np * 8 * sizeof *xp);
-    for (int64_t y = 0, i = 0; y < g->in.h; y++) {
-        for (int64_t x = 0; x < w; x++, i++) {
-            at[i] = (int32_t)((y + 1) * (w + 2) + x + 1);
-        }
-    }
+    ch8_places(g, at);
     for (int64_t p = p0; p < p1;) {
         const int64_t img_end = p - p % nch + nch, end = img_end < p1 ? img_end : p1;
         for (; p + 8 <= end; p += 8) {
@@ -1141,6 +1160,143 @@ static void ch8_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const float 
             p = end;
         }
     }
+}
+
+/* One 32-channel block ob of image img of c (k input planes at x, hw pixels) on its OV weights,
+ * pixel block by pixel block into the tile t, each finished tile handed to put (c's bias and clamp
+ * applied in the kernel, on the last k block): the sums of c's GEMM tiles, in the same k order. */
+typedef struct ovdw_block {
+    const ki_conv2d *c;
+    const float *x;
+    int64_t ob, nob, k, hw, pw;
+    const float *bias; /* 32 values, zero past the block's channels, or NULL */
+    float lo, hi;
+} ovdw_block;
+
+static inline __attribute__((always_inline)) void
+ovdw_tiles(const ovdw_block *b, float *t, void (*put)(void *, const float *, int64_t, int64_t),
+           void *ctx)
+{
+    /* the next block's weights come from L2 or memory: each pixel block's kernel calls ask for a
+     * share of the same k block's lines of them (ki_ov_pf), as the OV path does */
+    const int64_t nb = (b->hw + b->pw - 1) / b->pw, nx = (b->ob + 1) % b->nob;
+    for (int64_t j0 = 0, pb = 0; j0 < b->hw; j0 += b->pw, pb++) {
+        const int64_t nr = b->hw - j0 < b->pw ? b->hw - j0 : b->pw;
+        for (int64_t k0 = 0; k0 < b->k; k0 += KI_OV_KC) {
+            const int64_t kc = b->k - k0 < KI_OV_KC ? b->k - k0 : KI_OV_KC;
+            const bool last = k0 + kc >= b->k;
+            const int64_t lines = kc * KI_OV_MV * (int64_t)sizeof(float) / 64;
+            const int64_t q0 = pb * lines / nb, q1 = (pb + 1) * lines / nb;
+            const float *na = b->c->ov_a + (k0 * b->nob + nx * kc) * KI_OV_MV;
+            const ki_ov_pf pf = { (const char *)na + q0 * 64, q1 - q0 };
+            b->c->ov_uk(kc, b->c->ov_a + (k0 * b->nob + b->ob * kc) * KI_OV_MV,
+                        b->x + k0 * b->hw + j0, (int)nr, b->hw, k0 > 0, last ? b->bias : NULL,
+                        last ? b->lo : -INFINITY, last ? b->hi : INFINITY, t, pf);
+        }
+        put(ctx, t, j0, nr);
+    }
+}
+
+/* Where a block's tiles go on the fast path: each pixel's channel groups (rows / 8 of them) into
+ * the zero-padded planes xp (np pixels of 8 floats apart), at its place at[j]. */
+typedef struct ovdw_planes8 {
+    float *xp;
+    const int32_t *at;
+    int64_t np, groups;
+} ovdw_planes8;
+
+static void ovdw_put8(void *ctx, const float *t, int64_t j0, int64_t nr)
+{
+    const ovdw_planes8 *p = ctx;
+    for (int64_t j = 0; j < nr; j++) {
+        float *d = p->xp + (int64_t)p->at[j0 + j] * 8;
+        for (int64_t q = 0; q < p->groups; q++) {
+            _mm256_store_ps(d + q * p->np * 8, _mm256_load_ps(t + j * KI_OV_MV + q * 8));
+        }
+    }
+}
+
+/* On the other path: the tile as the block's planes (row stride hw). */
+typedef struct ovdw_planes {
+    float *y;
+    int64_t rows, hw;
+} ovdw_planes;
+
+static void ovdw_put_planes(void *ctx, const float *t, int64_t j0, int64_t nr)
+{
+    const ovdw_planes *p = ctx;
+    ki_ov_tile_store_avx2(t, p->rows, nr, p->y + j0, p->hw, NULL, -INFINITY, INFINITY);
+}
+
+/* The team's blocks (image, 32-channel block of c's output), taken as they come free (ki_share). */
+static void ovdw_body(void *arg, const ki_part *pt)
+{
+    const ki_conv2d_job *j = arg;
+    const ki_conv2d *c = j->c, *d = c->dwf;
+    const ki_conv2d_geom *g = j->g;
+    ki_conv2d_geom dg;
+    if (ki_conv2d_pwdw_geom(c, g, &dg, NULL) != KI_OK) {
+        return; /* conv_forward checked the workspace */
+    }
+    const bool fast = ki_conv2d_ovdw_ok(c, d, &dg);
+    const int64_t ch = c->out_ch, k = c->in_ch, hw = g->in.h * g->in.w, ohw = dg.oh * dg.ow;
+    const int64_t nob = (ch + KI_OV_MV - 1) / KI_OV_MV, np = (dg.in.h + 2) * (dg.in.w + 2);
+    float *ws = ki_exec_slice(j->ex, pt->tid);
+    ws = (float *)(void *)((char *)ws + (64 - (uintptr_t)ws % 64) % 64);
+    float *xp = ws, *xo = xp + (4 * np * 8 + 15) / 16 * 16;
+    float *t = fast ? xo + (ohw * 8 + 15) / 16 * 16 : ws + KI_OV_MV * hw;
+    int32_t *at = (int32_t *)(void *)(t + KI_OV_PW_MAX * KI_OV_MV);
+    if (fast) {
+        memset(xp, 0, (size_t)(4 * np * 8) * sizeof *xp); /* the borders stay zero */
+        ch8_places(&dg, at);
+    }
+    ki_gemm_fin f;
+    ki_gemm_fin_of(&c->ep, 0, NULL, &f); /* ki_conv2d_ovdw_ok: a clamp */
+    ki_share_begin(pt, g->in.n * nob);
+    for (int64_t it = ki_share_take(pt->share, pt->tid); it >= 0;
+         it = ki_share_take(pt->share, pt->tid)) {
+        const int64_t img = it / nob, ob = it % nob, oc0 = ob * KI_OV_MV;
+        const int64_t rows = ch - oc0 < KI_OV_MV ? ch - oc0 : KI_OV_MV;
+        _Alignas(32) float bias[KI_OV_MV];
+        for (int64_t r = 0; r < KI_OV_MV; r++) {
+            bias[r] = c->ep.bias && r < rows ? c->ep.bias[oc0 + r] : 0.0f;
+        }
+        const ovdw_block b = { .c = c,
+                               .x = j->in + img * k * hw,
+                               .ob = ob,
+                               .nob = nob,
+                               .k = k,
+                               .hw = hw,
+                               .pw = ki_conv2d_ov_pw(c, hw),
+                               .bias = c->ep.bias ? bias : NULL,
+                               .lo = f.lo,
+                               .hi = f.hi };
+        float *out = j->out + (img * ch + oc0) * ohw;
+        if (fast) {
+            ovdw_planes8 p8 = { xp, at, np, rows / 8 };
+            ovdw_tiles(&b, t, ovdw_put8, &p8);
+            for (int64_t q = 0; q < rows / 8; q++) {
+                ch8_finish(d, &dg, oc0 + q * 8, xp + q * np * 8, xo, out + q * 8 * ohw);
+            }
+        } else { /* the block's planes, then the depthwise kernel on them as a layer of its own */
+            ovdw_planes pl = { ws, rows, hw };
+            ovdw_tiles(&b, t, ovdw_put_planes, &pl);
+            ki_conv2d dd = *d;
+            dd.weight = d->weight + oc0 * d->kh * d->kw;
+            dd.ep.bias = d->ep.bias ? d->ep.bias + oc0 : NULL;
+            dd.in_ch = dd.out_ch = dd.groups = rows;
+            ki_conv2d_geom bg = dg;
+            bg.in.n = 1, bg.in.c = rows;
+            d->dw3_planes(&dd, &bg, ws, 0, rows, out);
+        }
+    }
+}
+
+void ki_conv2d_forward_ovdw_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                                 float *restrict out, const ki_exec *ex)
+{
+    ki_conv2d_job j = { c, g, in, out, ex, false };
+    ki_team_run(ex, ovdw_body, &j);
 }
 
 static void dw3_other_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,

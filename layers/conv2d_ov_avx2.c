@@ -215,26 +215,12 @@ void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64
         ki_ov_ukernel_ref(k, a, b, pw, ldb, acc, bias, lo, hi, t, pf);
         return;
     }
+    typedef void (*shape_fn)(int64_t, const float *, const float *, int64_t, bool, const float *,
+                             float, float, float *restrict, ki_ov_pf);
+    static const shape_fn shapes[7] = { [1] = ov_group1, [2] = ov_group2, [3] = ov_group3,
+                                        [5] = ov_halves5, [6] = ov_halves6 };
     for (const ov_step *s = ov_plans[pw]; s->kind; s++) {
-        const int j = s->j;
-        float *tj = t + j * KI_OV_MV;
-        switch (s->kind) {
-        case 1:
-            ov_group1(k, a, b + j, ldb, acc, bias, lo, hi, tj, pf);
-            break;
-        case 2:
-            ov_group2(k, a, b + j, ldb, acc, bias, lo, hi, tj, pf);
-            break;
-        case 3:
-            ov_group3(k, a, b + j, ldb, acc, bias, lo, hi, tj, pf);
-            break;
-        case 5:
-            ov_halves5(k, a, b + j, ldb, acc, bias, lo, hi, tj, pf);
-            break;
-        default:
-            ov_halves6(k, a, b + j, ldb, acc, bias, lo, hi, tj, pf);
-            break;
-        }
+        shapes[s->kind](k, a, b + s->j, ldb, acc, bias, lo, hi, t + s->j * KI_OV_MV, pf);
         pf = KI_OV_NO_PF;
     }
 }

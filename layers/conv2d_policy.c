@@ -487,6 +487,58 @@ bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next)
     return bytes >= ki_conv2d_pwdw_min_bytes(c->isa);
 }
 
+/* Floats of a thread's slice for ki_conv2d_forward_ovdw_avx2 over the depthwise geometry dg: its
+ * four zero-padded 8-channel groups of c's output, one group's depthwise output, an OV tile and
+ * the pixels' places in the padded planes (int32, as floats), each part on a 64-byte line. */
+static int64_t ovdw_fast_floats(const ki_conv2d_geom *dg)
+{
+    const int64_t np = (dg->in.h + 2) * (dg->in.w + 2);
+    return (4 * np * 8 + 15) / 16 * 16 + (dg->oh * dg->ow * 8 + 15) / 16 * 16 +
+           KI_OV_PW_MAX * KI_OV_MV + (dg->in.h * dg->in.w + 15) / 16 * 16;
+}
+
+bool ki_conv2d_ovdw_ok(const ki_conv2d *c, const ki_conv2d *d, const ki_conv2d_geom *dg)
+{
+#if KI_HAVE_X86
+    ki_gemm_fin f;
+    return c->ov_uk == ki_ov_ukernel_avx2 && d->dw3_planes == ki_conv2d_dw3_planes_avx2 &&
+           ki_conv2d_is_pointwise(c) && c->groups == 1 && !c->residual && !c->res && !c->ov_h &&
+           (c->ov_a || c->weight) && ki_gemm_fin_of(&c->ep, 0, NULL, &f) && c->out_ch % 8 == 0 &&
+           d->groups == c->out_ch && d->in_ch == c->out_ch && d->out_ch == c->out_ch &&
+           !d->residual && ki_conv2d_dw3_ch8_avx2(d, dg) &&
+           ovdw_fast_floats(dg) * (int64_t)sizeof(float) <= (int64_t)ki_cpu_get()->l1d;
+#else
+    (void)c, (void)d, (void)dg;
+    return false;
+#endif
+}
+
+/* Whether c takes d (created from op next) as its dwf_c8 layer: ki_conv2d_ovdw_ok at the
+ * declared geometry, which a run at another size keeps (ki_conv2d_forward_ovdw_avx2 then stores
+ * the OV tiles as planes and hands them to the depthwise kernel). */
+bool ki_conv2d_want_ovdw(const ki_conv2d *c, const ki_conv2d *d, const ki_op_desc *next)
+{
+    const ki_shape *decl = declared_input(next);
+    ki_conv2d_geom dg;
+    return decl && declared_geom(d, decl, &dg) && ki_conv2d_ovdw_ok(c, d, &dg);
+}
+
+size_t ki_conv2d_ovdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    ki_conv2d_geom dg;
+    int64_t floats;
+    if (!c->dwf || ki_conv2d_pwdw_geom(c, g, &dg, NULL) != KI_OK) {
+        return 0;
+    }
+    if (ki_conv2d_ovdw_ok(c, c->dwf, &dg)) {
+        floats = ovdw_fast_floats(&dg);
+    } else if (!ki_ckd_mul_i64(&floats, KI_OV_MV, g->in.h * g->in.w) ||
+               !ki_ckd_add_i64(&floats, floats, KI_OV_PW_MAX * KI_OV_MV + 16)) {
+        return 0; /* the block's planes and an OV tile */
+    }
+    return floats < INT64_MAX / 8 ? ((size_t)floats * sizeof(float) + 127) / 64 * 64 : 0;
+}
+
 /* The even / odd order moves the deinterleaving from the depthwise layer's out_ch planes to the 1x1
  * layer's packing of its k input rows, so it is taken for expansions only (k < out_ch); measured on
  * mobilenet_v2's two (16 -> 96 and 24 -> 144: docs/performance.md, thirty-sixth session). */
@@ -536,6 +588,8 @@ void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_
     const char *isa = ki_isa_name(c->isa);
     if (c->pool) {
         snprintf(buf, n, "direct+maxpool %s", isa);
+    } else if (c->dwf && c->dwf_c8) {
+        snprintf(buf, n, "small-output+depthwise by channel blocks %s", isa);
     } else if (c->dwf) {
         ki_conv2d_geom dg;
         const bool eo = ki_conv2d_pwdw_geom(c, &g, &dg, NULL) == KI_OK && ki_conv2d_pwdw_eo(c, &dg);

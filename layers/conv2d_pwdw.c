@@ -134,6 +134,9 @@ size_t ki_conv2d_pwdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
     ki_conv2d_geom dg;
     pwdw_plan p;
+    if (c->dwf_c8) {
+        return ki_conv2d_ovdw_workspace(c, g);
+    }
     if (ki_conv2d_pwdw_geom(c, g, &dg, NULL) != KI_OK || !plan_of(c, &dg, &p)) {
         return 0;
     }
@@ -342,6 +345,12 @@ static void pwdw_body(void *arg, const ki_part *pt)
 void ki_conv2d_forward_pwdw(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                             float *restrict out, const ki_exec *ex)
 {
+#if KI_HAVE_X86
+    if (c->dwf_c8) { /* channel block by channel block instead (ki_conv2d_ovdw_ok) */
+        ki_conv2d_forward_ovdw_avx2(c, g, in, out, ex);
+        return;
+    }
+#endif
     ki_conv2d_job j = { c, g, in, out, ex, false };
     ki_team_run(ex, pwdw_body, &j);
 }

@@ -958,6 +958,29 @@ static void fused_equals_pair(const ki_layer_ops *ops, void *plain, void *second
     }
 }
 
+/* plain: first + act1; pdw: dw + act2; fused: first + act1 + dw + act2 when fuses, else dw refused
+ * (then all three destroyed and false); ops: nn.Conv2d's. */
+static bool fused_trio(const top *first, const top *act1, const top *dw, const top *act2,
+                       bool fuses, const ki_layer_ops **ops, void **plain, void **pdw,
+                       void **fused)
+{
+    ki_error err = { 0 };
+    assert_int_equal(top_create(first, ops, plain, &err), KI_OK);
+    assert_int_equal(top_create(dw, ops, pdw, &err), KI_OK);
+    assert_int_equal(top_create(first, ops, fused, &err), KI_OK);
+    assert_true((*ops)->fuse(*plain, &act1->d, 0));
+    assert_true((*ops)->fuse(*pdw, &act2->d, 0));
+    assert_true((*ops)->fuse(*fused, &act1->d, 0));
+    if (!fuses) {
+        assert_false((*ops)->fuse(*fused, &dw->d, 0));
+        (*ops)->destroy(*plain), (*ops)->destroy(*pdw), (*ops)->destroy(*fused);
+        return false;
+    }
+    assert_true((*ops)->fuse(*fused, &dw->d, 0));
+    assert_true((*ops)->fuse(*fused, &act2->d, 0));
+    return true;
+}
+
 /* With AVX2 or AVX-512 (each level the CPU has, ki_cpu_set_isa), a 1x1 layer or a stem on the
  * direct path takes the 3x3 or 5x5 depthwise layer after it (and that layer's activation: ReLU6
  * after a 3x3 one, SiLU after a 5x5 one) when the param file declares the data between them at
@@ -1010,19 +1033,9 @@ static void pwdw_fuse_at_level(void)
         }
         ops->destroy(t);
         /* the fused layer against the two */
-        assert_int_equal(top_create(first, &ops, &plain, &err), KI_OK);
-        assert_int_equal(top_create(&dw, &ops, &pdw, &err), KI_OK);
-        assert_int_equal(top_create(first, &ops, &fused, &err), KI_OK);
-        assert_true(ops->fuse(plain, &r1.d, 0));
-        assert_true(ops->fuse(pdw, &act2->d, 0));
-        assert_true(ops->fuse(fused, &r1.d, 0));
-        if (!fuses) {
-            assert_false(ops->fuse(fused, &dw.d, 0));
-            ops->destroy(plain), ops->destroy(pdw), ops->destroy(fused);
+        if (!fused_trio(first, &r1, &dw, act2, fuses, &ops, &plain, &pdw, &fused)) {
             continue;
         }
-        assert_true(ops->fuse(fused, &dw.d, 0));
-        assert_true(ops->fuse(fused, &act2->d, 0));
         assert_false(ops->fuse(fused, &r2.d, 0)); /* one activation */
         fused_equals_pair(ops, plain, pdw, fused, sizes, sizeof sizes / sizeof sizes[0], ic, x, &s,
                           (int)q);
@@ -1034,6 +1047,79 @@ static void test_pwdw_fuse(void **unused)
 {
     (void)unused;
     at_each_level(pwdw_fuse_at_level);
+}
+
+/* With AVX2 (the level, not AVX-512's), a 1x1 layer takes the small 3x3 depthwise layer after it
+ * (and its ReLU6) when the param file declares planes that the eight-channel depthwise blocks and
+ * a thread's four padded channel groups fit in L1 (c->dwf_c8, ki_conv2d_ovdw_ok): the fused layer
+ * equals the 1x1 layer + ReLU6, then the depthwise layer + ReLU6, bit for bit, at strides 1 and 2,
+ * channels past the last whole 32-channel block, two k blocks (160 input channels), odd sizes,
+ * batch 2, and run at sizes other than the declared one (28x28, too large for the blocks; 3x3 to
+ * 2x2 at stride 2, too few pixels), which go through the block's planes instead, on 1-3
+ * threads. Refused: channels not a multiple of 8, a Hardswish after the depthwise layer. */
+static void ovdw_fuse_at_level(void)
+{
+    enum { CHMAX = 96, ICMAX = 160 };
+    static float w1[CHMAX * ICMAX], b1[CHMAX], w2[CHMAX * 9], b2[CHMAX], x[2 * ICMAX * 28 * 28];
+    static const int64_t cs[][5] = { /* in, out channels, declared h, w, stride */
+                                     { 24, 40, 14, 14, 1 },
+                                     { 24, 40, 14, 14, 2 },
+                                     { 160, 96, 7, 7, 1 },
+                                     { 16, 64, 9, 11, 2 },
+                                     { 40, 32, 5, 5, 1 }
+    };
+    uint64_t s = 29;
+    trng_fill(&s, w1, sizeof w1 / 4), trng_fill(&s, b1, CHMAX);
+    trng_fill(&s, w2, sizeof w2 / 4), trng_fill(&s, b2, CHMAX);
+    top pw, r1, r2, hsw, dw;
+    top_init(&r1, "nn.ReLU6", 1, 1);
+    top_init(&r2, "nn.ReLU6", 1, 1);
+    top_init(&hsw, "nn.Hardswish", 1, 1);
+    const bool fuses = ki_cpu_isa() == KI_ISA_AVX2;
+    for (int q = 0; q < 5; q++) {
+        const int64_t ic = cs[q][0], ch = cs[q][1], st = cs[q][4];
+        const int64_t dd[4] = { 1, ch, cs[q][2], cs[q][3] };
+        const ki_shape decl = ki_shape_make(4, dd);
+        const ki_layer_ops *ops;
+        void *plain, *pdw, *fused, *t;
+        ki_error err = { 0 };
+        /* refused: 36 channels; a Hardswish after the depthwise layer */
+        if (q == 0) {
+            const int64_t d36[4] = { 1, 36, 14, 14 };
+            const ki_shape decl36 = ki_shape_make(4, d36);
+            top_conv_like(&pw, "nn.Conv2d", ic, 36, 1, 1, 1, w1, b1);
+            dw_conv(&dw, 36, st, 3, w2, b2, &decl36);
+            assert_int_equal(top_create(&pw, &ops, &t, &err), KI_OK);
+            assert_true(ops->fuse(t, &r1.d, 0));
+            assert_false(ops->fuse(t, &dw.d, 0));
+            ops->destroy(t);
+        }
+        top_conv_like(&pw, "nn.Conv2d", ic, ch, 1, 1, 1, w1, b1);
+        dw_conv(&dw, ch, st, 3, w2, b2, &decl);
+        assert_int_equal(top_create(&pw, &ops, &t, &err), KI_OK);
+        assert_true(ops->fuse(t, &r1.d, 0));
+        assert_int_equal(ops->fuse(t, &dw.d, 0), fuses);
+        if (fuses) {
+            assert_false(ops->fuse(t, &hsw.d, 0));
+        }
+        ops->destroy(t);
+        if (!fused_trio(&pw, &r1, &dw, &r2, fuses, &ops, &plain, &pdw, &fused)) {
+            continue;
+        }
+        const int64_t sizes[][4] = { { 1, ic, cs[q][2], cs[q][3] },
+                                     { 2, ic, cs[q][2], cs[q][3] },
+                                     { 1, ic, 28, 28 },
+                                     { 1, ic, 3, 3 } };
+        fused_equals_pair(ops, plain, pdw, fused, sizes, sizeof sizes / sizeof sizes[0], ic, x, &s,
+                          100 + q);
+        ops->destroy(plain), ops->destroy(pdw), ops->destroy(fused);
+    }
+}
+
+static void test_ovdw_fuse(void **unused)
+{
+    (void)unused;
+    at_each_level(ovdw_fuse_at_level);
 }
 
 /* With AVX2 or AVX-512, a stem on the direct path or a 1x1 layer takes a dense 3x3 stride-2
@@ -1159,6 +1245,7 @@ int main(void)
         cmocka_unit_test(test_linear_fuse),
         cmocka_unit_test(test_pool_fuse),
         cmocka_unit_test(test_pwdw_fuse),
+        cmocka_unit_test(test_ovdw_fuse),
         cmocka_unit_test(test_pwdw_dense),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
