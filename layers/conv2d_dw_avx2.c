@@ -986,14 +986,20 @@ static int64_t ch8_floats(const ki_conv2d_geom *g)
 
 /* Of ki_conv2d_dw3_ok's layers: 3x3, padded by at most one (one on the top and the left),
  * a clamp-type activation and no residual; at least eight pixels in and out (a block of eight
- * for ki_tr8), both blocks within half of L1. */
-bool ki_conv2d_dw3_ch8_avx2(const ki_conv2d *c, const ki_conv2d_geom *g)
+ * for ki_tr8). */
+bool ki_conv2d_dw3_ch8_shape_avx2(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
     ki_gemm_fin f;
-    const int64_t n = ch8_floats(g);
     return ki_conv2d_dw3_ok(c) && c->kh == 3 && c->pt == 1 && c->pl == 1 && c->pb <= 1 &&
            c->pr <= 1 && !c->res && ki_gemm_fin_of(&c->ep, 0, NULL, &f) &&
-           g->in.h * g->in.w >= 8 && g->oh * g->ow >= 8 && n <= CH8_MAX_FLOATS &&
+           g->in.h * g->in.w >= 8 && g->oh * g->ow >= 8;
+}
+
+/* Those whose two blocks fit in half of L1. */
+bool ki_conv2d_dw3_ch8_avx2(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    const int64_t n = ch8_floats(g);
+    return ki_conv2d_dw3_ch8_shape_avx2(c, g) && n <= CH8_MAX_FLOATS &&
            n * (int64_t)sizeof(float) <= (int64_t)ki_cpu_get()->l1d / 2;
 }
 

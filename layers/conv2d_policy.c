@@ -505,8 +505,8 @@ bool ki_conv2d_ovdw_ok(const ki_conv2d *c, const ki_conv2d *d, const ki_conv2d_g
            ki_conv2d_is_pointwise(c) && c->groups == 1 && !c->residual && !c->res && !c->ov_h &&
            (c->ov_a || c->weight) && ki_gemm_fin_of(&c->ep, 0, NULL, &f) && c->out_ch % 8 == 0 &&
            d->groups == c->out_ch && d->in_ch == c->out_ch && d->out_ch == c->out_ch &&
-           !d->residual && ki_conv2d_dw3_ch8_avx2(d, dg) &&
-           ovdw_fast_floats(dg) * (int64_t)sizeof(float) <= (int64_t)ki_cpu_get()->l1d;
+           !d->residual && ki_conv2d_dw3_ch8_shape_avx2(d, dg) &&
+           ovdw_fast_floats(dg) * (int64_t)sizeof(float) <= (int64_t)ki_cpu_get()->l2 / 4;
 #else
     (void)c, (void)d, (void)dg;
     return false;

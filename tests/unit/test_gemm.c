@@ -987,8 +987,9 @@ static bool fused_trio(const top *first, const top *act1, const top *dw, const t
  * KI_PWDW_MIN_BYTES or more: the fused layer equals the first + ReLU6, then depthwise + its
  * activation, bit for bit, whatever the size (several bands per thread whose rows carry over, a
  * thread's last band shorter than four rows, planes of fewer than four rows, odd widths, batch
- * 2), at strides 1 and 2, on 1-3 threads. Refused: data declared smaller or not at all, a
- * depthwise layer over other channels, a GELU after it (its kernels do not apply it), a residual
+ * 2), at strides 1 and 2, on 1-3 threads. Refused: data declared smaller (taken by channel
+ * blocks instead after a 1x1 layer at avx2: test_ovdw_fuse) or not at all, a depthwise layer over
+ * other channels, a GELU after it (its kernels do not apply it), a residual
  * add. */
 static void pwdw_fuse_at_level(void)
 {
@@ -1016,10 +1017,16 @@ static void pwdw_fuse_at_level(void)
         const ki_layer_ops *ops;
         void *plain, *pdw, *fused, *t;
         ki_error err = { 0 };
-        /* the refusals */
+        /* the refusals; small planes after a 1x1 layer go channel block by channel block at
+         * avx2 instead (test_ovdw_fuse) */
+        const bool by_blocks = ki_cpu_isa() == KI_ISA_AVX2 && first == &pw && k == 3;
         assert_int_equal(top_create(first, &ops, &t, &err), KI_OK);
         dw_conv(&dw, CH, st, k, w2, b2, &decl_small);
-        assert_false(ops->fuse(t, &dw.d, 0));
+        assert_int_equal(ops->fuse(t, &dw.d, 0), by_blocks);
+        if (by_blocks) {
+            ops->destroy(t);
+            assert_int_equal(top_create(first, &ops, &t, &err), KI_OK);
+        }
         dw_conv(&dw, CH, st, k, w2, b2, NULL);
         assert_false(ops->fuse(t, &dw.d, 0));
         top_conv_like(&other, "nn.Conv2d", CH / 2, CH / 2, 3, 3, CH / 2, w2, b2);
@@ -1050,17 +1057,17 @@ static void test_pwdw_fuse(void **unused)
 }
 
 /* With AVX2 (the level, not AVX-512's), a 1x1 layer takes the small 3x3 depthwise layer after it
- * (and its ReLU6) when the param file declares planes that the eight-channel depthwise blocks and
- * a thread's four padded channel groups fit in L1 (c->dwf_c8, ki_conv2d_ovdw_ok): the fused layer
+ * (and its ReLU6) when the param file declares planes whose four padded channel groups fit a
+ * quarter of L2 (c->dwf_c8, ki_conv2d_ovdw_ok): the fused layer
  * equals the 1x1 layer + ReLU6, then the depthwise layer + ReLU6, bit for bit, at strides 1 and 2,
  * channels past the last whole 32-channel block, two k blocks (160 input channels), odd sizes,
- * batch 2, and run at sizes other than the declared one (28x28, too large for the blocks; 3x3 to
- * 2x2 at stride 2, too few pixels), which go through the block's planes instead, on 1-3
- * threads. Refused: channels not a multiple of 8, a Hardswish after the depthwise layer. */
+ * batch 2, and run at sizes other than the declared one (96x96, whose padded groups take more than
+ * a quarter of L2; 3x3 to 2x2 at stride 2, too few pixels), which go through the block's planes
+ * instead, on 1-3 threads. Refused: channels not a multiple of 8, a Hardswish after the depthwise layer. */
 static void ovdw_fuse_at_level(void)
 {
     enum { CHMAX = 96, ICMAX = 160 };
-    static float w1[CHMAX * ICMAX], b1[CHMAX], w2[CHMAX * 9], b2[CHMAX], x[2 * ICMAX * 28 * 28];
+    static float w1[CHMAX * ICMAX], b1[CHMAX], w2[CHMAX * 9], b2[CHMAX], x[ICMAX * 96 * 96];
     static const int64_t cs[][5] = { /* in, out channels, declared h, w, stride */
                                      { 24, 40, 14, 14, 1 },
                                      { 24, 40, 14, 14, 2 },
@@ -1108,7 +1115,7 @@ static void ovdw_fuse_at_level(void)
         }
         const int64_t sizes[][4] = { { 1, ic, cs[q][2], cs[q][3] },
                                      { 2, ic, cs[q][2], cs[q][3] },
-                                     { 1, ic, 28, 28 },
+                                     { 1, ic, 96, 96 },
                                      { 1, ic, 3, 3 } };
         fused_equals_pair(ops, plain, pdw, fused, sizes, sizeof sizes / sizeof sizes[0], ic, x, &s,
                           100 + q);
