@@ -657,40 +657,28 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
         return true;
     }
     c->next_dw = slot == 0 && depthwise_over(c, next);
-    if (slot == 0 && next->n_inputs == 1 && ki_conv2d_want_pwdw(c, next)) {
-        void *d = NULL;
+    /* the next layer run with this one: in bands (large data between them), or a channel block at
+     * a time on this 1x1 layer's OV weights (small planes, ki_conv2d_ovdw_ok) */
+    const bool bands = ki_conv2d_want_pwdw(c, next);
+    if (slot == 0 && next->n_inputs == 1 && (bands || (c->next_dw && ki_conv2d_is_pointwise(c)))) {
+        void *dv = NULL;
         ki_error e;
-        if (conv_create(next, &d, &e) != KI_OK) {
+        if (conv_create(next, &dv, &e) != KI_OK) {
             return false;
         }
-        c->dwf = d;
-        const bool dw = pwdw_takes(c, c->dwf); /* a depthwise layer (also of one channel) */
-        c->dwf_dense = !dw && dense_takes(c, c->dwf);
-        if (!dw && !c->dwf_dense) {
-            conv_destroy(c->dwf);
-            c->dwf = NULL;
-        } else { /* it runs in the bands: a two-phase Winograd form of its weights goes unused */
-            free(c->dwf->ws2_u);
-            c->dwf->ws2_u = NULL;
-        }
-        return c->dwf != NULL;
-    }
-    if (slot == 0 && next->n_inputs == 1 && depthwise_over(c, next) && ki_conv2d_is_pointwise(c)) {
-        void *d = NULL;
-        ki_error e;
-        if (conv_create(next, &d, &e) != KI_OK) {
-            return false;
-        }
-        /* small planes: a channel block at a time on c's OV weights (ki_conv2d_ovdw_ok) */
-        if (!ki_conv2d_want_ovdw(c, d, next) ||
-            (!c->ov_a && ki_conv2d_ov_prepare(c, false, &e) != KI_OK)) {
+        ki_conv2d *d = dv;
+        const bool dw = bands && pwdw_takes(c, d); /* a depthwise layer (also of one channel) */
+        c->dwf_dense = bands && !dw && dense_takes(c, d);
+        c->dwf_c8 = !bands && ki_conv2d_want_ovdw(c, d, next) &&
+                    (c->ov_a || ki_conv2d_ov_prepare(c, false, &e) == KI_OK);
+        if (!dw && !c->dwf_dense && !c->dwf_c8) {
             conv_destroy(d);
             return false;
         }
+        /* it runs with this layer: a two-phase Winograd form of its weights goes unused */
         c->dwf = d;
-        c->dwf_c8 = true;
-        free(c->dwf->ws2_u);
-        c->dwf->ws2_u = NULL;
+        free(d->ws2_u);
+        d->ws2_u = NULL;
         return true;
     }
     int pool_pad;

@@ -33,6 +33,13 @@ typedef void (*ki_wino_out_fn)(const float *m, int64_t pstride, float *q, const 
 #define KI_OV_MV     32
 #define KI_OV_PW_MAX 12
 #define KI_OV_KC     128 /* k block: a weight block (16 KiB) stays in L1 over the pixel blocks */
+/* Where channel block ob's weights for the k block from k0 (kc rows) start in the repacked weights
+ * of a layer with nob channel blocks (ki_conv2d.ov_a or ov_h, in elements): the k blocks one after
+ * another, each [nob][kc][KI_OV_MV]. */
+static inline int64_t ki_ov_block_at(int64_t k0, int64_t kc, int64_t nob, int64_t ob)
+{
+    return (k0 * nob + ob * kc) * KI_OV_MV;
+}
 /* Input channels from which a 1x1 layer read in place with more pixels than output channels runs
  * split over k (conv2d_ov.c: ov_split_k): two halves of at least 64. */
 #define KI_OV_SPLITK_MIN 128
@@ -683,6 +690,9 @@ bool ki_conv2d_ov_shape_ok(const ki_conv2d *c);
  * (ki_conv2d_ov_pw_equal), or where c's micro-kernel runs those slower (c->ov_pw: AVX2's
  * ki_ov_pw_avx2), blocks of KI_OV_PW_MAX and the rest. */
 int64_t ki_conv2d_ov_pw(const ki_conv2d *c, int64_t n);
+/* The bias of c's output channels oc0 .. oc0 + rows - 1 (rows <= KI_OV_MV) into buf, zero past
+ * them, for the OV kernel to add; NULL when c has no bias. */
+const float *ki_conv2d_ov_bias(const ki_conv2d *c, int64_t oc0, int64_t rows, float buf[KI_OV_MV]);
 int64_t ki_conv2d_ov_pw_equal(int64_t n);
 int64_t ki_ov_pw_avx2(int64_t n);
 /* Column blocks for n output pixels, ceil(n / KI_OV_PW_MAX): the same for either cut. */

@@ -1193,9 +1193,9 @@ ovdw_tiles(const ovdw_block *b, float *t, void (*put)(void *, const float *, int
             const bool last = k0 + kc >= b->k;
             const int64_t lines = kc * KI_OV_MV * (int64_t)sizeof(float) / 64;
             const int64_t q0 = pb * lines / nb, q1 = (pb + 1) * lines / nb;
-            const float *na = b->c->ov_a + (k0 * b->nob + nx * kc) * KI_OV_MV;
+            const float *na = b->c->ov_a + ki_ov_block_at(k0, kc, b->nob, nx);
             const ki_ov_pf pf = { (const char *)na + q0 * 64, q1 - q0 };
-            b->c->ov_uk(kc, b->c->ov_a + (k0 * b->nob + b->ob * kc) * KI_OV_MV,
+            b->c->ov_uk(kc, b->c->ov_a + ki_ov_block_at(k0, kc, b->nob, b->ob),
                         b->x + k0 * b->hw + j0, (int)nr, b->hw, k0 > 0, last ? b->bias : NULL,
                         last ? b->lo : -INFINITY, last ? b->hi : INFINITY, t, pf);
         }
@@ -1258,23 +1258,21 @@ static void ovdw_body(void *arg, const ki_part *pt)
     }
     ki_gemm_fin f;
     ki_gemm_fin_of(&c->ep, 0, NULL, &f); /* ki_conv2d_ovdw_ok: a clamp */
+    const int64_t pw = ki_conv2d_ov_pw(c, hw);
     ki_share_begin(pt, g->in.n * nob);
     for (int64_t it = ki_share_take(pt->share, pt->tid); it >= 0;
          it = ki_share_take(pt->share, pt->tid)) {
         const int64_t img = it / nob, ob = it % nob, oc0 = ob * KI_OV_MV;
         const int64_t rows = ch - oc0 < KI_OV_MV ? ch - oc0 : KI_OV_MV;
-        _Alignas(32) float bias[KI_OV_MV];
-        for (int64_t r = 0; r < KI_OV_MV; r++) {
-            bias[r] = c->ep.bias && r < rows ? c->ep.bias[oc0 + r] : 0.0f;
-        }
+        float buf[KI_OV_MV];
         const ovdw_block b = { .c = c,
                                .x = j->in + img * k * hw,
                                .ob = ob,
                                .nob = nob,
                                .k = k,
                                .hw = hw,
-                               .pw = ki_conv2d_ov_pw(c, hw),
-                               .bias = c->ep.bias ? bias : NULL,
+                               .pw = pw,
+                               .bias = ki_conv2d_ov_bias(c, oc0, rows, buf),
                                .lo = f.lo,
                                .hi = f.hi };
         float *out = j->out + (img * ch + oc0) * ohw;

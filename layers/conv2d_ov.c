@@ -43,7 +43,7 @@ int64_t ki_conv2d_ov_blocks(int64_t n)
     for (int64_t k0 = 0; k0 < k; k0 += KI_OV_KC) {                                                 \
         int64_t kc = k - k0 < KI_OV_KC ? k - k0 : KI_OV_KC;                                        \
         for (int64_t ob = 0; ob < nob; ob++) {                                                     \
-            int64_t at = (k0 * nob + ob * kc) * KI_OV_MV;                                          \
+            int64_t at = ki_ov_block_at(k0, kc, nob, ob);                                          \
             for (int64_t r = 0; r < KI_OV_MV; r++) {                                               \
                 int64_t o = ob * KI_OV_MV + r;                                                     \
                 for (int64_t q = 0; q < kc; q++) {                                                 \
@@ -444,7 +444,7 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
             for (int64_t it = lo; it < hi; it++) {
                 const int64_t ob = it % (nob * nb) / nb, pb = it % nb;
                 const int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
-                const int64_t at = (kb * nob + ob * kcb) * KI_OV_MV + (s0 - kb) * KI_OV_MV;
+                const int64_t at = ki_ov_block_at(kb, kcb, nob, ob) + (s0 - kb) * KI_OV_MV;
                 float *t = part + (size_t)h * half + (size_t)(ob * nb + pb) * (size_t)pw * KI_OV_MV;
                 const float *b = x + s0 * hw + j0;
                 if (c->ov_h) {
@@ -530,16 +530,21 @@ typedef struct ov_image {
 
 /* The bias of channel block oc0 (rows channels) into buf, zero past them, where the micro-kernel
  * adds it (clamp-type finishes); else NULL. */
-static const float *ov_block_bias(const ov_image *im, int64_t oc0, int64_t rows,
-                                  float buf[KI_OV_MV])
+const float *ki_conv2d_ov_bias(const ki_conv2d *c, int64_t oc0, int64_t rows, float buf[KI_OV_MV])
 {
-    if (!im->f->clamp || !im->c->ep.bias) {
+    if (!c->ep.bias) {
         return NULL;
     }
     for (int64_t r = 0; r < KI_OV_MV; r++) {
-        buf[r] = r < rows ? im->c->ep.bias[oc0 + r] : 0.0f;
+        buf[r] = r < rows ? c->ep.bias[oc0 + r] : 0.0f;
     }
     return buf;
+}
+
+static const float *ov_block_bias(const ov_image *im, int64_t oc0, int64_t rows,
+                                  float buf[KI_OV_MV])
+{
+    return im->f->clamp ? ki_conv2d_ov_bias(im->c, oc0, rows, buf) : NULL;
 }
 
 /* Tile (channel block oc0 of rows channels, pixel block pb): its k block of kc rows from k0 (the
@@ -557,12 +562,12 @@ static void ov_tile(const ov_image *im, const char *a, int64_t k0, int64_t kc, i
      * whole tile of its zero padding */
     const int64_t j0 = pb * im->pw, nr = im->n - j0 < im->pw ? im->n - j0 : im->pw;
     const float *b = im->packs ? im->bp + (pb * im->k + k0) * im->pw : im->x + k0 * im->hw + j0;
-    const int bw = (int)nr;
     const int64_t ldb = im->packs ? im->pw : im->hw;
     if (c->ov_h) {
-        c->ov_ukh(kc, (const uint16_t *)(const void *)a, b, bw, ldb, k0 > 0, bv, lo, hi, t, pf);
+        c->ov_ukh(kc, (const uint16_t *)(const void *)a, b, (int)nr, ldb, k0 > 0, bv, lo, hi, t,
+                  pf);
     } else {
-        c->ov_uk(kc, (const float *)(const void *)a, b, bw, ldb, k0 > 0, bv, lo, hi, t, pf);
+        c->ov_uk(kc, (const float *)(const void *)a, b, (int)nr, ldb, k0 > 0, bv, lo, hi, t, pf);
     }
     if (last) {
         ov_store(c, im->f, t, oc0, rows, j0, nr, im->n, im->y, im->res, im->gs, im->pw, im->nb);
@@ -592,11 +597,11 @@ static void ov_blocks_run(const ov_image *im, const ov_layout *l, float *tp, con
         for (int64_t k0 = 0; k0 < k; k0 += KI_OV_KC) {
             const int64_t kc = k - k0 < KI_OV_KC ? k - k0 : KI_OV_KC;
             const bool last = k0 + kc >= k;
-            const char *a = wa + (size_t)((k0 * nob + ob * kc) * KI_OV_MV) * esz;
+            const char *a = wa + (size_t)ki_ov_block_at(k0, kc, nob, ob) * esz;
             /* the weights of the next k block, or of the next item's first */
             const int64_t k1 = last ? 0 : k0 + kc, kc1 = k - k1 < KI_OV_KC ? k - k1 : KI_OV_KC;
             const int64_t ob1 = last ? (it + 1) / segs : ob;
-            const char *nx = ob1 < nob ? wa + (size_t)((k1 * nob + ob1 * kc1) * KI_OV_MV) * esz : a;
+            const char *nx = ob1 < nob ? wa + (size_t)ki_ov_block_at(k1, kc1, nob, ob1) * esz : a;
             const int64_t lines = ob1 < nob ? kc1 * KI_OV_MV * (int64_t)esz / 64 : 0;
             for (int64_t pb = p0; pb < p1; pb++) {
                 const int64_t q0l = (pb - p0) * lines / (p1 - p0);
@@ -712,7 +717,7 @@ static void ov_body(void *arg, const ki_part *me)
                     int64_t oc0 = ob * KI_OV_MV;
                     int64_t rows = c->out_ch - oc0 < KI_OV_MV ? c->out_ch - oc0 : KI_OV_MV;
                     float *t = tp + (k > KI_OV_KC ? u * pw * KI_OV_MV : 0);
-                    const int64_t at_a = (k0 * nob + ob * kc) * KI_OV_MV;
+                    const int64_t at_a = ki_ov_block_at(k0, kc, nob, ob);
                     const char *a =
                         c->ov_h ? (const char *)(c->ov_h + at_a) : (const char *)(c->ov_a + at_a);
                     /* the weights come from memory once per run, in blocks the hardware
