@@ -67,21 +67,41 @@ void ki_conv2d_pack3s2_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const k
  * plane's groups of eight of all the panels in a row (one run along its rows, where panel by
  * panel went plane by plane 32 columns at a time): eight that lie in one half of one row are the
  * even or odd floats of sixteen in that row (two loads, ki_deint8: the odd ones from the float
- * before, so no load reaches past the row), listed once with their places in the panels; other
- * groups go float by float, and the last panel's columns past nr are zeros. */
+ * before, so no load reaches past the row), listed once with their places in the panels; eight
+ * that start in a row's even half and end in its odd half (mobilenet_v2's 56-wide rows: one group
+ * in seven) are the last even floats of the row's last sixteen and the first odd ones of its first
+ * sixteen, rotated into place and blended (rows of at least sixteen); other groups go float by
+ * float, and the last panel's columns past nr are zeros. */
 void ki_conv2d_pack_eo_avx2(const float *x, int64_t ldb, int64_t w, int64_t j0, int64_t nr,
                             int64_t k, float *restrict dst)
 {
     enum { G = KI_GEMM_NR / 8, MAXG = KI_PACK_EO_PANELS * G };
-    int64_t src[2][MAXG], to[2][MAXG], rest[MAXG]; /* [0] even, [1] odd groups; the others */
-    int n[2] = { 0, 0 }, nrest = 0;
+    /* [0] even, [1] odd, [2] across the halves (src: the row's start); the others */
+    int64_t src[3][MAXG], to[3][MAXG], rest[MAXG];
+    int n[3] = { 0, 0, 0 }, nrest = 0;
+    /* a group across the halves with e even lanes: lane i is lane rot[i] = (i + 8 - e) % 8 of the
+     * row's last eight even floats (i < e) or of its first eight odd ones (i >= e: odd[i] set) */
+    __m256i rot[MAXG], odd[MAXG];
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const int64_t half = w / 2, np = (nr + KI_GEMM_NR - 1) / KI_GEMM_NR, ng = np * G;
     for (int64_t g = 0; g < ng; g++) {
-        const int64_t j = j0 + 8 * g, row = j / w, q = j % w, d = g / G * k * KI_GEMM_NR + g % G * 8;
-        const int kind = 8 * g + 8 > nr ? 2 : q + 8 <= half ? 0 : q >= half && q + 8 <= w ? 1 : 2;
+        const int64_t j = j0 + 8 * g, row = j / w, q = j % w,
+                      d = g / G * k * KI_GEMM_NR + g % G * 8;
+        int kind = 3;
+        if (8 * g + 8 <= nr && q + 8 <= w) {
+            kind = q + 8 <= half ? 0 : q >= half ? 1 : w >= 16 ? 2 : 3;
+        }
         if (kind < 2) {
             src[kind][n[kind]] = row * w + (q < half ? 2 * q : 2 * (q - half));
             to[kind][n[kind]++] = d;
+        } else if (kind == 2) {
+            const __m256i e = _mm256_set1_epi32((int)(half - q));
+            rot[n[2]] =
+                _mm256_and_si256(_mm256_sub_epi32(_mm256_add_epi32(lane, _mm256_set1_epi32(8)), e),
+                                 _mm256_set1_epi32(7));
+            odd[n[2]] = _mm256_cmpgt_epi32(_mm256_add_epi32(lane, _mm256_set1_epi32(1)), e);
+            src[2][n[2]] = row * w;
+            to[2][n[2]++] = d;
         } else {
             rest[nrest++] = g;
         }
@@ -96,6 +116,14 @@ void ki_conv2d_pack_eo_avx2(const float *x, int64_t ldb, int64_t w, int64_t j0, 
             const float *p = x + src[1][i];
             _mm256_storeu_ps(dst + to[1][i],
                              ki_deint8(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 1));
+        }
+        for (int i = 0; i < n[2]; i++) {
+            const float *p = x + src[2][i];
+            const __m256 ev = ki_deint8(_mm256_loadu_ps(p + w - 16), _mm256_loadu_ps(p + w - 8), 0);
+            const __m256 od = ki_deint8(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 1);
+            _mm256_storeu_ps(dst + to[2][i], _mm256_blendv_ps(_mm256_permutevar8x32_ps(ev, rot[i]),
+                                                              _mm256_permutevar8x32_ps(od, rot[i]),
+                                                              _mm256_castsi256_ps(odd[i])));
         }
         for (int i = 0; i < nrest; i++) {
             const int64_t g = rest[i];
