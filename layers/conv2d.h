@@ -580,6 +580,9 @@ void ki_conv2d_dw3_planes_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, cons
  * multiples of it): 8 where the AVX2 kernel takes c's planes eight channels at a time, else 1
  * (conv2d_policy.c). */
 int64_t ki_conv2d_dw_granule(const ki_conv2d *c, const ki_conv2d_geom *g);
+/* Whether c's planes go through the AVX2 kernel's eight-channel blocks (ki_conv2d_dw3_ch8_avx2),
+ * from the AVX2 or the AVX-512 kernel (conv2d_policy.c). */
+bool ki_conv2d_dw3_ch8_on(const ki_conv2d *c, const ki_conv2d_geom *g);
 /* Whether the AVX2 kernel takes c's planes eight channels at a time (small 3x3 planes, a clamp, no
  * residual: conv2d_dw_avx2.c's ch8 blocks; a run's planes past its last group of eight of an
  * image go through the other blocks). */

@@ -290,10 +290,13 @@ static inline __attribute__((always_inline)) void flat_store(const dw_plane *d, 
 void ki_conv2d_dw3_planes_avx512(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                  int64_t p0, int64_t p1, float *restrict out)
 {
-    /* 3x3 stride-1 planes of at most eight columns (mobilenet_v2's 7x7 layers) go as the AVX2
-     * kernel's narrow blocks (8 lanes, four rows at a time), which were faster than the flat
-     * plane of 16 lanes there; for 5x5 kernels and stride 2 they were not (docs/performance.md,
-     * thirty-fourth session) */
+    if (ki_conv2d_dw3_ch8_on(c, g)) { /* the AVX2 kernel's eight-channel blocks */
+        ki_conv2d_dw3_planes_avx2(c, g, in, p0, p1, out);
+        return;
+    }
+    /* other 3x3 stride-1 planes of at most eight columns go as the AVX2 kernel's narrow blocks (8
+     * lanes, four rows at a time), which were faster than the flat plane of 16 lanes there; for
+     * 5x5 kernels and stride 2 they were not (docs/performance.md, thirty-fourth session) */
     if (c->kh == 3 && c->sw == 1 && ki_conv2d_dw3_narrow_avx2(c, g, in, p0, p1, out)) {
         return;
     }

@@ -555,16 +555,25 @@ bool ki_conv2d_pwdw_eo(const ki_conv2d *c, const ki_conv2d_geom *dg)
            dg->in.w % 2 == 0 && dg->ow == dg->in.w / 2 && dg->ow >= 8;
 }
 
-int64_t ki_conv2d_dw_granule(const ki_conv2d *c, const ki_conv2d_geom *g)
+/* The AVX2 kernel's eight-channel blocks at either vector level; at AVX-512 only for output rows
+ * of at most eight columns, half a 16-lane vector: mobilenet_v2's 7x7 outputs (at stride 1 and 2)
+ * ran 24-30 % faster there, its 14x14 ones 24-44 % slower (docs/performance.md, fortieth
+ * session). */
+bool ki_conv2d_dw3_ch8_on(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
 #if KI_HAVE_X86
-    if (c->dw3_planes == ki_conv2d_dw3_planes_avx2 && ki_conv2d_dw3_ch8_avx2(c, g)) {
-        return 8;
-    }
+    return (c->dw3_planes == ki_conv2d_dw3_planes_avx2 ||
+            (c->dw3_planes == ki_conv2d_dw3_planes_avx512 && g->ow <= 8)) &&
+           ki_conv2d_dw3_ch8_avx2(c, g);
 #else
     (void)c, (void)g;
+    return false;
 #endif
-    return 1;
+}
+
+int64_t ki_conv2d_dw_granule(const ki_conv2d *c, const ki_conv2d_geom *g)
+{
+    return ki_conv2d_dw3_ch8_on(c, g) ? 8 : 1;
 }
 
 bool ki_conv2d_gap_ok(const ki_conv2d *c)

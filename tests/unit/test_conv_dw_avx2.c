@@ -153,17 +153,17 @@ static void planes_sizes(ki_isa isa, int64_t k)
     }
 }
 
-/* The AVX2 kernel's small 3x3 planes eight channels at a time (ki_conv2d_dw3_ch8_avx2): every
- * height and width 3..20 (taken where both blocks fit half of L1: the 14x14 and 7x7 planes on any
- * CPU of 32 KiB of L1 or more), strides 1 and 2, padding 1, 9 and 17 channels in batches of 1 and
- * 2 (groups of eight, and planes left over at an image's end for the other blocks), a clamp or
- * none, bias on / off: against the reference on 1 and 2 threads, and channel 8's plane (the other
- * blocks) bit for bit equal to channel 0's (a group of eight) when every channel has the same
- * weights, bias and input. */
-static void test_dw_ch8_avx2(void **unused)
+/* The AVX2 kernel's small 3x3 planes eight channels at a time (ki_conv2d_dw3_ch8_on), from the
+ * AVX2 kernel and from the AVX-512 one (there only for output rows of at most eight columns):
+ * every height and width 3..20 (taken where both blocks fit half of L1: the 14x14 and 7x7 planes
+ * on any CPU of 32 KiB of L1 or more), strides 1 and 2, padding 1, 9 and 17 channels in batches of
+ * 1 and 2 (groups of eight, and planes left over at an image's end for the other blocks), a clamp
+ * or none, bias on / off: against the reference on 1 and 2 threads, and channel 8's plane (the
+ * other blocks) bit for bit equal to channel 0's (a group of eight) when every channel has the
+ * same weights, bias and input. */
+static void ch8_cases(ki_isa isa)
 {
-    (void)unused;
-    if (!have(KI_ISA_AVX2)) {
+    if (!have(isa)) {
         skip();
     }
     static const int clamps[] = { 0, 1, 2, 3 }; /* none, ReLU, ReLU6, Hardtanh */
@@ -172,8 +172,9 @@ static void test_dw_ch8_avx2(void **unused)
     for (int64_t h = 3; h <= 20; h++) {
         for (int64_t w = 3; w <= 20; w++) {
             for (int64_t st = 1; st <= 2; st++) {
-                const dwcase d = { (h + w) % 2 ? 9 : 17, st, 1, 1, h, w, 1 + (h + w) % 3 / 2, 3,
-                                   KI_ISA_AVX2 };
+                const dwcase d = {
+                    (h + w) % 2 ? 9 : 17, st, 1, 1, h, w, 1 + (h + w) % 3 / 2, 3, isa
+                };
                 const int act = clamps[(h * w + st) % 4];
                 const bool bias = (h + st) % 2 == 0;
                 planes_case(&d, &s, act, bias, false);
@@ -185,23 +186,27 @@ static void test_dw_ch8_avx2(void **unused)
                     memcpy(wt + 9 * c, wt, 9 * 4), b[c] = b[0];
                     memcpy(x + c * h * w, x, (size_t)(h * w) * 4);
                 }
-                const dwcase e = { ch, st, 1, 1, h, w, 1, 3, KI_ISA_AVX2 };
+                const dwcase e = { ch, st, 1, 1, h, w, 1, 3, isa };
                 const ki_layer_ops *ops;
                 ki_conv2d_geom g;
                 ki_conv2d *c = make(&e, wt, bias ? b : NULL, &ops, &g);
                 c->ep.act = acts[act];
+                const bool on = ki_conv2d_dw3_ch8_on(c, &g);
                 if ((h == 14 || h == 7) && w == h && ki_cpu_get()->l1d >= 32768) {
-                    assert_true(ki_conv2d_dw3_ch8_avx2(c, &g));
+                    /* at AVX-512 only the 7x7 outputs (mobilenet_v2's last layers) */
+                    assert_true(on == (isa == KI_ISA_AVX2 || g.ow <= 8));
                 }
-                taken += ki_conv2d_dw3_ch8_avx2(c, &g);
+                assert_true(!on || ki_conv2d_dw3_ch8_avx2(c, &g));
+                assert_int_equal(ki_conv2d_dw_granule(c, &g), on ? 8 : 1);
+                taken += on;
                 const int64_t ohw = g.oh * g.ow;
                 float *out = malloc((size_t)(ch * ohw) * 4);
                 ki_exec ex = { 1, NULL, 0, NULL };
                 omp_set_num_threads(1);
                 ki_conv2d_run(c, &g, KI_CONV2D_DW, x, out, &ex);
                 if (memcmp(out, out + 8 * ohw, (size_t)ohw * 4) != 0) {
-                    fail_msg("%lldx%lld stride %lld: channel 8 differs from channel 0",
-                             (long long)h, (long long)w, (long long)st);
+                    fail_msg("%s %lldx%lld stride %lld: channel 8 differs from channel 0",
+                             ki_isa_name(isa), (long long)h, (long long)w, (long long)st);
                 }
                 ops->destroy(c);
                 free(x), free(out);
@@ -318,6 +323,8 @@ DW_TEST(test_dw_planes_random_avx2, planes_random(KI_ISA_AVX2))
 DW_TEST(test_dw_planes_random_avx512, planes_random(KI_ISA_AVX512))
 DW_TEST(test_dw_band_avx2, band_random(KI_ISA_AVX2))
 DW_TEST(test_dw_band_avx512, band_random(KI_ISA_AVX512))
+DW_TEST(test_dw_ch8_avx2, ch8_cases(KI_ISA_AVX2))
+DW_TEST(test_dw_ch8_avx512, ch8_cases(KI_ISA_AVX512))
 
 #else
 /* The x86 kernels are not built for this target: each test is skipped. */
@@ -336,6 +343,7 @@ DW_TEST(test_dw_planes_random_avx512)
 DW_TEST(test_dw_band_avx2)
 DW_TEST(test_dw_band_avx512)
 DW_TEST(test_dw_ch8_avx2)
+DW_TEST(test_dw_ch8_avx512)
 #endif
 
 int main(void)
@@ -343,6 +351,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dw3_planes_sizes_avx2),
         cmocka_unit_test(test_dw_ch8_avx2),
+        cmocka_unit_test(test_dw_ch8_avx512),
         cmocka_unit_test(test_dw5_planes_sizes_avx2),
         cmocka_unit_test(test_dw3_planes_sizes_avx512),
         cmocka_unit_test(test_dw5_planes_sizes_avx512),
