@@ -505,7 +505,9 @@ bool ki_conv2d_ovdw_ok(const ki_conv2d *c, const ki_conv2d *d, const ki_conv2d_g
      * overflow (and the pixels' places fit int32) */
     const int64_t cap = (int64_t)(ki_cpu_get()->l2 / 4 / sizeof(float));
     return dg->in.h < cap && dg->in.w < cap && ovdw_fast_floats(dg) <= cap &&
-           c->ov_uk == ki_ov_ukernel_avx2 && d->dw3_planes == ki_conv2d_dw3_planes_avx2 &&
+           (c->ov_uk == ki_ov_ukernel_avx2 || c->ov_uk == ki_ov_ukernel_avx512) &&
+           (d->dw3_planes == ki_conv2d_dw3_planes_avx2 ||
+            d->dw3_planes == ki_conv2d_dw3_planes_avx512) &&
            ki_conv2d_is_pointwise(c) && c->groups == 1 && !c->residual && !c->res && !c->ov_h &&
            (c->ov_a || c->weight) && ki_gemm_fin_of(&c->ep, 0, NULL, &f) && c->out_ch % 8 == 0 &&
            d->groups == c->out_ch && d->in_ch == c->out_ch && d->out_ch == c->out_ch &&

@@ -988,8 +988,8 @@ static bool fused_trio(const top *first, const top *act1, const top *dw, const t
  * activation, bit for bit, whatever the size (several bands per thread whose rows carry over, a
  * thread's last band shorter than four rows, planes of fewer than four rows, odd widths, batch
  * 2), at strides 1 and 2, on 1-3 threads. Refused: data declared smaller (taken by channel
- * blocks instead after a 1x1 layer at avx2: test_ovdw_fuse) or not at all, a depthwise layer over
- * other channels, a GELU after it (its kernels do not apply it), a residual
+ * blocks instead after a 1x1 layer with AVX2 or AVX-512: test_ovdw_fuse) or not at all, a
+ * depthwise layer over other channels, a GELU after it (its kernels do not apply it), a residual
  * add. */
 static void pwdw_fuse_at_level(void)
 {
@@ -1018,8 +1018,8 @@ static void pwdw_fuse_at_level(void)
         void *plain, *pdw, *fused, *t;
         ki_error err = { 0 };
         /* the refusals; small planes after a 1x1 layer go channel block by channel block at
-         * avx2 instead (test_ovdw_fuse) */
-        const bool by_blocks = ki_cpu_isa() == KI_ISA_AVX2 && first == &pw && k == 3;
+         * avx2 and avx512 instead (test_ovdw_fuse) */
+        const bool by_blocks = ki_cpu_isa() >= KI_ISA_AVX2 && first == &pw && k == 3;
         assert_int_equal(top_create(first, &ops, &t, &err), KI_OK);
         dw_conv(&dw, CH, st, k, w2, b2, &decl_small);
         assert_int_equal(ops->fuse(t, &dw.d, 0), by_blocks);
@@ -1056,7 +1056,7 @@ static void test_pwdw_fuse(void **unused)
     at_each_level(pwdw_fuse_at_level);
 }
 
-/* With AVX2 (the level, not AVX-512's), a 1x1 layer takes the small 3x3 depthwise layer after it
+/* With AVX2 or AVX-512, a 1x1 layer takes the small 3x3 depthwise layer after it
  * (and its ReLU6) when the param file declares planes whose four padded channel groups fit a
  * quarter of L2 (c->dwf_c8, ki_conv2d_ovdw_ok): the fused layer
  * equals the 1x1 layer + ReLU6, then the depthwise layer + ReLU6, bit for bit, at strides 1 and 2,
@@ -1082,7 +1082,7 @@ static void ovdw_fuse_at_level(void)
     top_init(&r1, "nn.ReLU6", 1, 1);
     top_init(&r2, "nn.ReLU6", 1, 1);
     top_init(&hsw, "nn.Hardswish", 1, 1);
-    const bool fuses = ki_cpu_isa() == KI_ISA_AVX2;
+    const bool fuses = ki_cpu_isa() >= KI_ISA_AVX2;
     for (int q = 0; q < 5; q++) {
         const int64_t ic = cs[q][0], ch = cs[q][1], st = cs[q][4];
         const int64_t dd[4] = { 1, ch, cs[q][2], cs[q][3] };
