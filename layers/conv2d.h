@@ -602,7 +602,8 @@ bool ki_conv2d_dw3_ch8_shape_avx2(const ki_conv2d *c, const ki_conv2d_geom *g);
  * clamp-type activation), its channels a multiple of 8, d the ch8 blocks' kind of layer
  * (ki_conv2d_dw3_ch8_shape_avx2) over geometry dg, and a thread's four padded groups and one
  * group's output within a quarter of L2 (mobilenet_v2's 28x28 planes, 145 KB, and smaller; its
- * 56x56 ones run in bands; at AVX-512 its 28x28 ones too, ki_conv2d_pwdw_min_bytes). */
+ * 56x56 ones run in bands), at AVX-512 planes of at most 16 columns (its 28x28 ones run in bands
+ * there, ki_conv2d_pwdw_min_bytes). */
 bool ki_conv2d_ovdw_ok(const ki_conv2d *c, const ki_conv2d *d, const ki_conv2d_geom *dg);
 bool ki_conv2d_want_ovdw(const ki_conv2d *c, const ki_conv2d *d, const ki_op_desc *next);
 size_t ki_conv2d_ovdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g);

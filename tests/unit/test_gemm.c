@@ -988,7 +988,7 @@ static bool fused_trio(const top *first, const top *act1, const top *dw, const t
  * activation, bit for bit, whatever the size (several bands per thread whose rows carry over, a
  * thread's last band shorter than four rows, planes of fewer than four rows, odd widths, batch
  * 2), at strides 1 and 2, on 1-3 threads. Refused: data declared smaller (taken by channel
- * blocks instead after a 1x1 layer with AVX2 or AVX-512: test_ovdw_fuse) or not at all, a
+ * blocks instead after a 1x1 layer at AVX2, 20x20: test_ovdw_fuse) or not at all, a
  * depthwise layer over other channels, a GELU after it (its kernels do not apply it), a residual
  * add. */
 static void pwdw_fuse_at_level(void)
@@ -1018,8 +1018,8 @@ static void pwdw_fuse_at_level(void)
         void *plain, *pdw, *fused, *t;
         ki_error err = { 0 };
         /* the refusals; small planes after a 1x1 layer go channel block by channel block at
-         * avx2 and avx512 instead (test_ovdw_fuse) */
-        const bool by_blocks = ki_cpu_isa() >= KI_ISA_AVX2 && first == &pw && k == 3;
+         * avx2 instead (test_ovdw_fuse; at avx512 only planes of up to 16 columns) */
+        const bool by_blocks = ki_cpu_isa() == KI_ISA_AVX2 && first == &pw && k == 3;
         assert_int_equal(top_create(first, &ops, &t, &err), KI_OK);
         dw_conv(&dw, CH, st, k, w2, b2, &decl_small);
         assert_int_equal(ops->fuse(t, &dw.d, 0), by_blocks);
@@ -1058,7 +1058,8 @@ static void test_pwdw_fuse(void **unused)
 
 /* With AVX2 or AVX-512, a 1x1 layer takes the small 3x3 depthwise layer after it
  * (and its ReLU6) when the param file declares planes whose four padded channel groups fit a
- * quarter of L2 (c->dwf_c8, ki_conv2d_ovdw_ok): the fused layer
+ * quarter of L2 (c->dwf_c8, ki_conv2d_ovdw_ok), at AVX-512 planes of at most 16 columns (20x20
+ * refused there): the fused layer
  * equals the 1x1 layer + ReLU6, then the depthwise layer + ReLU6, bit for bit, at strides 1 and 2,
  * channels past the last whole 32-channel block, two k blocks (160 input channels), odd sizes,
  * batch 2, and run at sizes other than the declared one (96x96, whose padded groups take more than
@@ -1090,8 +1091,16 @@ static void ovdw_fuse_at_level(void)
         const ki_layer_ops *ops;
         void *plain, *pdw, *fused, *t;
         ki_error err = { 0 };
-        /* refused: 36 channels; a Hardswish after the depthwise layer */
+        /* refused: 36 channels; a Hardswish after the depthwise layer; at avx512 20x20 */
         if (q == 0) {
+            const int64_t d20[4] = { 1, ch, 20, 20 };
+            const ki_shape decl20 = ki_shape_make(4, d20);
+            top_conv_like(&pw, "nn.Conv2d", ic, ch, 1, 1, 1, w1, b1);
+            dw_conv(&dw, ch, st, 3, w2, b2, &decl20);
+            assert_int_equal(top_create(&pw, &ops, &t, &err), KI_OK);
+            assert_true(ops->fuse(t, &r1.d, 0));
+            assert_int_equal(ops->fuse(t, &dw.d, 0), ki_cpu_isa() == KI_ISA_AVX2);
+            ops->destroy(t);
             const int64_t d36[4] = { 1, 36, 14, 14 };
             const ki_shape decl36 = ki_shape_make(4, d36);
             top_conv_like(&pw, "nn.Conv2d", ic, 36, 1, 1, 1, w1, b1);
