@@ -591,7 +591,7 @@ bool ki_conv2d_dw3_ch8_avx2(const ki_conv2d *c, const ki_conv2d_geom *g);
 bool ki_conv2d_dw3_ch8_shape_avx2(const ki_conv2d *c, const ki_conv2d_geom *g);
 /* A 1x1 layer c and the small 3x3 depthwise layer d after it (c->dwf_c8), at AVX2 or AVX-512
  * (conv2d_dw_avx2.c: the level's OV kernel, then the AVX2 eight-channel depthwise blocks at
- * either level; at AVX-512 mobilenet_v2's 14x14 and 7x7 blocks ran 6-19 % faster so than as two
+ * either level; at AVX-512 mobilenet_v2's 14x14 and 7x7 blocks ran 5-19 % faster so than as two
  * layers, docs/performance.md, fortieth session): each thread takes 32-channel blocks of c's
  * output (ki_share); a block's OV tiles (c->ov_a, c's bias and clamp in the kernel, the same sums
  * as its GEMM) are stored as the four 8-channel groups' pixel vectors straight into zero-padded

@@ -562,7 +562,7 @@ bool ki_conv2d_pwdw_eo(const ki_conv2d *c, const ki_conv2d_geom *dg)
 
 /* The AVX2 kernel's eight-channel blocks at either vector level; at AVX-512 only for output rows
  * of at most eight columns, half a 16-lane vector: mobilenet_v2's 7x7 outputs (at stride 1 and 2)
- * ran 24-30 % faster there, its 14x14 ones 24-44 % slower (docs/performance.md, fortieth
+ * ran 18-26 % faster there, its 14x14 ones 24-44 % slower (docs/performance.md, fortieth
  * session). */
 bool ki_conv2d_dw3_ch8_on(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
