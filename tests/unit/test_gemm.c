@@ -1056,6 +1056,32 @@ static void test_pwdw_fuse(void **unused)
     at_each_level(pwdw_fuse_at_level);
 }
 
+/* The two layers' weights and biases for ovdw_takes. */
+typedef struct ovdw_wts {
+    const float *w1, *b1, *w2, *b2;
+} ovdw_wts;
+
+/* Whether a 1x1 layer ic -> ch (pw) with its ReLU6 (r1) takes the 3x3 depthwise layer (dw, stride
+ * st) whose input the param file declares as decl; when it does, the activation after (NULL: none
+ * asked) is refused. pw and dw are left describing the two layers. */
+static bool ovdw_takes(top *pw, top *dw, const top *r1, const top *after, const ovdw_wts *wt,
+                       int64_t ic, int64_t ch, int64_t st, const ki_shape *decl)
+{
+    const ki_layer_ops *ops;
+    void *t;
+    ki_error err = { 0 };
+    top_conv_like(pw, "nn.Conv2d", ic, ch, 1, 1, 1, wt->w1, wt->b1);
+    dw_conv(dw, ch, st, 3, wt->w2, wt->b2, decl);
+    assert_int_equal(top_create(pw, &ops, &t, &err), KI_OK);
+    assert_true(ops->fuse(t, &r1->d, 0));
+    const bool took = ops->fuse(t, &dw->d, 0);
+    if (took && after) {
+        assert_false(ops->fuse(t, &after->d, 0));
+    }
+    ops->destroy(t);
+    return took;
+}
+
 /* With AVX2 or AVX-512, a 1x1 layer takes the small 3x3 depthwise layer after it
  * (and its ReLU6) when the param file declares planes whose four padded channel groups fit a
  * quarter of L2 (c->dwf_c8, ki_conv2d_ovdw_ok), at AVX-512 planes of at most 16 columns (20x20
@@ -1069,6 +1095,7 @@ static void ovdw_fuse_at_level(void)
 {
     enum { CHMAX = 96, ICMAX = 160 };
     static float w1[CHMAX * ICMAX], b1[CHMAX], w2[CHMAX * 9], b2[CHMAX], x[ICMAX * 96 * 96];
+    const ovdw_wts wt = { w1, b1, w2, b2 };
     static const int64_t cs[][5] = { /* in, out channels, declared h, w, stride */
                                      { 24, 40, 14, 14, 1 },
                                      { 24, 40, 14, 14, 2 },
@@ -1089,36 +1116,16 @@ static void ovdw_fuse_at_level(void)
         const int64_t dd[4] = { 1, ch, cs[q][2], cs[q][3] };
         const ki_shape decl = ki_shape_make(4, dd);
         const ki_layer_ops *ops;
-        void *plain, *pdw, *fused, *t;
-        ki_error err = { 0 };
+        void *plain, *pdw, *fused;
         /* refused: 36 channels; a Hardswish after the depthwise layer; at avx512 20x20 */
         if (q == 0) {
-            const int64_t d20[4] = { 1, ch, 20, 20 };
-            const ki_shape decl20 = ki_shape_make(4, d20);
-            top_conv_like(&pw, "nn.Conv2d", ic, ch, 1, 1, 1, w1, b1);
-            dw_conv(&dw, ch, st, 3, w2, b2, &decl20);
-            assert_int_equal(top_create(&pw, &ops, &t, &err), KI_OK);
-            assert_true(ops->fuse(t, &r1.d, 0));
-            assert_int_equal(ops->fuse(t, &dw.d, 0), ki_cpu_isa() == KI_ISA_AVX2);
-            ops->destroy(t);
-            const int64_t d36[4] = { 1, 36, 14, 14 };
-            const ki_shape decl36 = ki_shape_make(4, d36);
-            top_conv_like(&pw, "nn.Conv2d", ic, 36, 1, 1, 1, w1, b1);
-            dw_conv(&dw, 36, st, 3, w2, b2, &decl36);
-            assert_int_equal(top_create(&pw, &ops, &t, &err), KI_OK);
-            assert_true(ops->fuse(t, &r1.d, 0));
-            assert_false(ops->fuse(t, &dw.d, 0));
-            ops->destroy(t);
+            const int64_t d20[4] = { 1, ch, 20, 20 }, d36[4] = { 1, 36, 14, 14 };
+            const ki_shape decl20 = ki_shape_make(4, d20), decl36 = ki_shape_make(4, d36);
+            assert_int_equal(ovdw_takes(&pw, &dw, &r1, NULL, &wt, ic, ch, st, &decl20),
+                             ki_cpu_isa() == KI_ISA_AVX2);
+            assert_false(ovdw_takes(&pw, &dw, &r1, NULL, &wt, ic, 36, st, &decl36));
         }
-        top_conv_like(&pw, "nn.Conv2d", ic, ch, 1, 1, 1, w1, b1);
-        dw_conv(&dw, ch, st, 3, w2, b2, &decl);
-        assert_int_equal(top_create(&pw, &ops, &t, &err), KI_OK);
-        assert_true(ops->fuse(t, &r1.d, 0));
-        assert_int_equal(ops->fuse(t, &dw.d, 0), fuses);
-        if (fuses) {
-            assert_false(ops->fuse(t, &hsw.d, 0));
-        }
-        ops->destroy(t);
+        assert_int_equal(ovdw_takes(&pw, &dw, &r1, &hsw, &wt, ic, ch, st, &decl), fuses);
         if (!fused_trio(&pw, &r1, &dw, &r2, fuses, &ops, &plain, &pdw, &fused)) {
             continue;
         }
