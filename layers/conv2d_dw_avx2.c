@@ -1309,7 +1309,7 @@ static void dw3_other_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const 
 void ki_conv2d_dw3_planes_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                int64_t p0, int64_t p1, float *restrict out)
 {
-    if (ki_conv2d_dw3_ch8_avx2(c, g)) {
+    if (ki_conv2d_dw3_ch8_on(c, g)) { /* the choice the in-place path's granule follows too */
         ch8_planes(c, g, in, p0, p1, out, dw3_other_planes);
         return;
     }
