@@ -264,6 +264,8 @@ static void act_destroy(void *state)
                                .forward = act_forward,                                             \
                                .destroy = act_destroy }
 
+ACT_LAYER(ki_layer_relu, "nn.ReLU");
+ACT_LAYER(ki_layer_f_relu, "F.relu");
 ACT_LAYER(ki_layer_nn_relu6, "nn.ReLU6");
 ACT_LAYER(ki_layer_f_relu6, "F.relu6");
 ACT_LAYER(ki_layer_nn_leaky_relu, "nn.LeakyReLU");

@@ -1,7 +1,6 @@
-/* basic.c - the wiring operators (pnnx.Input, pnnx.Output), ReLU, the no-ops Dropout and
- * Identity, and torch.flatten. */
+/* basic.c - the wiring operators (pnnx.Input, pnnx.Output), the no-ops Dropout and Identity, and
+ * torch.flatten. */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,27 +37,9 @@ static ki_status copy_forward(const void *st, const ki_tensor *in, int n_in, ki_
     return KI_OK;
 }
 
-/* ---- ReLU ---- */
-static ki_status relu_forward(const void *st, const ki_tensor *in, int n_in, ki_tensor *out,
-                              int n_out, const ki_exec *ex)
-{
-    (void)st, (void)n_in, (void)n_out;
-    const float *x = in[0].data;
-    float *y = out[0].data;
-    int64_t n = ki_shape_count(&in[0].shape);
-#pragma omp parallel for num_threads(ex->n_threads) schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; i++) {
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-    }
-    return KI_OK;
-}
-
 /* A stateless layer whose output has its input's shape. */
 #define SAME_SHAPE_OP(sym, name, flag, fwd)                                                        \
     const ki_layer_ops sym = { .type = name, .flags = flag, .shape = same_shape, .forward = fwd }
-
-SAME_SHAPE_OP(ki_layer_relu, "nn.ReLU", KI_LAYER_INPLACE, relu_forward);
-SAME_SHAPE_OP(ki_layer_f_relu, "F.relu", KI_LAYER_INPLACE, relu_forward);
 
 /* ---- no-ops at inference ---- */
 SAME_SHAPE_OP(ki_layer_dropout, "nn.Dropout", KI_LAYER_VIEW, copy_forward);

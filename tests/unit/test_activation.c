@@ -71,6 +71,11 @@ static void fill(float *x, int64_t n)
 
 typedef double (*ref_fn)(double x, double a, double b);
 
+static double r_relu(double x, double a, double b)
+{
+    (void)a, (void)b;
+    return x < 0.0 ? 0.0 : x;
+}
 static double r_relu6(double x, double a, double b)
 {
     (void)a, (void)b;
@@ -141,6 +146,8 @@ typedef struct act_case {
 } act_case;
 
 static const act_case cases[] = {
+    { "nn.ReLU", r_relu, NULL, NULL, 0, 0, NULL },
+    { "F.relu", r_relu, NULL, NULL, 0, 0, NULL },
     { "nn.ReLU6", r_relu6, NULL, NULL, 0, 0, NULL },
     { "F.relu6", r_relu6, NULL, NULL, 0, 0, NULL },
     { "nn.LeakyReLU", r_leaky, NULL, NULL, 0.01, 0, NULL },
@@ -252,6 +259,14 @@ static void test_nan_and_extremes(void **state)
     assert_int_equal(run(&op, &s, x, y, 1, &err), KI_OK);
     assert_true(isnan(y[0])); /* clamp propagates NaN */
     assert_true(y[1] == 0.0f && y[2] == 6.0f);
+    /* torch.relu(nan) is nan, as in the convolutions' fused ReLU (the standalone layer had made
+     * it 0) */
+    for (int k = 0; k < 2; k++) {
+        op = make_op(k ? "F.relu" : "nn.ReLU", NULL, 0, NULL, 0);
+        assert_int_equal(run(&op, &s, x, y, 1, &err), KI_OK);
+        assert_true(isnan(y[0]));
+        assert_true(y[1] == 0.0f && y[2] == INFINITY);
+    }
     op = make_op("nn.Sigmoid", NULL, 0, NULL, 0);
     assert_int_equal(run(&op, &s, x, y, 1, &err), KI_OK);
     assert_true(y[1] == 0.0f && y[2] == 1.0f);
