@@ -1,4 +1,5 @@
-/* plan.c - best-fit offset assignment by lifetime. */
+/* plan.c - offset assignment by lifetime: greedy by size, or best-fit over a free list for very
+ * many buffers. */
 #include "plan.h"
 
 #include <stdlib.h>
@@ -92,6 +93,84 @@ static bool fl_alloc(free_list *fl, size_t size, size_t *off)
     return true;
 }
 
+/* A buffer in the greedy order: larger first, then earlier, then by index (a total order). */
+typedef struct size_key {
+    size_t size;
+    int first, idx;
+} size_key;
+
+static int by_size(const void *a, const void *b)
+{
+    const size_key *x = a, *y = b;
+    if (x->size != y->size) {
+        return x->size > y->size ? -1 : 1;
+    }
+    if (x->first != y->first) {
+        return x->first < y->first ? -1 : 1;
+    }
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+    const block *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Greedy by size: each buffer, largest first, at the lowest offset where it overlaps no buffer
+ * already placed whose lifetime meets its own. The large buffers thus share the arena's low
+ * addresses one after another, so a large output is mostly written over lines that a tensor of a
+ * few steps before used (still in the last-level cache); best-fit had left stretches of the
+ * arena that one step alone touched, whose lines came from memory on every run
+ * (docs/performance.md, forty-first session). O(n^2 log n): for up to PLAN_BY_SIZE_MAX buffers. */
+#define PLAN_BY_SIZE_MAX 4096
+
+static ki_status plan_by_size(ki_plan_buf *bufs, int n, size_t *total, ki_error *err)
+{
+    size_key *order = malloc(((size_t)n + 1) * sizeof *order);
+    block *live = malloc(((size_t)n + 1) * sizeof *live);
+    ki_status st = KI_OK;
+    size_t end = 0;
+    if (!order || !live) {
+        st = KI_FAIL(err, KI_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        order[i] = (size_key){ bufs[i].size, bufs[i].first, i };
+        bufs[i].offset = 0;
+    }
+    qsort(order, (size_t)n, sizeof *order, by_size);
+    for (int q = 0; q < n && order[q].size > 0; q++) {
+        ki_plan_buf *b = &bufs[order[q].idx];
+        int nl = 0;
+        for (int p = 0; p < q; p++) { /* the placed buffers alive at a step of b's */
+            const ki_plan_buf *o = &bufs[order[p].idx];
+            if (o->first <= b->last && b->first <= o->last) {
+                live[nl++] = (block){ o->offset, o->size };
+            }
+        }
+        qsort(live, (size_t)nl, sizeof *live, by_offset);
+        size_t at = 0, stop;
+        for (int i = 0; i < nl; i++) {
+            if (live[i].off >= at && live[i].off - at >= b->size) {
+                break; /* room below it */
+            }
+            at = live[i].off + live[i].size > at ? live[i].off + live[i].size : at;
+        }
+        if (!ki_ckd_add(&stop, at, b->size)) {
+            st = KI_FAIL(err, KI_ERR_LIMIT, "the tensor arena would overflow");
+            goto done;
+        }
+        b->offset = at;
+        end = stop > end ? stop : end;
+    }
+    *total = end;
+done:
+    free(order);
+    free(live);
+    return st;
+}
+
 ki_status ki_plan_offsets(ki_plan_buf *bufs, int n, size_t align, size_t *total, ki_error *err)
 {
     key_idx *by_f = malloc(((size_t)n + 1) * sizeof *by_f);
@@ -110,6 +189,10 @@ ki_status ki_plan_offsets(ki_plan_buf *bufs, int n, size_t align, size_t *total,
             goto done;
         }
         bufs[i].size &= ~(align - 1);
+    }
+    if (n <= PLAN_BY_SIZE_MAX) {
+        st = plan_by_size(bufs, n, total, err);
+        goto done;
     }
     qsort(by_f, (size_t)n, sizeof *by_f, by_key);
     qsort(by_l, (size_t)n, sizeof *by_l, by_key);

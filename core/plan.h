@@ -1,6 +1,7 @@
 /* plan.h - the memory planner: given buffers with sizes and lifetimes [first, last] over the
  * execution steps, assigns offsets in one arena so that no two buffers alive at the same step
- * overlap. Greedy best-fit over a free list that merges neighbours (ggml-alloc style).
+ * overlap: greedy by size (largest first, each at the lowest offset that fits), or for very many
+ * buffers best-fit over a free list that merges neighbours (ggml-alloc style).
  * A pure function: no global state, thread-safe. */
 #ifndef KI_PLAN_H
 #define KI_PLAN_H
