@@ -200,41 +200,59 @@ static void test_fold_index_list(void **state)
     ki_graph_destroy(g);
 }
 
-/* Random lifetimes: no two buffers alive at the same step may overlap. */
+/* n buffers of random lifetimes over `steps` steps and sizes below 5000, planned: 64-byte aligned,
+ * inside the total, and no two buffers alive at the same step overlap. */
+static void plan_random_round(ki_plan_buf *b, int n, int steps, unsigned *seed, int round)
+{
+    for (int i = 0; i < n; i++) {
+        *seed = *seed * 1103515245u + 12345u;
+        b[i].first = (int)((*seed >> 8) % (unsigned)steps) - 1;
+        *seed = *seed * 1103515245u + 12345u;
+        b[i].last = b[i].first + (int)((*seed >> 8) % 10);
+        *seed = *seed * 1103515245u + 12345u;
+        b[i].size = (*seed >> 8) % 5000;
+    }
+    size_t total;
+    ki_error err;
+    assert_int_equal(ki_plan_offsets(b, n, 64, &total, &err), KI_OK);
+    size_t need = 0;
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(b[i].offset % 64, 0);
+        assert_true(b[i].offset + b[i].size <= total);
+        need = b[i].size > need ? b[i].size : need;
+        for (int j = 0; j < i; j++) {
+            bool live = b[i].first <= b[j].last && b[j].first <= b[i].last;
+            bool overlap = b[i].size && b[j].size && b[i].offset < b[j].offset + b[j].size &&
+                           b[j].offset < b[i].offset + b[i].size;
+            if (live && overlap) {
+                fail_msg("seed round %d: buffers %d and %d overlap", round, i, j);
+            }
+        }
+    }
+    assert_true(total >= need);
+}
+
+/* Random lifetimes, placed greedily by size. */
 static void test_plan_random(void **state)
 {
     (void)state;
     unsigned seed = 12345;
     for (int round = 0; round < 200; round++) {
-        int n = 1 + (int)(seed % 60);
         ki_plan_buf b[64];
-        for (int i = 0; i < n; i++) {
-            seed = seed * 1103515245u + 12345u;
-            b[i].first = (int)(seed >> 8) % 40 - 1;
-            seed = seed * 1103515245u + 12345u;
-            b[i].last = b[i].first + (int)((seed >> 8) % 10);
-            seed = seed * 1103515245u + 12345u;
-            b[i].size = (seed >> 8) % 5000;
-        }
-        size_t total;
-        ki_error err;
-        assert_int_equal(ki_plan_offsets(b, n, 64, &total, &err), KI_OK);
-        size_t need = 0;
-        for (int i = 0; i < n; i++) {
-            assert_int_equal(b[i].offset % 64, 0);
-            assert_true(b[i].offset + b[i].size <= total);
-            need = b[i].size > need ? b[i].size : need;
-            for (int j = 0; j < i; j++) {
-                bool live = b[i].first <= b[j].last && b[j].first <= b[i].last;
-                bool overlap = b[i].size && b[j].size && b[i].offset < b[j].offset + b[j].size &&
-                               b[j].offset < b[i].offset + b[i].size;
-                if (live && overlap) {
-                    fail_msg("seed round %d: buffers %d and %d overlap", round, i, j);
-                }
-            }
-        }
-        assert_true(total >= need);
+        plan_random_round(b, 1 + (int)(seed % 60), 40, &seed, round);
     }
+}
+
+/* More buffers than the greedy placement takes (4096): the best-fit free list. */
+static void test_plan_many(void **state)
+{
+    (void)state;
+    unsigned seed = 777;
+    const int n = 5000;
+    ki_plan_buf *b = malloc((size_t)n * sizeof *b);
+    assert_non_null(b);
+    plan_random_round(b, n, 3000, &seed, 0);
+    free(b);
 }
 
 /* Greedy by size, worked by hand: the largest buffer first, each at the lowest offset clear of the
@@ -268,7 +286,7 @@ int main(void)
         cmocka_unit_test(test_real_models_sorted), cmocka_unit_test(test_seed_graph),
         cmocka_unit_test(test_long_chain),         cmocka_unit_test(test_fold_lists),
         cmocka_unit_test(test_fold_index_list),    cmocka_unit_test(test_plan_random),
-        cmocka_unit_test(test_plan_by_size),
+        cmocka_unit_test(test_plan_by_size),       cmocka_unit_test(test_plan_many),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
