@@ -256,7 +256,7 @@ static void test_plan_many(void **state)
 }
 
 /* Greedy by size, worked by hand: the largest buffer first, each at the lowest offset clear of the
- * placed buffers alive at a step of its own. The large tensors of steps 0-5 (sizes 16, 12, 18)
+ * placed buffers alive at a step of its own. The large tensors of steps 0-5 (sizes 64, 48, 72)
  * share offset 0, as in mobilenet_v2's first blocks; the model input, alive throughout, goes
  * above them. */
 static void test_plan_by_size(void **state)
