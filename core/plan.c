@@ -171,7 +171,8 @@ done:
     return st;
 }
 
-ki_status ki_plan_offsets(ki_plan_buf *bufs, int n, size_t align, size_t *total, ki_error *err)
+/* Best-fit over a free list: buffers by first step, each released after its last one. */
+static ki_status plan_best_fit(ki_plan_buf *bufs, int n, size_t *total, ki_error *err)
 {
     key_idx *by_f = malloc(((size_t)n + 1) * sizeof *by_f);
     key_idx *by_l = malloc(((size_t)n + 1) * sizeof *by_l);
@@ -184,15 +185,6 @@ ki_status ki_plan_offsets(ki_plan_buf *bufs, int n, size_t align, size_t *total,
     for (int i = 0; i < n; i++) {
         by_f[i] = (key_idx){ bufs[i].first, i };
         by_l[i] = (key_idx){ bufs[i].last, i };
-        if (!ki_ckd_add(&bufs[i].size, bufs[i].size, align - 1)) {
-            st = KI_FAIL(err, KI_ERR_LIMIT, "buffer %d is too large", i);
-            goto done;
-        }
-        bufs[i].size &= ~(align - 1);
-    }
-    if (n <= PLAN_BY_SIZE_MAX) {
-        st = plan_by_size(bufs, n, total, err);
-        goto done;
     }
     qsort(by_f, (size_t)n, sizeof *by_f, by_key);
     qsort(by_l, (size_t)n, sizeof *by_l, by_key);
@@ -219,4 +211,16 @@ done:
     free(by_l);
     free(fl.b);
     return st;
+}
+
+ki_status ki_plan_offsets(ki_plan_buf *bufs, int n, size_t align, size_t *total, ki_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        if (!ki_ckd_add(&bufs[i].size, bufs[i].size, align - 1)) {
+            return KI_FAIL(err, KI_ERR_LIMIT, "buffer %d is too large", i);
+        }
+        bufs[i].size &= ~(align - 1);
+    }
+    return n <= PLAN_BY_SIZE_MAX ? plan_by_size(bufs, n, total, err)
+                                 : plan_best_fit(bufs, n, total, err);
 }
