@@ -146,6 +146,23 @@ void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n)
 
 static void conv_destroy(void *state);
 
+/* c->dw_w8 from c's weights (a 3x3 depthwise layer of at least eight channels). */
+static ki_status dw_w8_prepare(ki_conv2d *c, ki_error *err)
+{
+    const int64_t groups = c->out_ch / 8;
+    size_t bytes;
+    ki_status st = ki_conv2d_alloc_weights((size_t)groups, 9, 8, "depthwise weight groups",
+                                           &c->dw_w8, &bytes, err);
+    for (int64_t q = 0; st == KI_OK && q < groups; q++) {
+        for (int64_t t = 0; t < 9; t++) {
+            for (int64_t j = 0; j < 8; j++) {
+                c->dw_w8[(q * 9 + t) * 8 + j] = c->weight[(q * 8 + j) * 9 + t];
+            }
+        }
+    }
+    return st;
+}
+
 static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
 {
     ki_conv2d *c = calloc(1, sizeof *c);
@@ -170,6 +187,10 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
     }
     if (st == KI_OK && ki_conv2d_want_ws2(c, op)) {
         st = ki_conv2d_ws2_prepare(c, err);
+    }
+    if (st == KI_OK && c->isa >= KI_ISA_AVX2 && c->weight && c->groups == c->in_ch &&
+        c->in_ch == c->out_ch && c->kh == 3 && c->kw == 3 && c->out_ch >= 8) {
+        st = dw_w8_prepare(c, err);
     }
     /* with its own form of the weights the layer never reads the originals again */
     if (st == KI_OK && (ki_conv2d_has_wino(c) || c->ov_a || c->ov_h) &&
@@ -563,6 +584,7 @@ static void conv_destroy(void *state)
         free(c->ov_a);
         free(c->ov_h);
         free(c->ws2_u);
+        free(c->dw_w8);
     }
     free(state);
 }

@@ -252,6 +252,10 @@ typedef struct ki_conv2d {
     float *ws2_u;
     ki_ws2_in_fn ws2_in;
     ki_ws2_out_fn ws2_out;
+    /* A 3x3 depthwise layer's weights for the eight-channel blocks (ki_conv2d_dw3_ch8_avx2): tap t
+     * of channels 8q .. 8q + 7 as one vector, [out_ch / 8][9][8] (owned; NULL below AVX2, for
+     * fewer than eight channels and for weights given at run time, whose blocks gather them) */
+    float *dw_w8;
 } ki_conv2d;
 
 /* Sizes for one concrete input. */

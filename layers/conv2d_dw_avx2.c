@@ -1084,10 +1084,13 @@ static void ch8_finish(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t ch, 
     const int64_t ow = g->ow, ohw = g->oh * ow, wp = g->in.w + 2;
     const int s = (int)c->sw;
     __m256 wv[9];
+    /* the group made at create (when ch starts one), else the weights gathered here */
     const float *w = c->weight + ch * 9;
+    const float *w8 = c->dw_w8 && ch % 8 == 0 ? c->dw_w8 + ch * 9 : NULL;
     for (int t = 0; t < 9; t++) {
-        wv[t] = _mm256_setr_ps(w[t], w[9 + t], w[18 + t], w[27 + t], w[36 + t], w[45 + t],
-                               w[54 + t], w[63 + t]);
+        wv[t] = w8 ? _mm256_loadu_ps(w8 + 8 * t)
+                   : _mm256_setr_ps(w[t], w[9 + t], w[18 + t], w[27 + t], w[36 + t], w[45 + t],
+                                    w[54 + t], w[63 + t]);
     }
     ki_gemm_fin f;
     ki_gemm_fin_of(&c->ep, 0, NULL, &f); /* ki_conv2d_dw3_ch8_avx2: a clamp */
@@ -1287,6 +1290,7 @@ static void ovdw_body(void *arg, const ki_part *pt)
             ovdw_tiles(&b, t, ovdw_put_planes, &pl);
             ki_conv2d dd = *d;
             dd.weight = d->weight + oc0 * d->kh * d->kw;
+            dd.dw_w8 = d->dw_w8 ? d->dw_w8 + oc0 * 9 : NULL;
             dd.ep.bias = d->ep.bias ? d->ep.bias + oc0 : NULL;
             dd.in_ch = dd.out_ch = dd.groups = rows;
             ki_conv2d_geom bg = dg;
