@@ -598,14 +598,15 @@ bool ki_conv2d_dw3_ch8_shape_avx2(const ki_conv2d *c, const ki_conv2d_geom *g);
  * either level; at AVX-512 mobilenet_v2's 14x14 and 7x7 blocks ran 5-19 % faster so than as two
  * layers, docs/performance.md, fortieth session): each thread takes 32-channel blocks of c's
  * output (ki_share); a block's OV tiles (c->ov_a, c's bias and clamp in the kernel, the same sums
- * as its GEMM) are stored as the four 8-channel groups' pixel vectors straight into zero-padded
- * planes (in L1 for 14x14 and 7x7 planes), where the eight-channel depthwise blocks (the same sums
- * as on their own) read them, while the next block's weights are asked for. c's output is never
+ * as its GEMM) are stored straight into the block's buffer, each pixel's 32 channels together
+ * (in L1 for 14x14 and 7x7 planes), where the eight-channel depthwise blocks (the same sums
+ * as on their own, the taps outside the planes zero products) read each 8-channel group, while the
+ * next block's weights are asked for. c's output is never
  * written and has no 8x8 transposes on either side: the OV tile is already pixel-major.
  * ki_conv2d_ovdw_ok: c is 1x1 (one group, OV weights that are float32 or can be made so, a
  * clamp-type activation), its channels a multiple of 8, d the ch8 blocks' kind of layer
- * (ki_conv2d_dw3_ch8_shape_avx2) over geometry dg, and a thread's four padded groups and one
- * group's output within a quarter of L2 (mobilenet_v2's 28x28 planes, 145 KB, and smaller; its
+ * (ki_conv2d_dw3_ch8_shape_avx2) over geometry dg, and a thread's block and one group's output
+ * within a quarter of L2 (mobilenet_v2's 28x28 planes, 129 KB, and smaller; its
  * 56x56 ones run in bands), at AVX-512 planes of at most 16 columns (its 28x28 ones run in bands
  * there, ki_conv2d_pwdw_min_bytes). */
 bool ki_conv2d_ovdw_ok(const ki_conv2d *c, const ki_conv2d *d, const ki_conv2d_geom *dg);

@@ -1008,12 +1008,17 @@ bool ki_conv2d_dw3_ch8_avx2(const ki_conv2d *c, const ki_conv2d_geom *g)
  * the bounds on the stack (mobilenet_v2's 14x14 and 7x7 layers 2-3 % slower, docs/performance.md). */
 #define CH8_RUN 4
 
-/* Outputs ox .. ox + N - 1 of output row oy (N 1..CH8_RUN, a constant) from the padded block xp
- * (row stride wp pixels), stride s. */
-static inline __attribute__((always_inline)) void ch8_run(const float *xp, int64_t wp, int s,
-                                                          int64_t oy, int64_t ox, const __m256 *wv,
+/* Outputs ox .. ox + N - 1 of an output row (N 1..CH8_RUN, a constant) from its three input rows
+ * r[ky], each given at its column -1 (the left padding), pixels ps floats apart (8: the padded
+ * blocks; 32: an OV block's tiles, ovdw_body), stride s. With `left` (the run starts the row) the
+ * first output's column -1 taps, with `right` (the run ends it and the last output reads column
+ * w) the last output's column w taps, multiply a zero instead of loading: what the padded blocks'
+ * zero columns hold. */
+static inline __attribute__((always_inline)) void ch8_run(const float *const r[3], const int ps,
+                                                          int s, int64_t ox, const __m256 *wv,
                                                           __m256 bias, __m256 lo, __m256 hi,
-                                                          float *o, const int N)
+                                                          float *o, const int N, const bool left,
+                                                          const bool right)
 {
     __m256 a[CH8_RUN];
 #pragma GCC unroll 4
@@ -1022,12 +1027,14 @@ static inline __attribute__((always_inline)) void ch8_run(const float *xp, int64
     }
 #pragma GCC unroll 3
     for (int ky = 0; ky < 3; ky++) {
-        const float *r = xp + ((s * oy + ky) * wp + s * ox) * 8;
+        const float *q = r[ky] + s * ox * ps;
 #pragma GCC unroll 3
         for (int kx = 0; kx < 3; kx++) {
 #pragma GCC unroll 4
             for (int j = 0; j < N; j++) {
-                a[j] = _mm256_fmadd_ps(wv[3 * ky + kx], _mm256_load_ps(r + (s * j + kx) * 8), a[j]);
+                const bool zero = (left && j == 0 && kx == 0) || (right && j == N - 1 && kx == 2);
+                const __m256 v = zero ? _mm256_setzero_ps() : _mm256_load_ps(q + (s * j + kx) * ps);
+                a[j] = _mm256_fmadd_ps(wv[3 * ky + kx], v, a[j]);
             }
         }
     }
@@ -1037,22 +1044,22 @@ static inline __attribute__((always_inline)) void ch8_run(const float *xp, int64
     }
 }
 
-/* Output row oy of the block, CH8_RUN outputs at a time, then the rest (s a constant). */
-static inline __attribute__((always_inline)) void ch8_row(const float *xp, int64_t wp, const int s,
-                                                          int64_t oy, int64_t ow, const __m256 *wv,
-                                                          __m256 bias, __m256 lo, __m256 hi,
-                                                          float *o)
+/* Outputs ox0 .. ox1 - 1 of a row, CH8_RUN at a time, then the rest (ps and s constants). */
+static inline __attribute__((always_inline)) void ch8_span(const float *const r[3], const int ps,
+                                                           const int s, int64_t ox0, int64_t ox1,
+                                                           const __m256 *wv, __m256 bias,
+                                                           __m256 lo, __m256 hi, float *o)
 {
-    int64_t ox = 0;
-    for (; ox + CH8_RUN <= ow; ox += CH8_RUN) {
-        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, CH8_RUN);
+    int64_t ox = ox0;
+    for (; ox + CH8_RUN <= ox1; ox += CH8_RUN) {
+        ch8_run(r, ps, s, ox, wv, bias, lo, hi, o + ox * 8, CH8_RUN, false, false);
     }
     _Static_assert(CH8_RUN == 4, "the rest: 1 to 3 outputs");
 #define CH8_REST(N)                                                                                \
     case N:                                                                                        \
-        ch8_run(xp, wp, s, oy, ox, wv, bias, lo, hi, o + ox * 8, N);                               \
+        ch8_run(r, ps, s, ox, wv, bias, lo, hi, o + ox * 8, N, false, false);                      \
         break;
-    switch (ow - ox) {
+    switch (ox1 - ox) {
         CH8_REST(3)
         CH8_REST(2)
         CH8_REST(1)
@@ -1060,6 +1067,73 @@ static inline __attribute__((always_inline)) void ch8_row(const float *xp, int64
         break;
     }
 #undef CH8_REST
+}
+
+/* Output row oy of the padded block xp (row stride wp pixels), stride s (a constant). */
+static inline __attribute__((always_inline)) void ch8_row(const float *xp, int64_t wp, const int s,
+                                                          int64_t oy, int64_t ow, const __m256 *wv,
+                                                          __m256 bias, __m256 lo, __m256 hi,
+                                                          float *o)
+{
+    const float *const r[3] = { xp + s * oy * wp * 8, xp + (s * oy + 1) * wp * 8,
+                                xp + (s * oy + 2) * wp * 8 };
+    ch8_span(r, 8, s, 0, ow, wv, bias, lo, hi, o);
+}
+
+/* Output row oy from an OV block's tiles tb (pixel i's eight floats at tb + 32 i, the rows w
+ * pixels long, h of them; zr: a row of zeros for the rows outside), stride s (a constant): a
+ * first run of up to CH8_RUN outputs from the left edge, runs inside the row, and a last run of
+ * 1 .. CH8_RUN to the right edge (the same runs as ch8_span's, the first and last outputs'
+ * taps outside the row zero products). */
+static inline __attribute__((always_inline)) void ch8t_row(const float *tb, const float *zr,
+                                                           int64_t h, int64_t w, const int s,
+                                                           int64_t oy, int64_t ow,
+                                                           const __m256 *wv, __m256 bias,
+                                                           __m256 lo, __m256 hi, float *o)
+{
+    const float *r[3];
+    for (int ky = 0; ky < 3; ky++) {
+        const int64_t iy = s * oy + ky - 1;
+        r[ky] = (iy >= 0 && iy < h ? tb + iy * w * 32 : zr) - 32;
+    }
+    const bool redge = s * (ow - 1) + 1 >= w; /* the last output reads column w */
+    _Static_assert(CH8_RUN == 4, "runs of 1 to 4 outputs");
+#define CH8_ONE(N, L, R) ch8_run(r, 32, s, ox, wv, bias, lo, hi, o + ox * 8, N, L, R)
+#define CH8_END(N, L)                                                                              \
+    case N:                                                                                        \
+        if (redge) {                                                                               \
+            CH8_ONE(N, L, true);                                                                   \
+        } else {                                                                                   \
+            CH8_ONE(N, L, false);                                                                  \
+        }                                                                                          \
+        break;
+    int64_t ox = 0;
+    if (ow <= CH8_RUN) { /* one run, both edges */
+        switch (ow) {
+            CH8_END(4, true)
+            CH8_END(3, true)
+            CH8_END(2, true)
+            CH8_END(1, true)
+        default:
+            break;
+        }
+        return;
+    }
+    CH8_ONE(CH8_RUN, true, false);
+    const int64_t m = ow - CH8_RUN, n = m % CH8_RUN ? m % CH8_RUN : CH8_RUN; /* n: the last run */
+    for (ox = CH8_RUN; ox < ow - n; ox += CH8_RUN) {
+        CH8_ONE(CH8_RUN, false, false);
+    }
+    switch (n) {
+        CH8_END(4, false)
+        CH8_END(3, false)
+        CH8_END(2, false)
+        CH8_END(1, false)
+    default:
+        break;
+    }
+#undef CH8_END
+#undef CH8_ONE
 }
 
 /* Eight floats from each of the planes src + c * stride (c < 8) at pixel i, transposed: v[j] holds
@@ -1074,35 +1148,33 @@ static inline __attribute__((always_inline)) void ch8_tr_load(const float *src, 
     ki_tr8(&v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
 }
 
-/* Channels ch .. ch + 7 of the padded block xp (their input, zero borders) through the output block
- * xo into their planes at out: the nine taps, the bias and the clamp, then eight pixels at a time
- * transposed back into the planes (the last eight from ohw - 8: they overlap the ones before unless
- * ohw is a multiple of eight; the shared pixels get the same values twice). */
-static void ch8_finish(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t ch, const float *xp,
-                       float *xo, float *restrict out)
+/* The vectors of channels ch .. ch + 7 of c (ki_conv2d_dw3_ch8_avx2: a clamp): the nine taps'
+ * weights, the bias (zero without one) and the clamp's bounds. */
+typedef struct ch8_wts {
+    __m256 wv[9], bias, lo, hi;
+} ch8_wts;
+
+static void ch8_wts_of(const ki_conv2d *c, int64_t ch, ch8_wts *k)
 {
-    const int64_t ow = g->ow, ohw = g->oh * ow, wp = g->in.w + 2;
-    const int s = (int)c->sw;
-    __m256 wv[9];
     /* the group made at create (when ch starts one), else the weights gathered here */
     const float *w = c->weight + ch * 9;
     const float *w8 = c->dw_w8 && ch % 8 == 0 ? c->dw_w8 + ch * 9 : NULL;
     for (int t = 0; t < 9; t++) {
-        wv[t] = w8 ? _mm256_loadu_ps(w8 + 8 * t)
-                   : _mm256_setr_ps(w[t], w[9 + t], w[18 + t], w[27 + t], w[36 + t], w[45 + t],
-                                    w[54 + t], w[63 + t]);
+        k->wv[t] = w8 ? _mm256_loadu_ps(w8 + 8 * t)
+                      : _mm256_setr_ps(w[t], w[9 + t], w[18 + t], w[27 + t], w[36 + t],
+                                       w[45 + t], w[54 + t], w[63 + t]);
     }
     ki_gemm_fin f;
-    ki_gemm_fin_of(&c->ep, 0, NULL, &f); /* ki_conv2d_dw3_ch8_avx2: a clamp */
-    const __m256 bias = c->ep.bias ? _mm256_loadu_ps(c->ep.bias + ch) : _mm256_setzero_ps();
-    const __m256 lo = _mm256_set1_ps(f.lo), hi = _mm256_set1_ps(f.hi);
-    for (int64_t oy = 0; oy < g->oh; oy++) {
-        if (s == 1) {
-            ch8_row(xp, wp, 1, oy, ow, wv, bias, lo, hi, xo + oy * ow * 8);
-        } else {
-            ch8_row(xp, wp, 2, oy, ow, wv, bias, lo, hi, xo + oy * ow * 8);
-        }
-    }
+    ki_gemm_fin_of(&c->ep, 0, NULL, &f);
+    k->bias = c->ep.bias ? _mm256_loadu_ps(c->ep.bias + ch) : _mm256_setzero_ps();
+    k->lo = _mm256_set1_ps(f.lo), k->hi = _mm256_set1_ps(f.hi);
+}
+
+/* The output block xo (ohw pixels of eight channels) into the eight planes at out, eight pixels
+ * at a time transposed (the last eight from ohw - 8: they overlap the ones before unless ohw is a
+ * multiple of eight; the shared pixels get the same values twice). */
+static void ch8_to_planes(const float *xo, int64_t ohw, float *restrict out)
+{
     for (int64_t i = 0; i < ohw; i += 8) {
         const int64_t b = i + 8 <= ohw ? i : ohw - 8;
         __m256 v[8];
@@ -1112,6 +1184,41 @@ static void ch8_finish(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t ch, 
             _mm256_storeu_ps(out + j * ohw + b, v[j]);
         }
     }
+}
+
+/* Channels ch .. ch + 7 of the padded block xp (their input, zero borders) through the output block
+ * xo into their planes at out: the nine taps, the bias and the clamp, then the transposes. */
+static void ch8_finish(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t ch, const float *xp,
+                       float *xo, float *restrict out)
+{
+    const int64_t ow = g->ow, wp = g->in.w + 2;
+    ch8_wts k;
+    ch8_wts_of(c, ch, &k);
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        if (c->sw == 1) {
+            ch8_row(xp, wp, 1, oy, ow, k.wv, k.bias, k.lo, k.hi, xo + oy * ow * 8);
+        } else {
+            ch8_row(xp, wp, 2, oy, ow, k.wv, k.bias, k.lo, k.hi, xo + oy * ow * 8);
+        }
+    }
+    ch8_to_planes(xo, g->oh * ow, out);
+}
+
+/* As ch8_finish, from an OV block's tiles tb (ch8t_row; zr a row of zeros). */
+static void ch8t_finish(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t ch, const float *tb,
+                        const float *zr, float *xo, float *restrict out)
+{
+    const int64_t ow = g->ow, h = g->in.h, w = g->in.w;
+    ch8_wts k;
+    ch8_wts_of(c, ch, &k);
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        if (c->sw == 1) {
+            ch8t_row(tb, zr, h, w, 1, oy, ow, k.wv, k.bias, k.lo, k.hi, xo + oy * ow * 8);
+        } else {
+            ch8t_row(tb, zr, h, w, 2, oy, ow, k.wv, k.bias, k.lo, k.hi, xo + oy * ow * 8);
+        }
+    }
+    ch8_to_planes(xo, g->oh * ow, out);
 }
 
 /* The planes p .. p + 7 (one image's channels ch .. ch + 7) of in into out through the blocks xp
@@ -1200,27 +1307,11 @@ ovdw_tiles(const ovdw_block *b, float *t, void (*put)(void *, const float *, int
             const ki_ov_pf pf = { (const char *)na + q0 * 64, q1 - q0 };
             b->c->ov_uk(kc, b->c->ov_a + ki_ov_block_at(k0, kc, b->nob, b->ob),
                         b->x + k0 * b->hw + j0, (int)nr, b->hw, k0 > 0, last ? b->bias : NULL,
-                        last ? b->lo : -INFINITY, last ? b->hi : INFINITY, t, pf);
+                        last ? b->lo : -INFINITY, last ? b->hi : INFINITY,
+                        put ? t : t + j0 * KI_OV_MV, pf);
         }
-        put(ctx, t, j0, nr);
-    }
-}
-
-/* Where a block's tiles go on the fast path: each pixel's channel groups (rows / 8 of them) into
- * the zero-padded planes xp (np pixels of 8 floats apart), at its place at[j]. */
-typedef struct ovdw_planes8 {
-    float *xp;
-    const int32_t *at;
-    int64_t np, groups;
-} ovdw_planes8;
-
-static void ovdw_put8(void *ctx, const float *t, int64_t j0, int64_t nr)
-{
-    const ovdw_planes8 *p = ctx;
-    for (int64_t j = 0; j < nr; j++) {
-        float *d = p->xp + (int64_t)p->at[j0 + j] * 8;
-        for (int64_t q = 0; q < p->groups; q++) {
-            _mm256_store_ps(d + q * p->np * 8, _mm256_load_ps(t + j * KI_OV_MV + q * 8));
+        if (put) {
+            put(ctx, t, j0, nr);
         }
     }
 }
@@ -1249,15 +1340,16 @@ static void ovdw_body(void *arg, const ki_part *pt)
     }
     const bool fast = ki_conv2d_ovdw_ok(c, d, &dg);
     const int64_t ch = c->out_ch, k = c->in_ch, hw = g->in.h * g->in.w, ohw = dg.oh * dg.ow;
-    const int64_t nob = (ch + KI_OV_MV - 1) / KI_OV_MV, np = (dg.in.h + 2) * (dg.in.w + 2);
+    const int64_t nob = (ch + KI_OV_MV - 1) / KI_OV_MV;
     float *ws = ki_exec_slice(j->ex, pt->tid);
     ws = (float *)(void *)((char *)ws + (64 - (uintptr_t)ws % 64) % 64);
-    float *xp = ws, *xo = xp + (4 * np * 8 + 15) / 16 * 16;
-    float *t = fast ? xo + (ohw * 8 + 15) / 16 * 16 : ws + KI_OV_MV * hw;
-    int32_t *at = (int32_t *)(void *)(t + KI_OV_PW_MAX * KI_OV_MV);
+    /* the fast path's block of tiles (a pixel's 32 channels, then the next pixel's), one pixel on
+     * from the slice's start (ch8t_row points a pixel before each row), then a row of zeros and
+     * the depthwise output of a group */
+    float *tb = ws + KI_OV_MV, *zr = tb + hw * KI_OV_MV + KI_OV_MV, *xo = zr + dg.in.w * KI_OV_MV;
+    float *t = fast ? tb : ws + KI_OV_MV * hw;
     if (fast) {
-        memset(xp, 0, (size_t)(4 * np * 8) * sizeof *xp); /* the borders stay zero */
-        ch8_places(&dg, at);
+        memset(zr, 0, (size_t)(dg.in.w * KI_OV_MV) * sizeof *zr);
     }
     ki_gemm_fin f;
     ki_gemm_fin_of(&c->ep, 0, NULL, &f); /* ki_conv2d_ovdw_ok: a clamp */
@@ -1280,10 +1372,9 @@ static void ovdw_body(void *arg, const ki_part *pt)
                                .hi = f.hi };
         float *out = j->out + (img * ch + oc0) * ohw;
         if (fast) {
-            ovdw_planes8 p8 = { xp, at, np, rows / 8 };
-            ovdw_tiles(&b, t, ovdw_put8, &p8);
+            ovdw_tiles(&b, t, NULL, NULL); /* straight into the block */
             for (int64_t q = 0; q < rows / 8; q++) {
-                ch8_finish(d, &dg, oc0 + q * 8, xp + q * np * 8, xo, out + q * 8 * ohw);
+                ch8t_finish(d, &dg, oc0 + q * 8, tb + q * 8, zr + q * 8, xo, out + q * 8 * ohw);
             }
         } else { /* the block's planes, then the depthwise kernel on them as a layer of its own */
             ovdw_planes pl = { ws, rows, hw };

@@ -487,14 +487,12 @@ bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next)
     return bytes >= ki_conv2d_pwdw_min_bytes(c->isa);
 }
 
-/* Floats of a thread's slice for ki_conv2d_forward_ovdw_avx2 over the depthwise geometry dg: its
- * four zero-padded 8-channel groups of c's output, one group's depthwise output, an OV tile and
- * the pixels' places in the padded planes (int32, as floats), each part on a 64-byte line. */
+/* Floats of a thread's slice for ki_conv2d_forward_ovdw_avx2 over the depthwise geometry dg: a
+ * pixel's 32 floats, then the block of c's output (its 32 channels for each pixel), a pixel, a
+ * row of zeros (32 floats a pixel) and one group's depthwise output (8 a pixel). */
 static int64_t ovdw_fast_floats(const ki_conv2d_geom *dg)
 {
-    const int64_t np = (dg->in.h + 2) * (dg->in.w + 2);
-    return (4 * np * 8 + 15) / 16 * 16 + (dg->oh * dg->ow * 8 + 15) / 16 * 16 +
-           KI_OV_PW_MAX * KI_OV_MV + (dg->in.h * dg->in.w + 15) / 16 * 16;
+    return (dg->in.h * dg->in.w + dg->in.w + 2) * KI_OV_MV + dg->oh * dg->ow * 8;
 }
 
 bool ki_conv2d_ovdw_ok(const ki_conv2d *c, const ki_conv2d *d, const ki_conv2d_geom *dg)

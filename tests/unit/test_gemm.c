@@ -1083,12 +1083,12 @@ static bool ovdw_takes(top *pw, top *dw, const top *r1, const top *after, const 
 }
 
 /* With AVX2 or AVX-512, a 1x1 layer takes the small 3x3 depthwise layer after it
- * (and its ReLU6) when the param file declares planes whose four padded channel groups fit a
+ * (and its ReLU6) when the param file declares planes whose 32-channel block fits a
  * quarter of L2 (c->dwf_c8, ki_conv2d_ovdw_ok), at AVX-512 planes of at most 16 columns (20x20
  * refused there): the fused layer
  * equals the 1x1 layer + ReLU6, then the depthwise layer + ReLU6, bit for bit, at strides 1 and 2,
  * channels past the last whole 32-channel block, two k blocks (160 input channels), odd sizes,
- * batch 2, and run at sizes other than the declared one (96x96, whose padded groups take more than
+ * batch 2, and run at sizes other than the declared one (96x96, whose block takes more than
  * a quarter of L2; 3x3 to 2x2 at stride 2, too few pixels), which go through the block's planes
  * instead, on 1-3 threads. Refused: channels not a multiple of 8, a Hardswish after the depthwise layer. */
 static void ovdw_fuse_at_level(void)
