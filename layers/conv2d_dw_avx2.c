@@ -1279,7 +1279,8 @@ static void ch8_planes(const ki_conv2d *c, const ki_conv2d_geom *g, const float 
 }
 
 /* One 32-channel block ob of image img of c (k input planes at x, hw pixels) on its OV weights,
- * pixel block by pixel block into the tile t, each finished tile handed to put (c's bias and clamp
+ * pixel block by pixel block into the tile t, each finished tile handed to put, or with put NULL
+ * each tile at its pixels' place in t (pixel j's 32 floats at t + 32 j) (c's bias and clamp
  * applied in the kernel, on the last k block): the sums of c's GEMM tiles, in the same k order. */
 typedef struct ovdw_block {
     const ki_conv2d *c;
