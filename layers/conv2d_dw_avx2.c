@@ -1014,11 +1014,9 @@ bool ki_conv2d_dw3_ch8_avx2(const ki_conv2d *c, const ki_conv2d_geom *g)
  * first output's column -1 taps, with `right` (the run ends it and the last output reads column
  * w) the last output's column w taps, multiply a zero instead of loading: what the padded blocks'
  * zero columns hold. */
-static inline __attribute__((always_inline)) void ch8_run(const float *const r[3], const int ps,
-                                                          int s, int64_t ox, const __m256 *wv,
-                                                          __m256 bias, __m256 lo, __m256 hi,
-                                                          float *o, const int N, const bool left,
-                                                          const bool right)
+static inline __attribute__((always_inline)) void
+ch8_run(const float *const r[3], const int ps, int s, int64_t ox, const __m256 *wv, __m256 bias,
+        __m256 lo, __m256 hi, float *o, const int N, const bool left, const bool right)
 {
     __m256 a[CH8_RUN];
 #pragma GCC unroll 4
@@ -1047,8 +1045,8 @@ static inline __attribute__((always_inline)) void ch8_run(const float *const r[3
 /* Outputs ox0 .. ox1 - 1 of a row, CH8_RUN at a time, then the rest (ps and s constants). */
 static inline __attribute__((always_inline)) void ch8_span(const float *const r[3], const int ps,
                                                            const int s, int64_t ox0, int64_t ox1,
-                                                           const __m256 *wv, __m256 bias,
-                                                           __m256 lo, __m256 hi, float *o)
+                                                           const __m256 *wv, __m256 bias, __m256 lo,
+                                                           __m256 hi, float *o)
 {
     int64_t ox = ox0;
     for (; ox + CH8_RUN <= ox1; ox += CH8_RUN) {
@@ -1085,11 +1083,9 @@ static inline __attribute__((always_inline)) void ch8_row(const float *xp, int64
  * first run of up to CH8_RUN outputs from the left edge, runs inside the row, and a last run of
  * 1 .. CH8_RUN to the right edge (the same runs as ch8_span's, the first and last outputs'
  * taps outside the row zero products). */
-static inline __attribute__((always_inline)) void ch8t_row(const float *tb, const float *zr,
-                                                           int64_t h, int64_t w, const int s,
-                                                           int64_t oy, int64_t ow,
-                                                           const __m256 *wv, __m256 bias,
-                                                           __m256 lo, __m256 hi, float *o)
+static inline __attribute__((always_inline)) void
+ch8t_row(const float *tb, const float *zr, int64_t h, int64_t w, const int s, int64_t oy,
+         int64_t ow, const __m256 *wv, __m256 bias, __m256 lo, __m256 hi, float *o)
 {
     const float *r[3];
     for (int ky = 0; ky < 3; ky++) {
@@ -1161,8 +1157,8 @@ static void ch8_wts_of(const ki_conv2d *c, int64_t ch, ch8_wts *k)
     const float *w8 = c->dw_w8 && ch % 8 == 0 ? c->dw_w8 + ch * 9 : NULL;
     for (int t = 0; t < 9; t++) {
         k->wv[t] = w8 ? _mm256_loadu_ps(w8 + 8 * t)
-                      : _mm256_setr_ps(w[t], w[9 + t], w[18 + t], w[27 + t], w[36 + t],
-                                       w[45 + t], w[54 + t], w[63 + t]);
+                      : _mm256_setr_ps(w[t], w[9 + t], w[18 + t], w[27 + t], w[36 + t], w[45 + t],
+                                       w[54 + t], w[63 + t]);
     }
     ki_gemm_fin f;
     ki_gemm_fin_of(&c->ep, 0, NULL, &f);
