@@ -146,7 +146,7 @@ void ki_conv2d_gather2_ref(const float *src, float *restrict d, int64_t n)
 
 static void conv_destroy(void *state);
 
-/* c->dw_w8 from c's weights (a 3x3 depthwise layer of at least eight channels). */
+/* c->dw_w8 from c's weights (ki_conv2d_want_dw_w8). */
 static ki_status dw_w8_prepare(ki_conv2d *c, ki_error *err)
 {
     const int64_t groups = c->out_ch / 8;
@@ -188,8 +188,7 @@ static ki_status conv_create(const ki_op_desc *op, void **state, ki_error *err)
     if (st == KI_OK && ki_conv2d_want_ws2(c, op)) {
         st = ki_conv2d_ws2_prepare(c, err);
     }
-    if (st == KI_OK && c->isa >= KI_ISA_AVX2 && c->weight && c->groups == c->in_ch &&
-        c->in_ch == c->out_ch && c->kh == 3 && c->kw == 3 && c->out_ch >= 8) {
+    if (st == KI_OK && ki_conv2d_want_dw_w8(c)) {
         st = dw_w8_prepare(c, err);
     }
     /* with its own form of the weights the layer never reads the originals again */

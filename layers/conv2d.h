@@ -253,8 +253,9 @@ typedef struct ki_conv2d {
     ki_ws2_in_fn ws2_in;
     ki_ws2_out_fn ws2_out;
     /* A 3x3 depthwise layer's weights for the eight-channel blocks (ki_conv2d_dw3_ch8_avx2): tap t
-     * of channels 8q .. 8q + 7 as one vector, [out_ch / 8][9][8] (owned; NULL below AVX2, for
-     * fewer than eight channels and for weights given at run time, whose blocks gather them) */
+     * of channels 8q .. 8q + 7 as one vector, [out_ch / 8][9][8] (owned; ki_conv2d_want_dw_w8:
+     * NULL below AVX2, for fewer than eight channels and for weights given at run time, whose
+     * blocks gather them) */
     float *dw_w8;
 } ki_conv2d;
 
@@ -772,6 +773,7 @@ int ki_conv2d_want_wino(const ki_conv2d *c, const ki_op_desc *op, bool half, boo
                         bool *wh);
 bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op);
 bool ki_conv2d_want_s2d(const ki_conv2d *c);
+bool ki_conv2d_want_dw_w8(const ki_conv2d *c);
 bool ki_conv2d_want_ws2(const ki_conv2d *c, const ki_op_desc *op);
 bool ki_conv2d_want_pwdw(const ki_conv2d *c, const ki_op_desc *next);
 /* The path and kernels this layer runs for input shape in, e.g. "winograd F(4x4) avx2", into buf.

@@ -360,6 +360,15 @@ bool ki_conv2d_want_ov(const ki_conv2d *c, const ki_op_desc *op)
  * declared size is needed. Faster than the direct rows at AVX2 and AVX-512, alone and in the bands
  * with the next layer (docs/performance.md). */
 #define KI_S2D_MIN_OUT 8
+/* Whether c keeps its weights as the eight-channel blocks' tap vectors (c->dw_w8): a 3x3
+ * depthwise layer of at least eight channels with its weights, at a level whose depthwise kernels
+ * run those blocks (AVX2 and up). */
+bool ki_conv2d_want_dw_w8(const ki_conv2d *c)
+{
+    return c->dw_avx2 && c->weight && c->groups == c->in_ch && c->groups == c->out_ch &&
+           c->kh == 3 && c->kw == 3 && c->out_ch >= 8;
+}
+
 bool ki_conv2d_want_s2d(const ki_conv2d *c)
 {
     return c->weight && c->direct && ki_conv2d_direct_shape_ok(c) && ki_conv2d_s2d_shape_ok(c) &&
