@@ -150,6 +150,13 @@ typedef struct ki_layer_ops {
      * output shape. Two-input operators are offered only when that other input is computed
      * before this op runs. */
     bool (*fuse)(void *state, const ki_op_desc *next, int slot);
+    /* Optional, tried before fuse: the same offer with next's created state (next_state, of
+     * layer next_layer) as well. Return true when absorbed, as fuse; with *taken set, this layer
+     * keeps next_state as its own from then on (the loader neither runs nor destroys it). For a
+     * consumer whose create gave back attribute data (ki_op_release_attr), which a layer made
+     * again from `next` would lack. */
+    bool (*fuse_state)(void *state, const ki_op_desc *next, const struct ki_layer_ops *next_layer,
+                       void *next_state, int slot, bool *taken);
     /* Optional, for layers whose output 0 is their inputs laid end to end (torch.cat along its
      * outermost dim of more than one element): true when, for these shapes, input i is the
      * contiguous byte range [off[i], off[i] + its size) of output 0. The planner may then place

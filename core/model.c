@@ -189,10 +189,17 @@ static ki_status fuse_layers(ki_model *m, ki_error *err)
             continue;
         }
         int o = nd->out[0], c = consumer[o];
+        bool taken = false;
         if (c < 0 || g->operands[o].n_consumers != 1 || is_graph_output(g, o) ||
             !fusable(m, n, c, k, pos, &slot) ||
-            !m->layer[n]->fuse(m->state[n], &g->nodes[c].desc, slot)) {
+            !((m->layer[n]->fuse_state &&
+               m->layer[n]->fuse_state(m->state[n], &g->nodes[c].desc, m->layer[c], m->state[c],
+                                       slot, &taken)) ||
+              m->layer[n]->fuse(m->state[n], &g->nodes[c].desc, slot))) {
             continue;
+        }
+        if (taken) {
+            m->state[c] = NULL; /* the producer owns it now */
         }
         if (g->nodes[c].desc.n_inputs == 2) {
             st = append_input(g, nd, g->nodes[c].in[1 - slot], err);

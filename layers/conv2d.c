@@ -271,17 +271,35 @@ static bool gap_sizes(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_pat
            ki_ckd_add(bytes, *bytes, 63) && (*bytes = *bytes / 64 * 64, *bytes < SIZE_MAX / 4);
 }
 
+/* Whether the layer takes a residual operand (its own, or its absorbed projection's). */
+static bool has_residual(const ki_conv2d *c)
+{
+    return c->residual || (c->pjf && c->pjf->residual);
+}
+
 static ki_status conv_shape(const void *state, const ki_shape *in, int n_in, ki_shape *out,
                             int n_out, ki_error *err)
 {
     const ki_conv2d *c = state;
     ki_conv2d_geom g;
     char a[96], b[96];
-    if (n_in != 1 + (int)c->residual || n_out != 1) {
+    if (n_in != 1 + (int)has_residual(c) || n_out != 1) {
         return KI_FAIL(err, KI_ERR_INTERNAL, "wrong input/output count");
     }
     ki_status st = ki_conv2d_geom_make(c, &in[0], &g, err);
     ki_conv2d_geom dg;
+    if (st == KI_OK && c->pjf) { /* the projection's output */
+        st = ki_conv2d_ovpj_shape(c, &g, &out[0], err);
+        if (st == KI_OK && ki_conv2d_ovpj_workspace(c, &g, 1) == 0) {
+            st = KI_FAIL(err, KI_ERR_LIMIT, "input %s is too large",
+                         ki_shape_str(&in[0], a, sizeof a));
+        }
+        if (st == KI_OK && c->pjf->residual && !ki_shape_equal(&in[1], &out[0])) {
+            st = KI_FAIL(err, KI_ERR_SHAPE, "fused residual add: operand %s differs from output %s",
+                         ki_shape_str(&in[1], a, sizeof a), ki_shape_str(&out[0], b, sizeof b));
+        }
+        return st;
+    }
     if (st == KI_OK && c->dwf) { /* the depthwise layer's output */
         st = ki_conv2d_pwdw_geom(c, &g, &dg, err);
         if (st == KI_OK) {
@@ -425,7 +443,8 @@ static size_t conv_workspace(const void *state, const ki_shape *in, int n_in, co
         return ki_conv2d_direct_pool_workspace(c, &g);
     }
     if (c->dwf) {
-        return ki_conv2d_pwdw_workspace(c, &g);
+        return c->pjf ? ki_conv2d_ovpj_workspace(c, &g, n_threads)
+                      : ki_conv2d_pwdw_workspace(c, &g);
     }
     const ki_conv2d_path p = ki_conv2d_pick(c, &g);
     const size_t need = ki_conv2d_workspace_for(c, &g, p, n_threads);
@@ -497,7 +516,8 @@ static ki_status conv_forward(const void *state, const ki_tensor *in, int n_in, 
     ki_conv2d c = *(const ki_conv2d *)state; /* a copy that carries this run's residual */
     ki_conv2d_geom g;
     (void)n_out;
-    if (ki_conv2d_geom_make(&c, &in[0].shape, &g, NULL) != KI_OK || n_in != 1 + (int)c.residual) {
+    if (ki_conv2d_geom_make(&c, &in[0].shape, &g, NULL) != KI_OK ||
+        n_in != 1 + (int)has_residual(&c)) {
         return KI_ERR_SHAPE;
     }
     if (c.pool) {
@@ -507,6 +527,10 @@ static ki_status conv_forward(const void *state, const ki_tensor *in, int n_in, 
         }
         ki_conv2d_forward_direct_pool(&c, &g, in[0].data, out[0].data, ex);
         return KI_OK;
+    }
+    if (c.pjf) {
+        return ki_conv2d_forward_ovpj(&c, &g, in[0].data, c.pjf->residual ? in[1].data : NULL,
+                                      out[0].data, ex);
     }
     if (c.dwf) {
         size_t ws = ki_conv2d_pwdw_workspace(&c, &g);
@@ -576,6 +600,7 @@ static void conv_destroy(void *state)
     ki_conv2d *c = state;
     if (c) {
         conv_destroy(c->dwf);
+        conv_destroy(c->pjf);
         conv_destroy(c->s2d);
         free(c->wino_u);
         free(c->wino_h);
@@ -657,6 +682,23 @@ static bool depthwise_over(const ki_conv2d *c, const ki_op_desc *next)
            groups == c->out_ch && in_ch == c->out_ch;
 }
 
+/* A residual add or an activation after c, into its epilogue (conv_fuse). */
+static bool fuse_epilogue(ki_conv2d *c, const ki_op_desc *next, int slot)
+{
+    if (next->n_inputs == 2) {
+        if (c->residual || !ki_cv_is_residual_add(next)) {
+            return false;
+        }
+        c->residual = true;
+        c->ep.res_after = c->ep.act.kind != KI_ACT_NONE;
+        return true;
+    }
+    if (next->n_inputs != 1 || slot != 0) {
+        return false;
+    }
+    return ki_cv_fuse_act(&c->ep, next);
+}
+
 /* Absorbs a following activation into the output epilogue (see ki_cv_fuse_act), or a residual
  * add: before any activation (bias, + residual, then the activation absorbed after it) or after
  * the activation absorbed (bias, the activation, + residual: ep.res_after). */
@@ -665,6 +707,9 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
     ki_conv2d *c = state;
     if (c->pool || c->gap) {
         return false; /* the pool is the last thing the layer does */
+    }
+    if (c->pjf) { /* after the projection its residual add or activation */
+        return fuse_epilogue(c->pjf, next, slot);
     }
     if (c->dwf) { /* after the second layer only its activation (one its kernel applies) */
         ki_conv2d t = *c->dwf;
@@ -716,18 +761,24 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
         c->gap = slot == 0 && ki_conv2d_gap_ok(c);
         return c->gap;
     }
-    if (next->n_inputs == 2) {
-        if (c->residual || !ki_cv_is_residual_add(next)) {
-            return false;
-        }
-        c->residual = true;
-        c->ep.res_after = c->ep.act.kind != KI_ACT_NONE;
-        return true;
-    }
-    if (next->n_inputs != 1 || slot != 0) {
+    return fuse_epilogue(c, next, slot);
+}
+
+/* A channel-block step's projection, the 1x1 layer after it (ki_conv2d_want_pjf: with the OV
+ * weights it made at create), taken over as created (its original weights may already be given
+ * back, so it is not made again from next). */
+static bool conv_fuse_state(void *state, const ki_op_desc *next, const ki_layer_ops *next_layer,
+                            void *next_state, int slot, bool *taken)
+{
+    ki_conv2d *c = state, *pj = next_state;
+    *taken = false;
+    if (next_layer->create != conv_create || !pj || !c->dwf || !c->dwf_c8 || c->pjf || slot != 0 ||
+        next->n_inputs != 1 || !ki_conv2d_want_pjf(c, pj)) {
         return false;
     }
-    return ki_cv_fuse_act(&c->ep, next);
+    c->pjf = pj;
+    *taken = true;
+    return true;
 }
 
 static void conv_describe(const void *state, const ki_shape *in, int n_in, char *buf, size_t n)
@@ -758,6 +809,12 @@ static double conv_macs(const void *state, const ki_shape *in, int n_in)
             return -1;
         }
         macs += conv_image_macs(c->dwf, &dg);
+        ki_shape mid = ki_cv_nchw_shape(g.in.batched, 1, c->dwf->out_ch, dg.oh, dg.ow);
+        ki_conv2d_geom pg;
+        if (c->pjf && ki_conv2d_geom_make(c->pjf, &mid, &pg, NULL) != KI_OK) {
+            return -1;
+        }
+        macs += c->pjf ? conv_image_macs(c->pjf, &pg) : 0.0;
     }
     return macs * (double)g.in.n;
 }
@@ -771,6 +828,7 @@ const ki_layer_ops ki_layer_conv2d = {
     .forward = conv_forward,
     .destroy = conv_destroy,
     .fuse = conv_fuse,
+    .fuse_state = conv_fuse_state,
     .describe = conv_describe,
     .macs = conv_macs,
 };

@@ -92,6 +92,28 @@ static inline __attribute__((always_inline)) void ki_ov_pf_step(ki_ov_pf pf, int
             STEP;                                                                                  \
         }                                                                                          \
     } while (0)
+/* KI_OV_K_LOOP over a column block in eight-channel groups (k a multiple of 8): STEP(i) for step
+ * i (0..7) of a group, then NEXT once a group. */
+#define KI_OV_K_LOOP8(pf, k, STEP, NEXT)                                                           \
+    do {                                                                                           \
+        const int64_t per_ = ki_ov_pf_per(pf, k), steps_ = ki_ov_pf_steps(pf, per_);               \
+        for (int64_t q = 0; q < (k); q += 8) {                                                     \
+            if (q < steps_) {                                                                      \
+                for (int64_t i_ = 0; i_ < 8; i_++) {                                               \
+                    ki_ov_pf_step(pf, per_, q + i_);                                               \
+                }                                                                                  \
+            }                                                                                      \
+            STEP(0);                                                                               \
+            STEP(1);                                                                               \
+            STEP(2);                                                                               \
+            STEP(3);                                                                               \
+            STEP(4);                                                                               \
+            STEP(5);                                                                               \
+            STEP(6);                                                                               \
+            STEP(7);                                                                               \
+            NEXT;                                                                                  \
+        }                                                                                          \
+    } while (0)
 /* Writes rows 0..rows-1 (output channels) of an OV tile t ([pw][KI_OV_MV]) for pixels 0..nr-1
  * to d (row stride ld): + the residual res (same layout as d) when not NULL, then
  * min(hi, max(lo, v)). */
@@ -241,6 +263,16 @@ typedef struct ki_conv2d {
     ki_ov_ukernel_h ov_ukh;
     ki_ov_store_fn ov_st;
     int64_t (*ov_pw)(int64_t n); /* ki_conv2d_ov_pw's choice for ov_uk, or NULL: equal blocks */
+    /* ov_uk over input in eight-channel groups (ki_ov_ukernel8_avx2; NULL at the levels without
+     * one), and whether this run's input is so laid out (set on a run's copy of a projection
+     * absorbed by a channel-block step: pjf) */
+    ki_ov_ukernel ov_uk8;
+    bool in8;
+    /* A channel-block step (dwf_c8) run with its projection (pjf): its depthwise output written
+     * in eight-channel groups ([channel / 8][pixel][8], set on a run's copy), and that 1x1 layer
+     * (owned; NULL when none was absorbed: conv2d_ovpj.c) */
+    bool out8;
+    struct ki_conv2d *pjf;
     /* A 6x6 stride-2 stem on the direct path run as space-to-depth and Winograd F(4x4)
      * (conv2d_s2d.c): the 3x3 stride-1 layer over its 4 x in_ch space-to-depth channels, with its
      * Winograd weights (owned; NULL when the layer does not take it, ki_conv2d_want_s2d) */
@@ -612,6 +644,20 @@ bool ki_conv2d_dw3_ch8_shape_avx2(const ki_conv2d *c, const ki_conv2d_geom *g);
  * there, ki_conv2d_pwdw_min_bytes). */
 bool ki_conv2d_ovdw_ok(const ki_conv2d *c, const ki_conv2d *d, const ki_conv2d_geom *dg);
 bool ki_conv2d_want_ovdw(const ki_conv2d *c, const ki_conv2d *d, const ki_op_desc *next);
+/* conv2d_policy.c: whether the channel-block step c absorbs pj, the 1x1 layer after it (created
+ * from the next op; c->pjf, conv2d_ovpj.c), and whether a run at those geometries (dg: the
+ * depthwise layer's, pg: pj's, p: pj's path) hands pj the depthwise output in eight-channel
+ * groups (c->out8, pj->in8). */
+bool ki_conv2d_want_pjf(const ki_conv2d *c, const ki_conv2d *pj);
+bool ki_conv2d_pj_in8(const ki_conv2d *c, const ki_conv2d_geom *dg, const ki_conv2d *pj,
+                      const ki_conv2d_geom *pg, ki_conv2d_path p);
+/* conv2d_ovpj.c: such a step with its projection: the output shape, the workspace per thread
+ * (0: too large) and the run (res: the projection's fused residual, or NULL). */
+ki_status ki_conv2d_ovpj_shape(const ki_conv2d *c, const ki_conv2d_geom *g, ki_shape *out,
+                               ki_error *err);
+size_t ki_conv2d_ovpj_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads);
+ki_status ki_conv2d_forward_ovpj(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
+                                 const float *res, float *restrict out, const ki_exec *ex);
 size_t ki_conv2d_ovdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g);
 void ki_conv2d_forward_ovdw_avx2(const ki_conv2d *c, const ki_conv2d_geom *g, const float *in,
                                  float *restrict out, const ki_exec *ex);
@@ -732,6 +778,13 @@ void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64
                         const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf);
 void ki_ov_ukernel_ref(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
                        const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf);
+/* The OV micro-kernel over a column block in eight-channel groups: b[k][j] at
+ * b[(k / 8) * ldb + j * 8 + k % 8] (a pixel's eight channels together, the groups ldb apart),
+ * k a multiple of 8; the same products in the same order as ki_ov_ukernel_*, so the same bits. */
+void ki_ov_ukernel8_ref(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
+                        const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf);
+void ki_ov_ukernel8_avx2(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
+                         const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf);
 void ki_ov_ukernel_avx512(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
                           const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf);
 void ki_ov_ukernel_h_ref(int64_t k, const uint16_t *a, const float *b, int pw, int64_t ldb,

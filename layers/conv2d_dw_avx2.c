@@ -1200,7 +1200,8 @@ static void ch8_finish(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t ch, 
     ch8_to_planes(xo, g->oh * ow, out);
 }
 
-/* As ch8_finish, from an OV block's tiles tb (ch8t_row; zr a row of zeros). */
+/* As ch8_finish, from an OV block's tiles tb (ch8t_row; zr a row of zeros); out NULL: xo is where
+ * the group goes (the input of an absorbed projection, in eight-channel groups), no transposes. */
 static void ch8t_finish(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t ch, const float *tb,
                         const float *zr, float *xo, float *restrict out)
 {
@@ -1214,7 +1215,9 @@ static void ch8t_finish(const ki_conv2d *c, const ki_conv2d_geom *g, int64_t ch,
             ch8t_row(tb, zr, h, w, 2, oy, ow, k.wv, k.bias, k.lo, k.hi, xo + oy * ow * 8);
         }
     }
-    ch8_to_planes(xo, g->oh * ow, out);
+    if (out) {
+        ch8_to_planes(xo, g->oh * ow, out);
+    }
 }
 
 /* The planes p .. p + 7 (one image's channels ch .. ch + 7) of in into out through the blocks xp
@@ -1370,8 +1373,10 @@ static void ovdw_body(void *arg, const ki_part *pt)
         float *out = j->out + (img * ch + oc0) * ohw;
         if (fast) {
             ovdw_tiles(&b, t, NULL, NULL); /* straight into the block */
-            for (int64_t q = 0; q < rows / 8; q++) {
-                ch8t_finish(d, &dg, oc0 + q * 8, tb + q * 8, zr + q * 8, xo, out + q * 8 * ohw);
+            for (int64_t q = 0; q < rows / 8; q++) { /* c->out8: group oc0 / 8 + q at its place */
+                float *o = out + q * 8 * ohw;
+                ch8t_finish(d, &dg, oc0 + q * 8, tb + q * 8, zr + q * 8, c->out8 ? o : xo,
+                            c->out8 ? NULL : o);
             }
         } else { /* the block's planes, then the depthwise kernel on them as a layer of its own */
             ovdw_planes pl = { ws, rows, hw };

@@ -243,16 +243,17 @@ size_t ki_conv2d_ov_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n
     return ((cols + (size_t)nt - 1) / (size_t)nt + 63) / 64 * 64 + (part + 63) / 64 * 64;
 }
 
-void ki_ov_ukernel_ref(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
-                       const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf)
+/* The plain micro-kernel on b's element (q, j) at b[q / g * ldb + j * g + q % g]: g 1, planes
+ * (rows ldb apart); g 8, eight-channel groups (ki_ov_ukernel8_ref). */
+static void ov_ref(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
+                   const float *bias, float lo, float hi, float *restrict t, int64_t g)
 {
-    (void)pf;
     if (!acc) {
         memset(t, 0, (size_t)pw * KI_OV_MV * sizeof *t);
     }
     for (int64_t q = 0; q < k; q++) {
         for (int j = 0; j < pw; j++) {
-            float bv = b[q * ldb + j];
+            float bv = b[q / g * ldb + j * g + q % g];
             for (int r = 0; r < KI_OV_MV; r++) {
                 t[j * KI_OV_MV + r] += a[q * KI_OV_MV + r] * bv;
             }
@@ -263,6 +264,20 @@ void ki_ov_ukernel_ref(int64_t k, const float *a, const float *b, int pw, int64_
         v = lo > v ? lo : v; /* NaN kept, as the vector max/min keep it */
         t[i] = hi < v ? hi : v;
     }
+}
+
+void ki_ov_ukernel_ref(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
+                       const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf)
+{
+    (void)pf;
+    ov_ref(k, a, b, pw, ldb, acc, bias, lo, hi, t, 1);
+}
+
+void ki_ov_ukernel8_ref(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
+                        const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf)
+{
+    (void)pf;
+    ov_ref(k, a, b, pw, ldb, acc, bias, lo, hi, t, 8);
 }
 
 /* ki_ov_ukernel_ref on binary16 weights: each k block widened, then the float kernel (the bias
@@ -400,6 +415,21 @@ static void ov_pack(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x,
  * (128 Ki floats on the 1 MiB L2 where it was timed). */
 #define KI_OV_PREFETCH_ALL ((int64_t)(ki_cpu_get()->l2 / 2 / sizeof(float)))
 
+/* Where the micro-kernel reads image x's column block from input channel k0 (in place) and pixel
+ * j0, and the stride *ldb it takes: the planes (rows hw apart), or with c->in8 eight-channel
+ * groups (ki_ov_ukernel8: 8 hw apart, a pixel's eight channels together; k0 a multiple of 8). */
+static const float *ov_cols(const ki_conv2d *c, const float *x, int64_t hw, int64_t k0, int64_t j0,
+                            int64_t *ldb)
+{
+    *ldb = c->in8 ? 8 * hw : hw;
+    return x + k0 * hw + (c->in8 ? j0 * 8 : j0);
+}
+
+static ki_ov_ukernel ov_kernel(const ki_conv2d *c)
+{
+    return c->in8 ? c->ov_uk8 : c->ov_uk;
+}
+
 /* Rows q0..q1-1 (stride ld) of cols floats at x into L2. */
 static void prefetch_rows(const float *x, int64_t ld, int64_t q0, int64_t q1, int64_t cols)
 {
@@ -408,6 +438,18 @@ static void prefetch_rows(const float *x, int64_t ld, int64_t q0, int64_t q1, in
         for (int64_t b = 0; b < cols * (int64_t)sizeof(float) + 63; b += 64) {
             __builtin_prefetch(r + b, 0, 2);
         }
+    }
+}
+
+/* Input channels q0..q1-1 of pixels [j0, j1) of image x (in place) into L2, as ov_cols lays
+ * them out. */
+static void prefetch_cols(const ki_conv2d *c, const float *x, int64_t hw, int64_t q0, int64_t q1,
+                          int64_t j0, int64_t j1)
+{
+    if (c->in8) {
+        prefetch_rows(x + j0 * 8, 8 * hw, q0 / 8, (q1 + 7) / 8, (j1 - j0) * 8);
+    } else {
+        prefetch_rows(x + j0, hw, q0, q1, j1 - j0);
     }
 }
 
@@ -446,13 +488,14 @@ static void ov_forward_split_k(const ki_conv2d *c, const ki_conv2d_geom *g, cons
                 const int64_t j0 = pb * pw, nr = n - j0 < pw ? n - j0 : pw;
                 const int64_t at = ki_ov_block_at(kb, kcb, nob, ob) + (s0 - kb) * KI_OV_MV;
                 float *t = part + (size_t)h * half + (size_t)(ob * nb + pb) * (size_t)pw * KI_OV_MV;
-                const float *b = x + s0 * hw + j0;
+                int64_t ldb;
+                const float *b = ov_cols(c, x, hw, s0, j0, &ldb);
                 if (c->ov_h) {
-                    c->ov_ukh(s1 - s0, c->ov_h + at, b, (int)nr, hw, s0 > q0, NULL, -INFINITY,
+                    c->ov_ukh(s1 - s0, c->ov_h + at, b, (int)nr, ldb, s0 > q0, NULL, -INFINITY,
                               INFINITY, t, KI_OV_NO_PF);
                 } else {
-                    c->ov_uk(s1 - s0, c->ov_a + at, b, (int)nr, hw, s0 > q0, NULL, -INFINITY,
-                             INFINITY, t, KI_OV_NO_PF);
+                    ov_kernel(c)(s1 - s0, c->ov_a + at, b, (int)nr, ldb, s0 > q0, NULL, -INFINITY,
+                                 INFINITY, t, KI_OV_NO_PF);
                 }
             }
         }
@@ -561,13 +604,15 @@ static void ov_tile(const ov_image *im, const char *a, int64_t k0, int64_t kc, i
      * and packed, a block of one pixel after blocks of twelve (ki_conv2d_ov_pw) would cost a
      * whole tile of its zero padding */
     const int64_t j0 = pb * im->pw, nr = im->n - j0 < im->pw ? im->n - j0 : im->pw;
-    const float *b = im->packs ? im->bp + (pb * im->k + k0) * im->pw : im->x + k0 * im->hw + j0;
-    const int64_t ldb = im->packs ? im->pw : im->hw;
+    int64_t ldb = im->pw;
+    const float *b =
+        im->packs ? im->bp + (pb * im->k + k0) * im->pw : ov_cols(c, im->x, im->hw, k0, j0, &ldb);
     if (c->ov_h) {
         c->ov_ukh(kc, (const uint16_t *)(const void *)a, b, (int)nr, ldb, k0 > 0, bv, lo, hi, t,
                   pf);
     } else {
-        c->ov_uk(kc, (const float *)(const void *)a, b, (int)nr, ldb, k0 > 0, bv, lo, hi, t, pf);
+        ov_kernel(c)(kc, (const float *)(const void *)a, b, (int)nr, ldb, k0 > 0, bv, lo, hi, t,
+                     pf);
     }
     if (last) {
         ov_store(c, im->f, t, oc0, rows, j0, nr, im->n, im->y, im->res, im->gs, im->pw, im->nb);
@@ -694,17 +739,17 @@ static void ov_body(void *arg, const ki_part *me)
             const int64_t pj0 = q0 * pw, pj1 = q1 * pw < n ? q1 * pw : n;
             bool ahead = !packs && l.by_pixels && q1 > q0;
             if (ahead && k * (pj1 - pj0) <= KI_OV_PREFETCH_ALL) { /* all of it at once */
-                prefetch_rows(x + pj0, hw, 0, k, pj1 - pj0);
+                prefetch_cols(c, x, hw, 0, k, pj0, pj1);
                 ahead = false;
             } else if (ahead) {
-                prefetch_rows(x + pj0, hw, 0, k < KI_OV_KC ? k : KI_OV_KC, pj1 - pj0);
+                prefetch_cols(c, x, hw, 0, k < KI_OV_KC ? k : KI_OV_KC, pj0, pj1);
             }
             for (int64_t k0 = 0; k0 < k; k0 += KI_OV_KC) {
                 int64_t kc = k - k0 < KI_OV_KC ? k - k0 : KI_OV_KC;
                 const bool last = k0 + kc >= k;
                 if (ahead && !last) {
-                    prefetch_rows(x + pj0, hw, k0 + kc,
-                                  k - k0 - kc < KI_OV_KC ? k : k0 + kc + KI_OV_KC, pj1 - pj0);
+                    prefetch_cols(c, x, hw, k0 + kc,
+                                  k - k0 - kc < KI_OV_KC ? k : k0 + kc + KI_OV_KC, pj0, pj1);
                 }
                 for (int64_t u = 0; u < cnt; u++) {
                     int64_t ob, pb, span, at;

@@ -56,26 +56,35 @@ static inline AI void px_store(float *t, px32 c, const float *bias, __m256 vlo, 
     _mm256_storeu_ps(t + 24, fin(c.v3, bias ? bias + 24 : NULL, vlo, vhi));
 }
 
-/* Pixels 0..np-1 (np 1..3, a constant in each copy) of b and t over the whole k block. */
+/* Pixels 0..np-1 (np 1..3, a constant in each copy) of b and t over the whole k block; ps (a
+ * constant) 1: b's rows k, ldb apart (planes), 8: b in eight-channel groups ldb apart, a pixel's
+ * eight channels together (ki_ov_ukernel8_avx2). The same products in the same order either way. */
 static inline AI void ov_group(int64_t k, const float *a, const float *b, int64_t ldb, bool acc,
                                const float *bias, float lo, float hi, float *restrict t,
-                               ki_ov_pf pf, const int np)
+                               ki_ov_pf pf, const int np, const int ps)
 {
     px32 c0 = px_load(t, acc);
     px32 c1 = np > 1 ? px_load(t + KI_OV_MV, acc) : c0;
     px32 c2 = np > 2 ? px_load(t + 2 * KI_OV_MV, acc) : c0;
-#define GROUP_STEP()                                                                               \
+#define GROUP_STEP(o)                                                                              \
     do {                                                                                           \
-        c0 = px_fma(c0, a, _mm256_broadcast_ss(b));                                                \
+        c0 = px_fma(c0, a, _mm256_broadcast_ss(b + (o)));                                          \
         if (np > 1) {                                                                              \
-            c1 = px_fma(c1, a, _mm256_broadcast_ss(b + 1));                                        \
+            c1 = px_fma(c1, a, _mm256_broadcast_ss(b + (o) + ps));                                 \
         }                                                                                          \
         if (np > 2) {                                                                              \
-            c2 = px_fma(c2, a, _mm256_broadcast_ss(b + 2));                                        \
+            c2 = px_fma(c2, a, _mm256_broadcast_ss(b + (o) + 2 * ps));                             \
         }                                                                                          \
-        a += KI_OV_MV, b += ldb;                                                                   \
+        a += KI_OV_MV;                                                                             \
     } while (0)
-    KI_OV_K_LOOP(pf, k, GROUP_STEP());
+    if (ps == 1) {
+        KI_OV_K_LOOP(pf, k, {
+            GROUP_STEP(0);
+            b += ldb;
+        });
+    } else {
+        KI_OV_K_LOOP8(pf, k, GROUP_STEP, b += ldb);
+    }
 #undef GROUP_STEP
     const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
     px_store(t, c0, bias, vlo, vhi);
@@ -120,26 +129,33 @@ static inline AI void px16_store(float *t, px16 c, const float *bias, __m256 vlo
  * k 128, 12 pixels, one thread: 103 -> 106-110 GFLOP/s of 113 (docs/performance.md). */
 static inline AI void ov_half(int64_t k, const float *a, const float *b, int64_t ldb, bool acc,
                               const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf,
-                              const int np)
+                              const int np, const int ps)
 {
     px16 c0 = px16_load(t, acc), c1 = px16_load(t + KI_OV_MV, acc);
     px16 c2 = px16_load(t + 2 * KI_OV_MV, acc), c3 = px16_load(t + 3 * KI_OV_MV, acc);
     px16 c4 = px16_load(t + 4 * KI_OV_MV, acc);
     px16 c5 = np > 5 ? px16_load(t + 5 * KI_OV_MV, acc) : c0;
-#define HALF_STEP()                                                                                \
+#define HALF_STEP(o)                                                                               \
     do {                                                                                           \
         __m256 a0 = _mm256_load_ps(a), a1 = _mm256_load_ps(a + 8);                                 \
-        c0 = px16_fma(c0, a0, a1, b);                                                              \
-        c1 = px16_fma(c1, a0, a1, b + 1);                                                          \
-        c2 = px16_fma(c2, a0, a1, b + 2);                                                          \
-        c3 = px16_fma(c3, a0, a1, b + 3);                                                          \
-        c4 = px16_fma(c4, a0, a1, b + 4);                                                          \
+        c0 = px16_fma(c0, a0, a1, b + (o));                                                        \
+        c1 = px16_fma(c1, a0, a1, b + (o) + ps);                                                   \
+        c2 = px16_fma(c2, a0, a1, b + (o) + 2 * ps);                                               \
+        c3 = px16_fma(c3, a0, a1, b + (o) + 3 * ps);                                               \
+        c4 = px16_fma(c4, a0, a1, b + (o) + 4 * ps);                                               \
         if (np > 5) {                                                                              \
-            c5 = px16_fma(c5, a0, a1, b + 5);                                                      \
+            c5 = px16_fma(c5, a0, a1, b + (o) + 5 * ps);                                           \
         }                                                                                          \
-        a += KI_OV_MV, b += ldb;                                                                   \
+        a += KI_OV_MV;                                                                             \
     } while (0)
-    KI_OV_K_LOOP(pf, k, HALF_STEP());
+    if (ps == 1) {
+        KI_OV_K_LOOP(pf, k, {
+            HALF_STEP(0);
+            b += ldb;
+        });
+    } else {
+        KI_OV_K_LOOP8(pf, k, HALF_STEP, b += ldb);
+    }
 #undef HALF_STEP
     const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
     px16_store(t, c0, bias, vlo, vhi);
@@ -152,32 +168,38 @@ static inline AI void ov_half(int64_t k, const float *a, const float *b, int64_t
     }
 }
 
-/* One function per kernel and pixel count (NAME##NP calling NAME with NP a constant): each
- * register-allocated on its own, so nothing of the caller is kept live (and spilled) around the k
- * loop. */
-#define OV_COPY(NAME, NP)                                                                          \
-    static __attribute__((noinline)) void NAME##NP(                                                \
+/* One function per kernel, pixel count and pixel stride (NAME##NP##_##PS calling NAME with NP
+ * and PS constants): each register-allocated on its own, so nothing of the caller is kept live
+ * (and spilled) around the k loop. */
+#define OV_COPY(NAME, NP, PS)                                                                      \
+    static __attribute__((noinline)) void NAME##NP##_##PS(                                         \
         int64_t k, const float *a, const float *b, int64_t ldb, bool acc, const float *bias,       \
         float lo, float hi, float *restrict t, ki_ov_pf pf)                                        \
     {                                                                                              \
-        NAME(k, a, b, ldb, acc, bias, lo, hi, t, pf, NP);                                          \
+        NAME(k, a, b, ldb, acc, bias, lo, hi, t, pf, NP, PS);                                      \
     }
-OV_COPY(ov_group, 1)
-OV_COPY(ov_group, 2)
-OV_COPY(ov_group, 3)
+OV_COPY(ov_group, 1, 1)
+OV_COPY(ov_group, 2, 1)
+OV_COPY(ov_group, 3, 1)
+OV_COPY(ov_group, 1, 8)
+OV_COPY(ov_group, 2, 8)
+OV_COPY(ov_group, 3, 8)
 
-/* Pixels j..j+NP-1 (5 or 6) as two halves of 16 channels, each an ov_halfNP. */
-#define OV_HALVES(NP)                                                                              \
-    OV_COPY(ov_half, NP)                                                                           \
-    static void ov_halves##NP(int64_t k, const float *a, const float *b, int64_t ldb, bool acc,    \
-                              const float *bias, float lo, float hi, float *restrict t,            \
-                              ki_ov_pf pf)                                                         \
+/* Pixels j..j+NP-1 (5 or 6) as two halves of 16 channels, each an ov_halfNP_PS. */
+#define OV_HALVES(NP, PS)                                                                          \
+    OV_COPY(ov_half, NP, PS)                                                                       \
+    static void ov_halves##NP##_##PS(int64_t k, const float *a, const float *b, int64_t ldb,       \
+                                     bool acc, const float *bias, float lo, float hi,              \
+                                     float *restrict t, ki_ov_pf pf)                               \
     {                                                                                              \
-        ov_half##NP(k, a, b, ldb, acc, bias, lo, hi, t, pf);                                       \
-        ov_half##NP(k, a + 16, b, ldb, acc, bias ? bias + 16 : NULL, lo, hi, t + 16, KI_OV_NO_PF); \
+        ov_half##NP##_##PS(k, a, b, ldb, acc, bias, lo, hi, t, pf);                                \
+        ov_half##NP##_##PS(k, a + 16, b, ldb, acc, bias ? bias + 16 : NULL, lo, hi, t + 16,        \
+                           KI_OV_NO_PF);                                                           \
     }
-OV_HALVES(5)
-OV_HALVES(6)
+OV_HALVES(5, 1)
+OV_HALVES(6, 1)
+OV_HALVES(5, 8)
+OV_HALVES(6, 8)
 
 /* One k loop of the kernel: a tile shape (ov_group1..3 on 1..3 pixels, ov_halves5/6 on 5 or 6;
  * 0 ends a plan) and its first pixel. */
@@ -207,7 +229,29 @@ static const ov_step ov_plans[KI_OV_PW_MAX + 1][4] = {
     [12] = { { 6, 0 }, { 6, 6 } },
 };
 
-/* The steps each run the whole k loop; pf's lines are asked for in the first one's. */
+typedef void (*shape_fn)(int64_t, const float *, const float *, int64_t, bool, const float *, float,
+                         float, float *restrict, ki_ov_pf);
+
+/* Tile shapes by kind (ov_step), pixels ps floats apart in b */
+static const shape_fn ov_shapes1[7] = {
+    [1] = ov_group1_1, [2] = ov_group2_1, [3] = ov_group3_1, [5] = ov_halves5_1, [6] = ov_halves6_1
+};
+static const shape_fn ov_shapes8[7] = {
+    [1] = ov_group1_8, [2] = ov_group2_8, [3] = ov_group3_8, [5] = ov_halves5_8, [6] = ov_halves6_8
+};
+
+/* The plan of a tile of pw pixels (1..KI_OV_PW_MAX) on the shapes of pixel stride ps; pf's lines
+ * are asked for in the first step's k loop. */
+static inline AI void ov_run_plan(const shape_fn *shapes, int ps, int64_t k, const float *a,
+                                  const float *b, int pw, int64_t ldb, bool acc, const float *bias,
+                                  float lo, float hi, float *restrict t, ki_ov_pf pf)
+{
+    for (const ov_step *s = ov_plans[pw]; s->kind; s++) {
+        shapes[s->kind](k, a, b + s->j * ps, ldb, acc, bias, lo, hi, t + s->j * KI_OV_MV, pf);
+        pf = KI_OV_NO_PF;
+    }
+}
+
 void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
                         const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf)
 {
@@ -215,14 +259,17 @@ void ki_ov_ukernel_avx2(int64_t k, const float *a, const float *b, int pw, int64
         ki_ov_ukernel_ref(k, a, b, pw, ldb, acc, bias, lo, hi, t, pf);
         return;
     }
-    typedef void (*shape_fn)(int64_t, const float *, const float *, int64_t, bool, const float *,
-                             float, float, float *restrict, ki_ov_pf);
-    static const shape_fn shapes[7] = { [1] = ov_group1, [2] = ov_group2, [3] = ov_group3,
-                                        [5] = ov_halves5, [6] = ov_halves6 };
-    for (const ov_step *s = ov_plans[pw]; s->kind; s++) {
-        shapes[s->kind](k, a, b + s->j, ldb, acc, bias, lo, hi, t + s->j * KI_OV_MV, pf);
-        pf = KI_OV_NO_PF;
+    ov_run_plan(ov_shapes1, 1, k, a, b, pw, ldb, acc, bias, lo, hi, t, pf);
+}
+
+void ki_ov_ukernel8_avx2(int64_t k, const float *a, const float *b, int pw, int64_t ldb, bool acc,
+                         const float *bias, float lo, float hi, float *restrict t, ki_ov_pf pf)
+{
+    if (pw < 1 || pw > KI_OV_PW_MAX || k % 8 != 0) {
+        ki_ov_ukernel8_ref(k, a, b, pw, ldb, acc, bias, lo, hi, t, pf);
+        return;
     }
+    ov_run_plan(ov_shapes8, 8, k, a, b, pw, ldb, acc, bias, lo, hi, t, pf);
 }
 
 /* The k loops a tile of pw pixels runs (an ov_halves two, a group one). Each takes about the same

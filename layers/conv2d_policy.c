@@ -41,6 +41,7 @@ typedef struct conv_kernels {
     void (*pack_eo)(const float *x, int64_t ldb, int64_t w, int64_t j0, int64_t nr, int64_t k,
                     float *restrict dst);
     int64_t (*ov_pw)(int64_t n);
+    ki_ov_ukernel ov_uk8;
 } conv_kernels;
 
 static const conv_kernels kernels_of[KI_ISA_COUNT] = {
@@ -69,7 +70,8 @@ static const conv_kernels kernels_of[KI_ISA_COUNT] = {
                       ki_ws2_output_avx2,
                       ki_conv2d_dw3_band_eo_avx2,
                       ki_conv2d_pack_eo_avx2,
-                      ki_ov_pw_avx2 },
+                      ki_ov_pw_avx2,
+                      ki_ov_ukernel8_avx2 },
     /* vcvtph2ps on zmm (the binary16 kernels) is AVX512F itself */
     [KI_ISA_AVX512] = { ki_cv_epilogue_avx512, ki_conv2d_gather2_avx2, ki_conv2d_dw3_planes_avx512,
                         ki_conv2d_dw3_band_avx512, ki_conv2d_direct_row_avx512, true,
@@ -110,6 +112,7 @@ void ki_conv2d_set_isa(ki_conv2d *c, ki_isa isa)
     c->ov_ukh = k->ov_ukh;
     c->ov_st = k->ov_st;
     c->ov_pw = k->ov_pw;
+    c->ov_uk8 = k->ov_uk8;
 }
 
 /* The direct path's row kernels apply Hardswish, Hardsigmoid and LeakyReLU in registers, where the
@@ -538,6 +541,27 @@ bool ki_conv2d_want_ovdw(const ki_conv2d *c, const ki_conv2d *d, const ki_op_des
     return decl && declared_geom(d, decl, &dg) && ki_conv2d_ovdw_ok(c, d, &dg);
 }
 
+/* The projection after a channel-block step: a 1x1 layer of one group over the depthwise output,
+ * at a level with a micro-kernel for eight-channel groups, on float32 OV weights (which its create
+ * made for the declared planes, so on its own it would run them too), and input channels in
+ * halves of whole groups (a split over k cuts them at the half). */
+bool ki_conv2d_want_pjf(const ki_conv2d *c, const ki_conv2d *pj)
+{
+    return c->dwf && c->dwf_c8 && pj->ov_uk8 && pj->ov_a && !pj->ov_h && !pj->residual &&
+           pj->groups == 1 && ki_conv2d_is_pointwise(pj) && pj->in_ch == c->dwf->out_ch &&
+           pj->in_ch % 16 == 0;
+}
+
+/* The groups go to the projection as they are when it runs on the OV path (read in place) and
+ * the depthwise blocks run on the OV tiles (ki_conv2d_ovdw_ok at this run's geometry). */
+bool ki_conv2d_pj_in8(const ki_conv2d *c, const ki_conv2d_geom *dg, const ki_conv2d *pj,
+                      const ki_conv2d_geom *pg, ki_conv2d_path p)
+{
+    (void)pg;
+    return p == KI_CONV2D_OV && pj->ov_uk8 && pj->ov_a && !pj->ov_h && !pj->gap &&
+           pj->in_ch % 16 == 0 && ki_conv2d_ovdw_ok(c, c->dwf, dg);
+}
+
 size_t ki_conv2d_ovdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g)
 {
     ki_conv2d_geom dg;
@@ -613,7 +637,8 @@ void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_
     if (c->pool) {
         snprintf(buf, n, "direct+maxpool %s", isa);
     } else if (c->dwf && c->dwf_c8) {
-        snprintf(buf, n, "small-output+depthwise by channel blocks %s", isa);
+        snprintf(buf, n, "small-output+depthwise by channel blocks%s %s", c->pjf ? "+1x1" : "",
+                 isa);
     } else if (c->dwf) {
         ki_conv2d_geom dg;
         const bool eo = ki_conv2d_pwdw_geom(c, &g, &dg, NULL) == KI_OK && ki_conv2d_pwdw_eo(c, &dg);

@@ -78,6 +78,66 @@ static void test_ov_ukernel_avx2(void **unused)
     free(b);
 }
 
+/* The eight-channel-group kernel (ki_ov_ukernel8_avx2) against its plain form, and bit for bit
+ * against ki_ov_ukernel_avx2 on the same values laid out as planes: every pixel count, k of one
+ * group, one k block and more, groups ldb apart with and without a gap, acc, bias, clamp. */
+static void test_ov_ukernel8_avx2(void **unused)
+{
+    (void)unused;
+    if (ki_cpu_get()->isa < KI_ISA_AVX2) {
+        skip();
+    }
+    enum { K8 = 296 };
+    static const int64_t ks[3] = { 8, 128, K8 };
+    const int64_t g_max = (KI_OV_PW_MAX + 3) * 8;
+    float *a = aligned_alloc(64, K8 * KI_OV_MV * sizeof *a);
+    float *b8 = malloc((size_t)(K8 / 8 * g_max) * sizeof *b8);
+    float *bp = malloc((size_t)(K8 * KI_OV_PW_MAX) * sizeof *bp);
+    float bias[KI_OV_MV], t0[KI_OV_PW_MAX * KI_OV_MV];
+    float want[KI_OV_PW_MAX * KI_OV_MV], got[KI_OV_PW_MAX * KI_OV_MV], pl[KI_OV_PW_MAX * KI_OV_MV];
+    uint64_t s = 0x8C0A5ull;
+    for (int pw = 1; pw <= KI_OV_PW_MAX; pw++) {
+        for (int c = 0; c < 3 * 8; c++) {
+            const int64_t k = ks[c % 3], ldb = pw * 8 + (c % 2 ? 24 : 0);
+            const bool acc = (c / 3) & 1, clamp = (c / 12) & 1;
+            const float *bi = (c / 6) & 1 ? bias : NULL;
+            const float lo = clamp ? -0.3f : -INFINITY, hi = clamp ? 0.4f : INFINITY;
+            trng_fill(&s, a, (size_t)(k * KI_OV_MV));
+            trng_fill(&s, b8, (size_t)(k / 8 * ldb));
+            trng_fill(&s, bias, KI_OV_MV);
+            trng_fill(&s, t0, (size_t)pw * KI_OV_MV);
+            if (pw == 4 && c == 5) {
+                b8[ldb + 2 * 8 + 3] = NAN; /* channel 11 of pixel 2: NaN through bias and clamp */
+            }
+            for (int64_t q = 0; q < k; q++) { /* the same values as planes, rows pw apart */
+                for (int j = 0; j < pw; j++) {
+                    bp[q * pw + j] = b8[q / 8 * ldb + j * 8 + q % 8];
+                }
+            }
+            const size_t n = (size_t)pw * KI_OV_MV;
+            memcpy(want, t0, sizeof want);
+            memcpy(got, t0, sizeof got);
+            memcpy(pl, t0, sizeof pl);
+            ki_ov_ukernel8_ref(k, a, b8, pw, ldb, acc, bi, lo, hi, want, KI_OV_NO_PF);
+            const ki_ov_pf pf = { (const char *)(const void *)a, k };
+            ki_ov_ukernel8_avx2(k, a, b8, pw, ldb, acc, bi, lo, hi, got, pf);
+            ki_ov_ukernel_avx2(k, a, bp, pw, pw, acc, bi, lo, hi, pl, KI_OV_NO_PF);
+            long bad = tclose(got, want, n, 1e-5f, 1e-5f);
+            if (bad >= 0) {
+                fail_msg("pw %d k %ld acc %d: t[%ld] = %.9g, want %.9g", pw, (long)k, acc, bad,
+                         got[bad], want[bad]);
+            }
+            if (memcmp(got, pl, n * sizeof *got) != 0) {
+                fail_msg("pw %d k %ld acc %d: not the bits of the planes' kernel", pw, (long)k,
+                         acc);
+            }
+        }
+    }
+    free(a);
+    free(b8);
+    free(bp);
+}
+
 /* Both stores of tile t (rows x nr, row stride ld, res or NULL) into sentinel-filled outputs:
  * the same bits everywhere, including what neither may touch. */
 static void st_check(const float *t, int64_t rows, int64_t nr, int64_t ld, const float *res,
@@ -128,6 +188,12 @@ static void test_ov_ukernel_avx2(void **unused)
     skip();
 }
 
+static void test_ov_ukernel8_avx2(void **unused)
+{
+    (void)unused;
+    skip();
+}
+
 static void test_ov_tile_store_avx2(void **unused)
 {
     (void)unused;
@@ -139,6 +205,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ov_ukernel_avx2),
+        cmocka_unit_test(test_ov_ukernel8_avx2),
         cmocka_unit_test(test_ov_tile_store_avx2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1145,6 +1145,105 @@ static void test_ovdw_fuse(void **unused)
     at_each_level(ovdw_fuse_at_level);
 }
 
+/* The channel-block step (pw + r1, dw + r2, fused: ovdw) takes the 1x1 layer after it (pj,
+ * created: fuse_state) as its own at AVX2, when the depthwise layer's channels come in halves of
+ * whole eight-channel groups (ch % 16 == 0); then a residual add after it. The fused layer equals
+ * the four layers run one after another (pj with its own residual), bit for bit: at the declared
+ * size (the groups handed over as they are), batch 2, and sizes whose blocks take the planes
+ * instead (96x96, 3x3), on 1-3 threads. Refused at the other levels and for 40 channels (the
+ * groups are then the planes as before: test_ovdw_fuse). Returns whether it took pj. */
+static bool ovpj_case(int64_t ic, int64_t ch, int64_t oc, int64_t h, int64_t st, const float *w1,
+                      const float *b1, const float *w2, const float *b2, const float *w3,
+                      const float *b3, float *x, uint64_t *s)
+{
+    const int64_t dd[4] = { 1, ch, h, h };
+    const ki_shape decl = ki_shape_make(4, dd);
+    const bool res = st == 1 && ic == oc;
+    top pw, r1, dw, r2, pj, add;
+    top_conv_like(&pw, "nn.Conv2d", ic, ch, 1, 1, 1, w1, b1);
+    top_init(&r1, "nn.ReLU6", 1, 1);
+    dw_conv(&dw, ch, st, 3, w2, b2, &decl);
+    top_init(&r2, "nn.ReLU6", 1, 1);
+    const int64_t h2 = (h - 1) / st + 1, dp[4] = { 1, ch, h2, h2 };
+    const ki_shape declp = ki_shape_make(4, dp);
+    top_conv_like(&pj, "nn.Conv2d", ch, oc, 1, 1, 1, w3, b3);
+    pj.d.input_decl = &declp; /* its OV weights made at create */
+    top_init(&add, "pnnx.Expression", 2, 1);
+    top_str(&add, "expr", "add(@0,@1)");
+    const ki_layer_ops *ops;
+    void *a, *d, *p, *f, *pf;
+    bool taken = false;
+    ki_error err = { 0 };
+    assert_true(fused_trio(&pw, &r1, &dw, &r2, true, &ops, &a, &d, &f));
+    assert_int_equal(top_create(&pj, &ops, &p, &err), KI_OK);
+    assert_int_equal(top_create(&pj, &ops, &pf, &err), KI_OK);
+    assert_true(!res || ops->fuse(p, &add.d, 1));
+    const bool took = ops->fuse_state(f, &pj.d, ops, pf, 0, &taken);
+    assert_int_equal(took, taken);
+    if (!took) {
+        assert_false(ops->fuse(f, &pj.d, 0));
+        ops->destroy(a), ops->destroy(d), ops->destroy(p), ops->destroy(f), ops->destroy(pf);
+        return false;
+    }
+    assert_false(ops->fuse_state(f, &pj.d, ops, p, 0, &taken)); /* one projection */
+    assert_false(taken);
+    assert_true(!res || ops->fuse(f, &add.d, 1));
+    const int64_t sizes[][2] = { { 1, h }, { 2, h }, { 1, 96 }, { 1, 3 } };
+    for (int z = 0; z < 4; z++) {
+        const int64_t di[4] = { sizes[z][0], ic, sizes[z][1], sizes[z][1] };
+        ki_tensor in[2] = { { ki_shape_make(4, di), x }, { ki_shape_make(4, di), x } };
+        ki_tensor m1, m2[2], want, out;
+        trng_fill(s, x, (size_t)ki_shape_count(&in[0].shape));
+        for (int th = 1; th <= 3; th++) {
+            assert_int_equal(top_run(ops, a, in, 1, &m1, 1, th, &err), KI_OK);
+            assert_int_equal(top_run(ops, d, &m1, 1, &m2[0], 1, th, &err), KI_OK);
+            m2[1] = in[0];
+            assert_int_equal(top_run(ops, p, m2, res ? 2 : 1, &want, 1, th, &err), KI_OK);
+            assert_int_equal(top_run(ops, f, in, res ? 2 : 1, &out, 1, th, &err), KI_OK);
+            assert_true(ki_shape_equal(&out.shape, &want.shape));
+            if (memcmp(out.data, want.data, (size_t)ki_shape_count(&want.shape) * sizeof(float)) !=
+                0) {
+                fail_msg("%ld -> %ld -> %ld, %ldx%ld stride %ld, size %d, %d threads: differs",
+                         (long)ic, (long)ch, (long)oc, (long)h, (long)h, (long)st, z, th);
+            }
+            free(m1.data), free(m2[0].data), free(want.data), free(out.data);
+        }
+    }
+    ops->destroy(a), ops->destroy(d), ops->destroy(p), ops->destroy(f); /* f owns pf */
+    return true;
+}
+
+static void ovpj_fuse_at_level(void)
+{
+    enum { CHMAX = 192, ICMAX = 64, OCMAX = 64 };
+    static float w1[CHMAX * ICMAX], b1[CHMAX], w2[CHMAX * 9], b2[CHMAX], w3[OCMAX * CHMAX],
+        b3[OCMAX], x[2 * ICMAX * 96 * 96];
+    static const int64_t cs[][5] = { /* in, expanded, out channels, declared size, stride */
+                                     { 32, 192, 32, 14, 1 }, /* projection split over k */
+                                     { 64, 192, 64, 7, 1 },  /* by channel blocks */
+                                     { 24, 144, 40, 14, 2 },
+                                     { 16, 40, 16, 14, 1 }
+    }; /* 40: refused */
+    uint64_t s = 31;
+    trng_fill(&s, w1, sizeof w1 / 4), trng_fill(&s, b1, CHMAX);
+    trng_fill(&s, w2, sizeof w2 / 4), trng_fill(&s, b2, CHMAX);
+    trng_fill(&s, w3, sizeof w3 / 4), trng_fill(&s, b3, OCMAX);
+    if (ki_cpu_isa() < KI_ISA_AVX2) {
+        return; /* no channel-block step to take it */
+    }
+    for (int q = 0; q < 4; q++) {
+        const bool took = ovpj_case(cs[q][0], cs[q][1], cs[q][2], cs[q][3], cs[q][4], w1, b1, w2,
+                                    b2, w3, b3, x, &s);
+        assert_int_equal(took, ki_cpu_isa() == KI_ISA_AVX2 && cs[q][1] % 16 == 0);
+    }
+}
+
+static void test_ovpj_fuse(void **unused)
+{
+    (void)unused;
+    at_each_level(ovpj_fuse_at_level);
+}
+
 /* With AVX2 or AVX-512, a stem on the direct path or a 1x1 layer takes a dense 3x3 stride-2
  * layer after it (and its SiLU) when the data between them is declared large and the dense
  * layer's weights and packed panels fit half of L2 (yolov5s's stem and the 32 -> 64 layer after
@@ -1269,6 +1368,7 @@ int main(void)
         cmocka_unit_test(test_pool_fuse),
         cmocka_unit_test(test_pwdw_fuse),
         cmocka_unit_test(test_ovdw_fuse),
+        cmocka_unit_test(test_ovpj_fuse),
         cmocka_unit_test(test_pwdw_dense),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
