@@ -56,6 +56,21 @@ static inline AI void px_store(float *t, px32 c, const float *bias, __m256 vlo, 
     _mm256_storeu_ps(t + 24, fin(c.v3, bias ? bias + 24 : NULL, vlo, vhi));
 }
 
+/* A tile shape's loop over the k block, STEP(o) a step reading b + o (+ a pixel's offset), on b's
+ * layout ps (a constant): planes, or eight-channel groups (a group's steps, then the next group).
+ */
+#define OV_K_LOOPS(STEP)                                                                           \
+    do {                                                                                           \
+        if (ps == 1) {                                                                             \
+            KI_OV_K_LOOP(pf, k, {                                                                  \
+                STEP(0);                                                                           \
+                b += ldb;                                                                          \
+            });                                                                                    \
+        } else {                                                                                   \
+            KI_OV_K_LOOP8(pf, k, STEP, b += ldb);                                                  \
+        }                                                                                          \
+    } while (0)
+
 /* Pixels 0..np-1 (np 1..3, a constant in each copy) of b and t over the whole k block; ps (a
  * constant) 1: b's rows k, ldb apart (planes), 8: b in eight-channel groups ldb apart, a pixel's
  * eight channels together (ki_ov_ukernel8_avx2). The same products in the same order either way. */
@@ -77,14 +92,7 @@ static inline AI void ov_group(int64_t k, const float *a, const float *b, int64_
         }                                                                                          \
         a += KI_OV_MV;                                                                             \
     } while (0)
-    if (ps == 1) {
-        KI_OV_K_LOOP(pf, k, {
-            GROUP_STEP(0);
-            b += ldb;
-        });
-    } else {
-        KI_OV_K_LOOP8(pf, k, GROUP_STEP, b += ldb);
-    }
+    OV_K_LOOPS(GROUP_STEP);
 #undef GROUP_STEP
     const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
     px_store(t, c0, bias, vlo, vhi);
@@ -148,14 +156,7 @@ static inline AI void ov_half(int64_t k, const float *a, const float *b, int64_t
         }                                                                                          \
         a += KI_OV_MV;                                                                             \
     } while (0)
-    if (ps == 1) {
-        KI_OV_K_LOOP(pf, k, {
-            HALF_STEP(0);
-            b += ldb;
-        });
-    } else {
-        KI_OV_K_LOOP8(pf, k, HALF_STEP, b += ldb);
-    }
+    OV_K_LOOPS(HALF_STEP);
 #undef HALF_STEP
     const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
     px16_store(t, c0, bias, vlo, vhi);
