@@ -772,7 +772,7 @@ static bool conv_fuse_state(void *state, const ki_op_desc *next, const ki_layer_
 {
     ki_conv2d *c = state, *pj = next_state;
     *taken = false;
-    if (next_layer->create != conv_create || !pj || !c->dwf || !c->dwf_c8 || c->pjf || slot != 0 ||
+    if (next_layer->create != conv_create || !pj || !c->dwf || c->pjf || slot != 0 ||
         next->n_inputs != 1 || !ki_conv2d_want_pjf(c, pj)) {
         return false;
     }

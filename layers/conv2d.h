@@ -273,6 +273,11 @@ typedef struct ki_conv2d {
      * (owned; NULL when none was absorbed: conv2d_ovpj.c) */
     bool out8;
     struct ki_conv2d *pjf;
+    /* A band step (dwf, not dwf_c8) with its projection: where a run's bands write the
+     * projection's rows right after their depthwise rows, and its residual (set on a run's copy;
+     * pj_y NULL: the projection runs after all the bands) */
+    float *pj_y;
+    const float *pj_res;
     /* A 6x6 stride-2 stem on the direct path run as space-to-depth and Winograd F(4x4)
      * (conv2d_s2d.c): the 3x3 stride-1 layer over its 4 x in_ch space-to-depth channels, with its
      * Winograd weights (owned; NULL when the layer does not take it, ki_conv2d_want_s2d) */
@@ -651,6 +656,8 @@ bool ki_conv2d_want_ovdw(const ki_conv2d *c, const ki_conv2d *d, const ki_op_des
 bool ki_conv2d_want_pjf(const ki_conv2d *c, const ki_conv2d *pj);
 bool ki_conv2d_pj_in8(const ki_conv2d *c, const ki_conv2d_geom *dg, const ki_conv2d *pj,
                       const ki_conv2d_geom *pg, ki_conv2d_path p);
+/* conv2d_policy.c: whether a band step's projection (path p) runs band by band (c->pj_y). */
+bool ki_conv2d_pj_bands(const ki_conv2d *pj, ki_conv2d_path p);
 /* conv2d_ovpj.c: such a step with its projection: the output shape, the workspace per thread
  * (0: too large) and the run (res: the projection's fused residual, or NULL). */
 ki_status ki_conv2d_ovpj_shape(const ki_conv2d *c, const ki_conv2d_geom *g, ki_shape *out,

@@ -1,13 +1,19 @@
-/* conv2d_ovpj.c - a channel-block step (a 1x1 layer and the small depthwise layer after it, c->dwf
- * with c->dwf_c8: ki_conv2d_forward_ovdw_avx2) run with the 1x1 layer after those two, the block's
- * projection (c->pjf, absorbed by nn.Conv2d's fuse: ki_conv2d_want_pjf). On their own the
- * depthwise blocks transpose each group's output (a pixel's eight channels together) into eight
- * planes, and the projection's OV micro-kernel reads those planes back a pixel at a time. Here,
- * when the projection runs on the OV path (ki_conv2d_pj_in8), the groups stay as they are, one
- * after another ([channel / 8][pixel][8]), in a buffer at the end of the workspace, and the
- * projection reads them through ki_ov_ukernel8: the same products in the same order, so the same
- * bits as the three layers, and no transposes. Otherwise the depthwise output goes to that buffer
- * as planes and the projection runs on its own path. */
+/* conv2d_ovpj.c - a step of a 1x1 layer (or a stem) and the depthwise layer after it (c->dwf) run
+ * with the 1x1 layer after those two, the block's projection (c->pjf, absorbed by nn.Conv2d's
+ * fuse_state: ki_conv2d_want_pjf). The depthwise output goes to a buffer at the start of the
+ * workspace instead of a tensor of the graph.
+ * - After a channel-block step (c->dwf_c8: ki_conv2d_forward_ovdw_avx2), whose depthwise blocks
+ *   on their own transpose each group's output (a pixel's eight channels together) into eight
+ *   planes that the projection's OV micro-kernel reads back a pixel at a time: when the
+ *   projection runs on the OV path (ki_conv2d_pj_in8), the groups stay as they are, one after
+ *   another ([channel / 8][pixel][8]), and after a barrier the projection reads them through
+ *   ki_ov_ukernel8.
+ * - After bands (conv2d_pwdw.c), when the projection runs on the GEMM (ki_conv2d_pj_bands): each
+ *   band computes the projection's rows right after its depthwise rows, which are still in L2
+ *   (c->pj_y), instead of the whole depthwise output going out to L3 and coming back a step
+ *   later.
+ * Either way the same products in the same order as the three layers, so the same bits;
+ * otherwise (another size) the projection runs on its own path after the depthwise output. */
 #include "../core/team.h"
 #include "conv2d.h"
 
@@ -102,10 +108,15 @@ ki_status ki_conv2d_forward_ovpj(const ki_conv2d *c, const ki_conv2d_geom *g, co
     sub.workspace = (char *)x + mid;
     sub.ws_per_thread = w;
     ki_conv2d cc = *c;
-    cc.out8 = pj.in8 = ki_conv2d_pj_in8(c, &dg, &pj, &pg, p);
+    cc.out8 = pj.in8 = c->dwf_c8 && ki_conv2d_pj_in8(c, &dg, &pj, &pg, p);
+    const bool by_band = !c->dwf_c8 && ki_conv2d_pj_bands(&pj, p);
+    cc.pj_y = by_band ? out : NULL;
+    cc.pj_res = by_band ? res : NULL;
     pj.res = res;
     ki_conv2d_forward_pwdw(&cc, g, in, x, &sub);
-    ki_team_run(&sub, all_written, NULL);
-    ki_conv2d_run(&pj, &pg, p, x, out, &sub);
+    if (!by_band) { /* the projection on its own path, once every thread's part is written */
+        ki_team_run(&sub, all_written, NULL);
+        ki_conv2d_run(&pj, &pg, p, x, out, &sub);
+    }
     return KI_OK;
 }

@@ -541,15 +541,27 @@ bool ki_conv2d_want_ovdw(const ki_conv2d *c, const ki_conv2d *d, const ki_op_des
     return decl && declared_geom(d, decl, &dg) && ki_conv2d_ovdw_ok(c, d, &dg);
 }
 
-/* The projection after a channel-block step: a 1x1 layer of one group over the depthwise output,
- * at a level with a micro-kernel for eight-channel groups, on float32 OV weights (which its create
- * made for the declared planes, so on its own it would run them too), and input channels in
- * halves of whole groups (a split over k cuts them at the half). */
+/* The projection after a channel-block step or a band step: a 1x1 layer of one group over the
+ * depthwise output. After a channel-block step, at a level with a micro-kernel for eight-channel
+ * groups, on float32 OV weights (which its create made for the declared planes, so on its own it
+ * would run them too), and input channels in halves of whole groups (a split over k cuts them at
+ * the half). After bands, a layer on the GEMM (its original weights kept: no OV or Winograd
+ * form), whose rows each band then computes while its depthwise rows are in L2. */
 bool ki_conv2d_want_pjf(const ki_conv2d *c, const ki_conv2d *pj)
 {
-    return c->dwf && c->dwf_c8 && pj->ov_uk8 && pj->ov_a && !pj->ov_h && !pj->residual &&
-           pj->groups == 1 && ki_conv2d_is_pointwise(pj) && pj->in_ch == c->dwf->out_ch &&
-           pj->in_ch % 16 == 0;
+    if (!c->dwf || c->dwf_dense || pj->residual || pj->groups != 1 || !ki_conv2d_is_pointwise(pj) ||
+        pj->in_ch != c->dwf->out_ch) {
+        return false;
+    }
+    if (c->dwf_c8) {
+        return pj->ov_uk8 && pj->ov_a && !pj->ov_h && pj->in_ch % 16 == 0;
+    }
+    return pj->weight && !pj->ov_a && !pj->ov_h && !ki_conv2d_has_wino(pj);
+}
+
+bool ki_conv2d_pj_bands(const ki_conv2d *pj, ki_conv2d_path p)
+{
+    return p == KI_CONV2D_GEMM1 && pj->weight;
 }
 
 /* The groups go to the projection as they are when it runs on the OV path (read in place) and
@@ -642,11 +654,12 @@ void ki_conv2d_describe(const ki_conv2d *c, const ki_shape *in, char *buf, size_
     } else if (c->dwf) {
         ki_conv2d_geom dg;
         const bool eo = ki_conv2d_pwdw_geom(c, &g, &dg, NULL) == KI_OK && ki_conv2d_pwdw_eo(c, &dg);
-        snprintf(buf, n, "%s+%s bands%s %s",
+        snprintf(buf, n, "%s+%s bands%s%s %s",
                  c->weight && ki_conv2d_is_pointwise(c) ? "1x1"
                  : ki_conv2d_s2d_on(c, g.ow)            ? "space-to-depth winograd"
                                                         : "direct",
-                 c->dwf_dense ? "conv" : "depthwise", eo ? " even/odd" : "", isa);
+                 c->dwf_dense ? "conv" : "depthwise", eo ? " even/odd" : "",
+                 c->pjf ? ", then 1x1" : "", isa);
     } else {
         ki_conv2d_path p = ki_conv2d_pick(c, &g);
         if (p == KI_CONV2D_WINO) {

@@ -66,6 +66,8 @@ typedef struct pwdw_plan {
     size_t buf_bytes; /* the band buffer */
     size_t pack2;     /* then the first layer's panel slots or packed weights, from buf_bytes */
     size_t total;     /* and a dense second layer's PWDW_GROUP packed panels, from pack2 */
+    size_t pack3;     /* then a projection's panel slots (c->pjf), from total */
+    size_t end;
 } pwdw_plan;
 
 bool ki_conv2d_pwdw_dense_fits(const ki_conv2d *d)
@@ -117,9 +119,14 @@ static bool plan_of(const ki_conv2d *c, const ki_conv2d_geom *dg, pwdw_plan *p)
                                     PWDW_GROUP * KI_GEMM_NR * sizeof(float))) {
         return false;
     }
+    size_t pack3 = 0; /* a projection's group of panels, the last one maybe packed */
+    if (c->pjf && !c->dwf_c8 &&
+        !ki_ckd_mul(&pack3, (size_t)c->pjf->in_ch, PWDW_GROUP * KI_GEMM_NR * sizeof(float))) {
+        return false;
+    }
     return ki_ckd_mul(&p->buf_bytes, (size_t)p->cstride, (size_t)ch * sizeof(float)) &&
            ki_ckd_add(&p->pack2, p->buf_bytes, pack) && ki_ckd_add(&p->total, p->pack2, pack2) &&
-           p->total <= SIZE_MAX - 63;
+           (p->pack3 = p->total, ki_ckd_add(&p->end, p->total, pack3)) && p->end <= SIZE_MAX - 63;
 }
 
 ki_status ki_conv2d_pwdw_geom(const ki_conv2d *c, const ki_conv2d_geom *g, ki_conv2d_geom *dg,
@@ -140,15 +147,16 @@ size_t ki_conv2d_pwdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g)
     if (ki_conv2d_pwdw_geom(c, g, &dg, NULL) != KI_OK || !plan_of(c, &dg, &p)) {
         return 0;
     }
-    return (p.total + 63) / 64 * 64;
+    return (p.end + 63) / 64 * 64;
 }
 
-/* Rows [r0, r1) of the expansion of image x (its input) into dst (channel stride ldc), a group
- * of panels at a time: the full 32-pixel panels read in place, a last partial one packed into
- * its slot in `pack` (PWDW_GROUP panels); with eo every panel packed, its columns in the even /
- * odd order (ki_conv2d_pwdw_eo), so the rows come out in that order. */
+/* Rows [r0, r1) of the 1x1 layer c over image x (its input: the expansion, or a projection
+ * c->pjf over the depthwise output) into dst (channel stride ldc; res: its residual, the same
+ * layout, or NULL), a group of panels at a time: the full 32-pixel panels read in place, a last
+ * partial one packed into its slot in `pack` (PWDW_GROUP panels); with eo every panel packed, its
+ * columns in the even / odd order (ki_conv2d_pwdw_eo), so the rows come out in that order. */
 static void expand(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, int64_t r0,
-                   int64_t r1, float *dst, int64_t ldc, float *pack, bool eo)
+                   int64_t r1, float *dst, int64_t ldc, const float *res, float *pack, bool eo)
 {
     const int64_t w = g->in.w, n = (r1 - r0) * w, np = (n + KI_GEMM_NR - 1) / KI_GEMM_NR;
     const float *b = x + r0 * w;
@@ -163,6 +171,7 @@ static void expand(const ki_conv2d *c, const ki_conv2d_geom *g, const float *x, 
                         .ep = &c->ep,
                         .epf = c->epf,
                         .uk = c->uk,
+                        .res = res,
                         .bin = eo ? NULL : b,
                         .ldb = g->in.h * w };
     for (int64_t p0 = 0; p0 < np; p0 += PWDW_GROUP) {
@@ -222,9 +231,9 @@ typedef struct pwdw_held {
  * ne: the end of this thread's next band of the same image, whose new input rows are asked for
  * ahead, or -1. */
 static void band_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv2d_geom *dg,
-                      const pwdw_plan *p, const float *in, int64_t n, int64_t yb, int64_t ye,
-                      int64_t ne, float *buf, float *pack, float *pack2, float *out,
-                      pwdw_held *held)
+                      const ki_conv2d_geom *pg, const pwdw_plan *p, const float *in, int64_t n,
+                      int64_t yb, int64_t ye, int64_t ne, float *buf, float *pack, float *pack2,
+                      float *out, pwdw_held *held)
 {
     const bool pw = ki_conv2d_is_pointwise(c);
     const ki_conv2d *d = c->dwf;
@@ -243,7 +252,7 @@ static void band_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv
         from = held->hi;
     }
     if (from < hi && pw) {
-        expand(c, g, x, from, hi, buf + (from - lo) * w, p->cstride, pack, p->eo);
+        expand(c, g, x, from, hi, buf + (from - lo) * w, p->cstride, NULL, pack, p->eo);
     } else if (from < hi && ki_conv2d_s2d_on(c, g->ow)) {
         ki_conv2d_s2d_rows(c, g, in, n, from, hi, buf + (from - lo) * w, p->cstride, pack);
     } else if (from < hi) {
@@ -264,6 +273,12 @@ static void band_rows(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_conv
         }
         (p->eo ? d->dw3_band_eo : d->dw3_band)(d, dg, buf, lo, p->cstride, ch * i / k,
                                                ch * (i + 1) / k, yb, ye, out);
+    }
+    if (c->pj_y) { /* the projection's rows of this band, its input rows still in L2 */
+        const ki_conv2d *pj = c->pjf;
+        const int64_t ohw = dg->oh * dg->ow, at = n * pj->out_ch * ohw + yb * dg->ow;
+        expand(pj, pg, out, yb, ye, c->pj_y + at, ohw, c->pj_res ? c->pj_res + at : NULL,
+               (float *)((char *)buf + p->pack3), false);
     }
 }
 
@@ -325,6 +340,11 @@ static void pwdw_body(void *arg, const ki_part *pt)
         ki_conv2d_direct_pack(c, pack); /* each thread its own copy: no barrier */
     }
     pwdw_held held = { -1, 0, 0 };
+    ki_conv2d_geom pg; /* a projection run band by band: its geometry */
+    const ki_shape mid = ki_cv_nchw_shape(g->in.batched, 1, c->dwf->out_ch, dg.oh, dg.ow);
+    if (c->pj_y && ki_conv2d_geom_make(c->pjf, &mid, &pg, NULL) != KI_OK) {
+        return;
+    }
     ki_share_begin(pt, g->in.n * nb);
     for (int64_t b = ki_share_take(pt->share, pt->tid); b >= 0;
          b = ki_share_take(pt->share, pt->tid)) {
@@ -336,7 +356,7 @@ static void pwdw_body(void *arg, const ki_part *pt)
             ne = ne > n0 ? ne : -1;
         }
         if (y0 < y1) {
-            band_rows(c, g, &dg, &p, j->in, n, y0, y1, ne, buf, pack, pack2,
+            band_rows(c, g, &dg, &pg, &p, j->in, n, y0, y1, ne, buf, pack, pack2,
                       j->out + n * c->dwf->out_ch * ohw, &held);
         }
     }

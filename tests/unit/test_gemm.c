@@ -1145,16 +1145,18 @@ static void test_ovdw_fuse(void **unused)
     at_each_level(ovdw_fuse_at_level);
 }
 
-/* The channel-block step (pw + r1, dw + r2, fused: ovdw) takes the 1x1 layer after it (pj,
- * created: fuse_state) as its own at AVX2, when the depthwise layer's channels come in halves of
- * whole eight-channel groups (ch % 16 == 0); then a residual add after it. The fused layer equals
- * the four layers run one after another (pj with its own residual), bit for bit: at the declared
- * size (the groups handed over as they are), batch 2, and sizes whose blocks take the planes
- * instead (96x96, 3x3), on 1-3 threads. Refused at the other levels and for 40 channels (the
- * groups are then the planes as before: test_ovdw_fuse). Returns whether it took pj. */
-static bool ovpj_case(int64_t ic, int64_t ch, int64_t oc, int64_t h, int64_t st, const float *w1,
-                      const float *b1, const float *w2, const float *b2, const float *w3,
-                      const float *b3, float *x, uint64_t *s)
+/* A 1x1 layer ic -> ch and the 3x3 depthwise layer after it (their ReLU6s), fused (a channel-block
+ * step when the depthwise input is declared h x h and small, bands when large), take the 1x1 layer
+ * after them (pj, ch -> oc, created: fuse_state) as their own: after a channel-block step at AVX2
+ * when the depthwise channels come in halves of whole eight-channel groups (ch % 16 == 0; pj's OV
+ * weights made at create for its declared input), after bands at AVX2 and AVX-512 when pj runs
+ * on the GEMM (nothing declared: no OV weights); then a residual add after it. The fused layer
+ * equals the four layers run one after another (pj with its own residual), bit for bit: at the
+ * declared size, batch 2, and sizes that take the planes (96x96, 3x3) or the projection on its
+ * own after the bands (3x3: no GEMM), on 1-3 threads. Returns whether it took pj. */
+static bool ovpj_case(int64_t ic, int64_t ch, int64_t oc, int64_t h, int64_t st, bool decl_pj,
+                      const float *w1, const float *b1, const float *w2, const float *b2,
+                      const float *w3, const float *b3, uint64_t *s)
 {
     const int64_t dd[4] = { 1, ch, h, h };
     const ki_shape decl = ki_shape_make(4, dd);
@@ -1167,7 +1169,7 @@ static bool ovpj_case(int64_t ic, int64_t ch, int64_t oc, int64_t h, int64_t st,
     const int64_t h2 = (h - 1) / st + 1, dp[4] = { 1, ch, h2, h2 };
     const ki_shape declp = ki_shape_make(4, dp);
     top_conv_like(&pj, "nn.Conv2d", ch, oc, 1, 1, 1, w3, b3);
-    pj.d.input_decl = &declp; /* its OV weights made at create */
+    pj.d.input_decl = decl_pj ? &declp : NULL;
     top_init(&add, "pnnx.Expression", 2, 1);
     top_str(&add, "expr", "add(@0,@1)");
     const ki_layer_ops *ops;
@@ -1189,6 +1191,8 @@ static bool ovpj_case(int64_t ic, int64_t ch, int64_t oc, int64_t h, int64_t st,
     assert_false(taken);
     assert_true(!res || ops->fuse(f, &add.d, 1));
     const int64_t sizes[][2] = { { 1, h }, { 2, h }, { 1, 96 }, { 1, 3 } };
+    float *x = malloc((size_t)(2 * ic * (h > 96 ? h : 96) * (h > 96 ? h : 96)) * sizeof *x);
+    assert_non_null(x);
     for (int z = 0; z < 4; z++) {
         const int64_t di[4] = { sizes[z][0], ic, sizes[z][1], sizes[z][1] };
         ki_tensor in[2] = { { ki_shape_make(4, di), x }, { ki_shape_make(4, di), x } };
@@ -1209,6 +1213,7 @@ static bool ovpj_case(int64_t ic, int64_t ch, int64_t oc, int64_t h, int64_t st,
             free(m1.data), free(m2[0].data), free(want.data), free(out.data);
         }
     }
+    free(x);
     ops->destroy(a), ops->destroy(d), ops->destroy(p), ops->destroy(f); /* f owns pf */
     return true;
 }
@@ -1217,24 +1222,30 @@ static void ovpj_fuse_at_level(void)
 {
     enum { CHMAX = 192, ICMAX = 64, OCMAX = 64 };
     static float w1[CHMAX * ICMAX], b1[CHMAX], w2[CHMAX * 9], b2[CHMAX], w3[OCMAX * CHMAX],
-        b3[OCMAX], x[2 * ICMAX * 96 * 96];
-    static const int64_t cs[][5] = { /* in, expanded, out channels, declared size, stride */
-                                     { 32, 192, 32, 14, 1 }, /* projection split over k */
-                                     { 64, 192, 64, 7, 1 },  /* by channel blocks */
-                                     { 24, 144, 40, 14, 2 },
-                                     { 16, 40, 16, 14, 1 }
-    }; /* 40: refused */
+        b3[OCMAX];
+    /* planes that take bands: 48 channels of at least twice L2 */
+    int64_t hb = 8;
+    while (48 * hb * hb * (int64_t)sizeof(float) < 2 * (int64_t)ki_cpu_get()->l2) {
+        hb += 8;
+    }
+    const int64_t cs[][6] = { /* in, expanded, out channels, declared size, stride, bands */
+                              { 32, 192, 32, 14, 1, 0 }, /* projection split over k */
+                              { 64, 192, 64, 7, 1, 0 },  /* by channel blocks */
+                              { 24, 144, 40, 14, 2, 0 }, { 16, 40, 16, 14, 1, 0 }, /* 40: refused */
+                              { 16, 48, 16, hb, 1, 1 },  { 16, 48, 24, hb, 2, 1 }
+    };
     uint64_t s = 31;
     trng_fill(&s, w1, sizeof w1 / 4), trng_fill(&s, b1, CHMAX);
     trng_fill(&s, w2, sizeof w2 / 4), trng_fill(&s, b2, CHMAX);
     trng_fill(&s, w3, sizeof w3 / 4), trng_fill(&s, b3, OCMAX);
     if (ki_cpu_isa() < KI_ISA_AVX2) {
-        return; /* no channel-block step to take it */
+        return; /* no channel-block step or bands to take it */
     }
-    for (int q = 0; q < 4; q++) {
-        const bool took = ovpj_case(cs[q][0], cs[q][1], cs[q][2], cs[q][3], cs[q][4], w1, b1, w2,
-                                    b2, w3, b3, x, &s);
-        assert_int_equal(took, ki_cpu_isa() == KI_ISA_AVX2 && cs[q][1] % 16 == 0);
+    for (int q = 0; q < 6; q++) {
+        const bool bands = cs[q][5];
+        const bool took = ovpj_case(cs[q][0], cs[q][1], cs[q][2], cs[q][3], cs[q][4], !bands, w1,
+                                    b1, w2, b2, w3, b3, &s);
+        assert_int_equal(took, bands || (ki_cpu_isa() == KI_ISA_AVX2 && cs[q][1] % 16 == 0));
     }
 }
 
