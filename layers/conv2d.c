@@ -764,9 +764,9 @@ static bool conv_fuse(void *state, const ki_op_desc *next, int slot)
     return fuse_epilogue(c, next, slot);
 }
 
-/* A channel-block step's projection, the 1x1 layer after it (ki_conv2d_want_pjf: with the OV
- * weights it made at create), taken over as created (its original weights may already be given
- * back, so it is not made again from next). */
+/* A channel-block or band step's projection, the 1x1 layer after it (ki_conv2d_want_pjf), taken
+ * over as created (its original weights may already be given back, so it is not made again from
+ * next, as the depthwise layer is). */
 static bool conv_fuse_state(void *state, const ki_op_desc *next, const ki_layer_ops *next_layer,
                             void *next_state, int slot, bool *taken)
 {

@@ -76,7 +76,7 @@ size_t ki_conv2d_ovpj_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int
         return 0;
     }
     const size_t w = phase_bytes(c, g, &pg, n_threads);
-    return w > 0 && mid < SIZE_MAX / 4 ? w + (mid / nt + 63) / 64 * 64 + 64 : 0;
+    return w > 0 && mid < SIZE_MAX / 4 ? w + ((mid + nt - 1) / nt + 63) / 64 * 64 + 64 : 0;
 }
 
 /* Every thread's depthwise groups are written before any thread reads them. */
@@ -108,7 +108,7 @@ ki_status ki_conv2d_forward_ovpj(const ki_conv2d *c, const ki_conv2d_geom *g, co
     sub.workspace = (char *)x + mid;
     sub.ws_per_thread = w;
     ki_conv2d cc = *c;
-    cc.out8 = pj.in8 = c->dwf_c8 && ki_conv2d_pj_in8(c, &dg, &pj, &pg, p);
+    cc.out8 = pj.in8 = c->dwf_c8 && ki_conv2d_pj_in8(c, &dg, &pj, p);
     const bool by_band = !c->dwf_c8 && ki_conv2d_pj_bands(&pj, p);
     cc.pj_y = by_band ? out : NULL;
     cc.pj_res = by_band ? res : NULL;

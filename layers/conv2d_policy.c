@@ -567,9 +567,8 @@ bool ki_conv2d_pj_bands(const ki_conv2d *pj, ki_conv2d_path p)
 /* The groups go to the projection as they are when it runs on the OV path (read in place) and
  * the depthwise blocks run on the OV tiles (ki_conv2d_ovdw_ok at this run's geometry). */
 bool ki_conv2d_pj_in8(const ki_conv2d *c, const ki_conv2d_geom *dg, const ki_conv2d *pj,
-                      const ki_conv2d_geom *pg, ki_conv2d_path p)
+                      ki_conv2d_path p)
 {
-    (void)pg;
     return p == KI_CONV2D_OV && pj->ov_uk8 && pj->ov_a && !pj->ov_h && !pj->gap &&
            pj->in_ch % 16 == 0 && ki_conv2d_ovdw_ok(c, c->dwf, dg);
 }
