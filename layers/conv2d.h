@@ -651,12 +651,12 @@ bool ki_conv2d_ovdw_ok(const ki_conv2d *c, const ki_conv2d *d, const ki_conv2d_g
 bool ki_conv2d_want_ovdw(const ki_conv2d *c, const ki_conv2d *d, const ki_op_desc *next);
 /* conv2d_policy.c: whether the channel-block or band step c keeps pj, the 1x1 layer after it (as
  * created: c->pjf, conv2d_ovpj.c), and whether a channel-block step's run at depthwise geometry dg
- * hands pj (on path p) its depthwise output in eight-channel groups (c->out8, pj->in8). */
+ * hands its projection (on path p) the depthwise output in eight-channel groups (c->out8,
+ * pj->in8). */
 bool ki_conv2d_want_pjf(const ki_conv2d *c, const ki_conv2d *pj);
-bool ki_conv2d_pj_in8(const ki_conv2d *c, const ki_conv2d_geom *dg, const ki_conv2d *pj,
-                      ki_conv2d_path p);
+bool ki_conv2d_pj_in8(const ki_conv2d *c, const ki_conv2d_geom *dg, ki_conv2d_path p);
 /* conv2d_policy.c: whether a band step's projection (path p) runs band by band (c->pj_y). */
-bool ki_conv2d_pj_bands(const ki_conv2d *pj, ki_conv2d_path p);
+bool ki_conv2d_pj_bands(ki_conv2d_path p);
 /* conv2d_ovpj.c: such a step with its projection: the output shape, the workspace per thread
  * (0: too large) and the run (res: the projection's fused residual, or NULL). */
 ki_status ki_conv2d_ovpj_shape(const ki_conv2d *c, const ki_conv2d_geom *g, ki_shape *out,

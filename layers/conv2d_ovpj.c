@@ -108,8 +108,8 @@ ki_status ki_conv2d_forward_ovpj(const ki_conv2d *c, const ki_conv2d_geom *g, co
     sub.workspace = (char *)x + mid;
     sub.ws_per_thread = w;
     ki_conv2d cc = *c;
-    cc.out8 = pj.in8 = c->dwf_c8 && ki_conv2d_pj_in8(c, &dg, &pj, p);
-    const bool by_band = !c->dwf_c8 && ki_conv2d_pj_bands(&pj, p);
+    cc.out8 = pj.in8 = c->dwf_c8 && ki_conv2d_pj_in8(c, &dg, p);
+    const bool by_band = !c->dwf_c8 && ki_conv2d_pj_bands(p);
     cc.pj_y = by_band ? out : NULL;
     cc.pj_res = by_band ? res : NULL;
     pj.res = res;

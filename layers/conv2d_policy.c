@@ -559,18 +559,19 @@ bool ki_conv2d_want_pjf(const ki_conv2d *c, const ki_conv2d *pj)
     return pj->weight && !pj->ov_a && !pj->ov_h && !ki_conv2d_has_wino(pj);
 }
 
-bool ki_conv2d_pj_bands(const ki_conv2d *pj, ki_conv2d_path p)
+/* What ki_conv2d_want_pjf took the projection for (its kernels and weights) holds for its life;
+ * a run decides only what depends on its sizes. After bands: the projection on the GEMM. */
+bool ki_conv2d_pj_bands(ki_conv2d_path p)
 {
-    return p == KI_CONV2D_GEMM1 && pj->weight;
+    return p == KI_CONV2D_GEMM1;
 }
 
-/* The groups go to the projection as they are when it runs on the OV path (read in place) and
- * the depthwise blocks run on the OV tiles (ki_conv2d_ovdw_ok at this run's geometry). */
-bool ki_conv2d_pj_in8(const ki_conv2d *c, const ki_conv2d_geom *dg, const ki_conv2d *pj,
-                      ki_conv2d_path p)
+/* After a channel-block step: the groups go to the projection as they are when it runs on the OV
+ * path (read in place) and the depthwise blocks run on the OV tiles (ki_conv2d_ovdw_ok at this
+ * run's geometry). */
+bool ki_conv2d_pj_in8(const ki_conv2d *c, const ki_conv2d_geom *dg, ki_conv2d_path p)
 {
-    return p == KI_CONV2D_OV && pj->ov_uk8 && pj->ov_a && !pj->ov_h && !pj->gap &&
-           pj->in_ch % 16 == 0 && ki_conv2d_ovdw_ok(c, c->dwf, dg);
+    return p == KI_CONV2D_OV && ki_conv2d_ovdw_ok(c, c->dwf, dg);
 }
 
 size_t ki_conv2d_ovdw_workspace(const ki_conv2d *c, const ki_conv2d_geom *g)
