@@ -66,17 +66,22 @@ static size_t phase_bytes(const ki_conv2d *c, const ki_conv2d_geom *g, const ki_
 
 /* The depthwise output first (from the workspace's first 64-byte boundary), then the two phases'
  * slices one after another (forward_ovpj runs them on a workspace that starts past it), so each
- * thread's share is a slice, its part of the depthwise output and room for the alignment. */
+ * thread's share is a slice (w, phase_bytes), its part of the depthwise output (mid bytes in all)
+ * and room for the alignment; 0 when w is. */
+static size_t share_bytes(size_t w, size_t mid, int n_threads)
+{
+    const size_t nt = n_threads > 0 ? (size_t)n_threads : 1;
+    return w > 0 && mid < SIZE_MAX / 4 ? w + ((mid + nt - 1) / nt + 63) / 64 * 64 + 64 : 0;
+}
+
 size_t ki_conv2d_ovpj_workspace(const ki_conv2d *c, const ki_conv2d_geom *g, int n_threads)
 {
     ki_conv2d_geom dg, pg;
     size_t mid;
-    const size_t nt = n_threads > 0 ? (size_t)n_threads : 1;
     if (pj_geoms(c, g, &dg, &pg, NULL) != KI_OK || !mid_bytes(c, &pg, &mid)) {
         return 0;
     }
-    const size_t w = phase_bytes(c, g, &pg, n_threads);
-    return w > 0 && mid < SIZE_MAX / 4 ? w + ((mid + nt - 1) / nt + 63) / 64 * 64 + 64 : 0;
+    return share_bytes(phase_bytes(c, g, &pg, n_threads), mid, n_threads);
 }
 
 /* Every thread's depthwise groups are written before any thread reads them. */
@@ -96,9 +101,9 @@ ki_status ki_conv2d_forward_ovpj(const ki_conv2d *c, const ki_conv2d_geom *g, co
     }
     ki_conv2d pj = *c->pjf; /* a copy that carries this run's residual and input layout */
     const ki_conv2d_path p = ki_conv2d_pick(&pj, &pg);
-    const size_t w = phase_bytes(c, g, &pg, ex->n_threads);
-    if (w == 0 || ki_conv2d_ovpj_workspace(c, g, ex->n_threads) > ex->ws_per_thread ||
-        !ki_conv2d_path_ok(&pj, &pg, p)) {
+    const size_t w = phase_bytes(c, g, &pg, ex->n_threads),
+                 share = share_bytes(w, mid, ex->n_threads);
+    if (share == 0 || share > ex->ws_per_thread || !ki_conv2d_path_ok(&pj, &pg, p)) {
         return KI_ERR_INTERNAL;
     }
     /* the depthwise output at the start; the phases' slices after it (w each: nt w + mid fit in
